@@ -1,0 +1,57 @@
+"""Benchmark adapters: each turns one publisher's files into the common manifest.
+
+A manifest is a pandas DataFrame with columns ``image_id`` (str, unique), ``image_path`` (absolute
+path of an existing file) and ``caption`` (str), rows in a stable order. Each adapter module in this
+package exposes ``load(root: pathlib.Path, split: str) -> pandas.DataFrame``; the registry below maps
+benchmark names to modules and imports them lazily, so a missing optional dependency of one adapter
+never breaks the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["BENCHMARKS", "MANIFEST_COLUMNS", "load_benchmark"]
+
+MANIFEST_COLUMNS = ("image_id", "image_path", "caption")
+
+# benchmark name -> adapter module (relative to this package)
+BENCHMARKS: dict[str, str] = {
+    "synthetic": ".synthetic",
+    "synthetic_shift": ".synthetic",
+    "docci": ".docci",
+    "dci": ".dci",
+    "long_dci": ".long_dci",
+    "urban1k": ".urban1k",
+    "vg": ".vg",
+}
+
+SPLITS = ("train", "test")
+
+
+def load_benchmark(name: str, root, split: str) -> pd.DataFrame:
+    """Read benchmark ``name`` from ``root`` (its files as the publisher distributes them) into a manifest."""
+    if name not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} for benchmark {name!r}; known: {', '.join(SPLITS)}")
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"benchmark {name!r}: root folder {root} does not exist")
+    module = importlib.import_module(BENCHMARKS[name], __name__)
+    loader = getattr(module, "load_" + name, None) or module.load
+    manifest = loader(root.resolve(), split)
+    _check_manifest(manifest, name, split)
+    return manifest
+
+
+def _check_manifest(manifest: pd.DataFrame, name: str, split: str) -> None:
+    missing = [c for c in MANIFEST_COLUMNS if c not in manifest.columns]
+    if missing:
+        raise ValueError(f"adapter for {name!r} ({split}) returned no column(s) {missing}")
+    duplicated = manifest["image_id"][manifest["image_id"].duplicated()]
+    if len(duplicated):
+        raise ValueError(f"{name!r} ({split}): duplicate image_id {duplicated.iloc[0]!r}")
