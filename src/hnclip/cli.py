@@ -1,0 +1,326 @@
+"""The ``hnclip`` command: one verb per workflow step, so every Snakemake rule is a single call.
+
+Verbs import their modules lazily: ``hnclip table`` must not pay for importing torch, and a rule's conda
+environment only carries the extras its verb needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger("hnclip")
+
+
+def _json_arg(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text[:200]!r}") from e
+
+
+def _set_threads(n: int | None) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def _write_json(path, data) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------------------------------------- data
+def cmd_fetch(args) -> None:
+    """Make the benchmark's files exist at its root: render (synthetic), download, or verify them."""
+    from hnclip.data.fetch import fetch_benchmark
+
+    source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings)
+    _write_json(args.out, source)
+
+
+def cmd_prepare(args) -> None:
+    from hnclip.data.prepare import prepare_split
+
+    source = json.loads(Path(args.source).read_text())
+    prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images))
+
+
+def cmd_subset(args) -> None:
+    from hnclip.data.manifest import read_manifest
+    from hnclip.data.subsets import subset_ids, write_subset
+
+    manifest = read_manifest(args.manifest)
+    ids = subset_ids(list(manifest["image_id"]), args.fraction, args.seed)
+    write_subset(ids, args.out)
+    log.info("subset f=%s seed=%s: %d of %d ids", args.fraction, args.seed, len(ids), len(manifest))
+
+
+# --------------------------------------------------------------------------------------------- models
+def cmd_init_model(args) -> None:
+    from hnclip.models import create_model, save_model
+
+    model = create_model(args.name, context_length=args.context_length, seed=args.seed)
+    save_model(model, args.out)
+
+
+def cmd_convert_checkpoint(args) -> None:
+    from hnclip.models import load_longclip_checkpoint, load_openai_checkpoint, save_model
+
+    loader = load_longclip_checkpoint if args.format == "longclip" else load_openai_checkpoint
+    save_model(loader(args.source), args.out)
+
+
+def cmd_stretch(args) -> None:
+    from hnclip.models import load_model, save_model, stretch_model
+
+    save_model(stretch_model(load_model(args.model), keep=args.keep, factor=args.factor), args.out)
+
+
+# ------------------------------------------------------------------------------------- train, evaluate
+def _parse_sets(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"hnclip train: --set expects key=value, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def cmd_train(args) -> None:
+    from hnclip.train import train
+    from hnclip.train_config import TrainConfig
+
+    _set_threads(args.threads)
+    cfg = TrainConfig.from_overrides(_parse_sets(args.set))
+    train(
+        cfg,
+        init_model_dir=Path(args.init),
+        train_manifest=Path(args.manifest),
+        store_dir=Path(args.images),
+        out_dir=Path(args.out),
+        checkpoint_dir=Path(args.checkpoint_dir),
+        subset_path=Path(args.subset) if args.subset else None,
+        eval_manifest=Path(args.eval_manifest) if args.eval_manifest else None,
+        eval_store_dir=Path(args.eval_images) if args.eval_images else None,
+    )
+
+
+def cmd_evaluate(args) -> None:
+    from hnclip.evaluate import evaluate_checkpoint
+
+    _set_threads(args.threads)
+    evaluate_checkpoint(Path(args.model), Path(args.manifest), Path(args.images), Path(args.out),
+                        run_info=args.run_info, eval_benchmark=args.eval_benchmark,
+                        batch_size=args.batch_size)
+
+
+# -------------------------------------------------------------------------------- analysis and report
+def cmd_geometry(args) -> None:
+    from hnclip.analysis.geometry_cli import run_geometry
+
+    _set_threads(args.threads)
+    run_geometry(model_dir=Path(args.model), manifest=Path(args.manifest), benchmark=args.benchmark,
+                 batch_size=args.batch_size, n_batches=args.n_batches, seed=args.seed,
+                 out_json=Path(args.out_json), out_figure=Path(args.out_figure))
+
+
+def cmd_table(args) -> None:
+    from hnclip.analysis.records import load_records
+    from hnclip.analysis.tables import build_table, write_table
+
+    records = load_records(args.spec)
+    write_table(build_table(args.spec, records), args.out_prefix, caption=_caption(args.spec))
+
+
+def _caption(spec: dict) -> str:
+    scale = "toy-scale run (synthetic benchmark, tiny backbone)" if spec.get("scale") == "toy" else "paper-scale run"
+    return f"{spec.get('experiment', '')}: {scale}"
+
+
+def cmd_table_epochs(args) -> None:
+    from hnclip.analysis.tables import build_epochs_table, write_table
+
+    write_table(build_epochs_table(args.spec), args.out_prefix, caption="R@1 per epoch: " + _caption(args.spec))
+
+
+def cmd_table_cost(args) -> None:
+    from hnclip.analysis.tables import build_cost_table, write_table
+
+    table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks])
+    write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
+
+
+def cmd_figure(args) -> None:
+    from hnclip.analysis import figures
+
+    draw = {
+        "dynamics": figures.plot_dynamics,
+        "fractions": figures.plot_fractions,
+        "gamma_sweep": figures.plot_gamma_sweep,
+        "epochs": figures.plot_epochs,
+    }[args.name]
+    draw(args.spec, args.out_prefix)
+
+
+def cmd_gallery(args) -> None:
+    from hnclip.analysis.gallery_cli import run_gallery
+
+    _set_threads(args.threads)
+    run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix)
+
+
+def cmd_report(args) -> None:
+    from hnclip.report import render_report_from_files
+
+    render_report_from_files(
+        out_html=Path(args.out), title=args.title, scale=args.scale, specs=args.specs,
+        tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
+        geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
+    )
+
+
+def cmd_plan(args) -> None:
+    from hnclip.plan_cli import print_plan
+
+    print_plan(Path(args.configfile), profile=args.profile)
+
+
+# ------------------------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hnclip", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(name, func, help_text):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = verb("fetch", cmd_fetch, "render, download or verify a benchmark's files; write its source record")
+    p.add_argument("--benchmark", required=True, help="config key of the benchmark")
+    p.add_argument("--adapter", required=True, help="hnclip.data adapter name")
+    p.add_argument("--root", required=True, help="folder of the publisher's files")
+    p.add_argument("--settings", type=_json_arg, default={}, help="the benchmark's config block (JSON)")
+    p.add_argument("--out", required=True, help="source record (JSON) to write")
+
+    p = verb("prepare", cmd_prepare, "write a split's manifest and its pre-resized image store")
+    p.add_argument("--source", required=True, help="source record written by `hnclip fetch`")
+    p.add_argument("--split", required=True, choices=["train", "test"])
+    p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
+    p.add_argument("--manifest", required=True, help="manifest CSV to write")
+    p.add_argument("--images", required=True, help="image store folder to write")
+
+    p = verb("subset", cmd_subset, "write a nested, deterministic fraction of a training manifest's ids")
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--fraction", type=float, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True)
+
+    p = verb("init-model", cmd_init_model, "build a randomly initialised dual encoder from a named config")
+    p.add_argument("--name", required=True)
+    p.add_argument("--context-length", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+
+    p = verb("convert-checkpoint", cmd_convert_checkpoint, "convert a Long-CLIP/OpenAI checkpoint to a model folder")
+    p.add_argument("--format", choices=["longclip", "openai"], required=True)
+    p.add_argument("--source", required=True, help="local .pt path or hf://OWNER/REPO/FILE")
+    p.add_argument("--out", required=True)
+
+    p = verb("stretch", cmd_stretch, "stretch a 77-position text tower to 248 positions (Long-CLIP's scheme)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--keep", type=int, default=20)
+    p.add_argument("--factor", type=int, default=4)
+    p.add_argument("--out", required=True)
+
+    p = verb("train", cmd_train, "fine-tune a model folder on a prepared training split")
+    p.add_argument("--init", required=True, help="model folder to start from")
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--images", required=True, help="image store folder of the manifest")
+    p.add_argument("--subset", default=None, help="file of image ids to train on (default: all)")
+    p.add_argument("--eval-manifest", default=None, help="test split evaluated after each epoch")
+    p.add_argument("--eval-images", default=None)
+    p.add_argument("--out", required=True, help="run folder (summary, dynamics, model)")
+    p.add_argument("--checkpoint-dir", required=True, help="resumable checkpoints (not a workflow output)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="TrainConfig field")
+
+    p = verb("evaluate", cmd_evaluate, "retrieval Recall@K of a model folder on a prepared test split")
+    p.add_argument("--model", required=True)
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--images", required=True)
+    p.add_argument("--eval-benchmark", required=True)
+    p.add_argument("--run-info", type=_json_arg, default={})
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", required=True)
+
+    p = verb("geometry", cmd_geometry, "caption geometry of a benchmark under a model's text encoder")
+    p.add_argument("--model", required=True)
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--n-batches", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out-json", required=True)
+    p.add_argument("--out-figure", required=True)
+
+    for name, func, text in (("table", cmd_table, "one experiment's retrieval table"),
+                             ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs")):
+        p = verb(name, func, text)
+        p.add_argument("--spec", type=_json_arg, required=True, help="experiment spec (JSON, from hnclip.plan)")
+        p.add_argument("--out-prefix", required=True)
+
+    p = verb("table-cost", cmd_table_cost, "training cost per run")
+    p.add_argument("--summaries", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="*", default=[])
+    p.add_argument("--scale", default="toy")
+    p.add_argument("--out-prefix", required=True)
+
+    p = verb("figure", cmd_figure, "one figure of the paper")
+    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs"])
+    p.add_argument("--spec", type=_json_arg, required=True)
+    p.add_argument("--out-prefix", required=True)
+
+    p = verb("gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
+    p.add_argument("--spec", type=_json_arg, required=True, help="main experiment spec")
+    p.add_argument("--captions", type=int, default=4)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out-prefix", required=True)
+
+    p = verb("report", cmd_report, "render the self-contained HTML report")
+    p.add_argument("--title", required=True)
+    p.add_argument("--scale", choices=["toy", "paper"], required=True)
+    p.add_argument("--specs", type=_json_arg, required=True)
+    p.add_argument("--tables", nargs="*", default=[])
+    p.add_argument("--figures", nargs="*", default=[])
+    p.add_argument("--geometry", nargs="*", default=[])
+    p.add_argument("--summaries", nargs="*", default=[])
+    p.add_argument("--out", required=True)
+
+    p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")
+    p.add_argument("--configfile", default="config/config.yaml")
+    p.add_argument("--profile", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+# Retrieval of one finished run on one benchmark's test split (in-domain or transfer).
+
+
+rule evaluate:
+    input:
+        model="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model",
+        manifest="results/data/{eval_benchmark}/test.csv",
+        images="results/data/{eval_benchmark}/test_images",
+    output:
+        "results/evals/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.json",
+    log:
+        "results/logs/evaluate/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.log",
+    benchmark:
+        "results/benchmarks/evaluate/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.tsv"
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    resources:
+        **get_resources("evaluate"),
+    params:
+        run=lambda w: json.dumps(run_of(w).info()),
+        batch_size=lookup(dpath="evaluate/batch_size", within=config),
+    shell:
+        "hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
+        "--eval-benchmark {wildcards.eval_benchmark} --run-info {params.run:q} "
+        "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"

@@ -1,0 +1,23 @@
+# The deliverable: one self-contained HTML report of every table, figure and claim, with provenance.
+
+
+rule report:
+    input:
+        unpack(lambda w: get_report_inputs()),
+    output:
+        "results/report.html",
+    log:
+        "results/logs/report.log",
+    localrule: True
+    conda:
+        "../../envs/report.yaml"
+    params:
+        title=lookup(dpath="report/title", within=config),
+        scale=config["scale"],
+        specs=json.dumps(
+            {e: plan.experiment_spec(config, e) for e in config["experiments"]}
+        ),
+    shell:
+        "hnclip report --title {params.title:q} --scale {params.scale} --specs {params.specs:q} "
+        "--tables {input.tables} --figures {input.figures} --geometry {input.geometry} "
+        "--summaries {input.summaries} --out {output} 2> {log}"
