@@ -5,9 +5,17 @@ import json
 import sys
 from pathlib import Path
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+# Jobs call `hnclip`, installed beside the Python running Snakemake (.venv/bin): find it there even when
+# the venv is not activated. Not with --use-conda/--sdm conda, where each rule's own environment must win.
+if "conda" not in {
+    str(m).lower() for m in workflow.deployment_settings.deployment_method
+}:
+    shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 from hnclip import plan  # noqa: E402
 
 if workflow.config_settings.configfiles:
