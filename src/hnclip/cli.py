@@ -81,7 +81,13 @@ def cmd_convert_checkpoint(args) -> None:
 def cmd_stretch(args) -> None:
     from hnclip.models import load_model, save_model, stretch_model
 
-    save_model(stretch_model(load_model(args.model), keep=args.keep, factor=args.factor), args.out)
+    model = stretch_model(load_model(args.model), keep=args.keep, factor=args.factor)
+    if args.context_length is not None and model.context_length != args.context_length:
+        raise SystemExit(
+            f"hnclip stretch: stretching {args.model} with keep={args.keep}, factor={args.factor} gives "
+            f"{model.context_length} text positions, but backbone.context_length asks for {args.context_length}"
+        )
+    save_model(model, args.out)
 
 
 # ------------------------------------------------------------------------------------- train, evaluate
@@ -240,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--keep", type=int, default=20)
     p.add_argument("--factor", type=int, default=4)
+    p.add_argument("--context-length", type=int, default=None, help="expected positions after the stretch")
     p.add_argument("--out", required=True)
 
     p = verb("train", cmd_train, "fine-tune a model folder on a prepared training split")

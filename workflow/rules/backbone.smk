@@ -62,8 +62,10 @@ if config["backbone"]["source"] == "pretrain":
             "../../envs/train.yaml"
         params:
             keep=lookup(dpath="backbone/frozen_positions", within=config),
+            context_length=lookup(dpath="backbone/context_length", within=config),
         shell:
-            "hnclip stretch --model {input} --keep {params.keep} --out {output} 2> {log}"
+            "hnclip stretch --model {input} --keep {params.keep} "
+            "--context-length {params.context_length} --out {output} 2> {log}"
 
 else:
 
