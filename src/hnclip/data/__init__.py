@@ -1,10 +1,10 @@
 """Benchmark adapters: each turns one publisher's files into the common manifest.
 
 A manifest is a pandas DataFrame with columns ``image_id`` (str, unique), ``image_path`` (absolute
-path of an existing file) and ``caption`` (str), rows in a stable order. Each adapter module in this
-package exposes ``load(root: pathlib.Path, split: str) -> pandas.DataFrame``; the registry below maps
-benchmark names to modules and imports them lazily, so a missing optional dependency of one adapter
-never breaks the others.
+path of an existing file) and ``caption`` (str), rows in a stable order; adapters may add columns
+(the synthetic benchmark's ``short_caption``). Each adapter module exposes ``load_<name>(root, split)``
+(or a plain ``load``) returning that DataFrame; the registry below maps benchmark names to modules and
+imports them lazily, so a missing optional dependency of one adapter never breaks the others.
 """
 
 from __future__ import annotations

@@ -1,0 +1,204 @@
+"""Decode and resize every image once, into one uint8 array that training reads without decoding.
+
+DOCCI's and DCI's JPEGs are several megapixels; decoding one costs ~50-100 ms, i.e. more than a
+ViT-L forward per image, and a run reads every image once per epoch (x ~150 runs in the paper grid).
+The store applies open_clip's evaluation geometry once (shorter side to ``image_size``, bicubic,
+centre crop) and keeps the result as ``images.npy`` (uint8 [N, H, W, 3]) next to ``index.json``.
+Readers memory-map it: a batch is a slice copy.
+
+One deliberate difference from open_clip's transform: images are converted to RGB *before* the
+resize (open_clip converts after). For RGB and greyscale images the two orders give identical
+pixels; for palette and RGBA images converting first avoids PIL's nearest-neighbour resize of
+palettes and its alpha-premultiplied resize.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from numpy.lib.format import open_memmap
+from PIL import Image
+from tqdm import tqdm
+
+__all__ = ["ImageStore", "build_store", "manifest_digest", "resize_center_crop", "to_model_input"]
+
+IMAGES_FILE = "images.npy"
+INDEX_FILE = "index.json"
+RESAMPLE = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
+_FLUSH_EVERY = 1024  # rows between msyncs, so dirty pages are written back while the build runs
+
+
+def resize_center_crop(image: Image.Image, image_size: int, resample: str = "bicubic") -> Image.Image:
+    """open_clip's eval geometry: torchvision ``Resize(image_size)`` then ``CenterCrop(image_size)``.
+
+    Reproduced operation by operation: the long side is truncated with ``int`` (not rounded), an image
+    whose shorter side already equals ``image_size`` is not resampled, and the crop offset uses
+    Python's ``round`` (half to even).
+    """
+    width, height = image.size
+    short, long = (width, height) if width <= height else (height, width)
+    new_long = int(image_size * long / short)
+    new_w, new_h = (image_size, new_long) if width <= height else (new_long, image_size)
+    if (new_w, new_h) != (width, height):
+        image = image.resize((new_w, new_h), RESAMPLE[resample])
+    top = int(round((new_h - image_size) / 2.0))
+    left = int(round((new_w - image_size) / 2.0))
+    return image.crop((left, top, left + image_size, top + image_size))
+
+
+def _load_image(task: tuple[str, str, int, str]) -> np.ndarray:
+    path, image_id, image_size, resample = task
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"image of image_id {image_id!r} does not exist: {path}")
+    try:
+        with Image.open(path) as image:
+            image = image.convert("RGB")  # forces the full decode, so truncated files fail here
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        raise ValueError(f"cannot decode image {path} (image_id {image_id!r}): {e}") from e
+    return np.asarray(resize_center_crop(image, image_size, resample), dtype=np.uint8)
+
+
+def manifest_digest(manifest: pd.DataFrame) -> str:
+    """SHA-256 of the (image_id, image_path) rows: what the store's content depends on, captions excluded."""
+    digest = hashlib.sha256()
+    for image_id, image_path in zip(manifest["image_id"], manifest["image_path"], strict=True):
+        digest.update(f"{image_id}\t{image_path}\n".encode())
+    return digest.hexdigest()
+
+
+def build_store(manifest: pd.DataFrame, out_dir, image_size: int, resample: str = "bicubic",
+                workers: int = 1) -> None:
+    """Write ``out_dir/images.npy`` (uint8 [N, image_size, image_size, 3]) and ``out_dir/index.json``.
+
+    Rows follow the manifest. Memory stays flat in N: images are written one at a time into a
+    memory-mapped file. ``workers`` > 1 decodes in that many spawned processes (decoding dominates);
+    rows still land in manifest order. The array is written under a temporary name and ``index.json``
+    last, so a store with an index is always complete.
+    """
+    for column in ("image_id", "image_path"):
+        if column not in manifest.columns:
+            raise ValueError(f"manifest for the image store lacks column {column!r}")
+    if resample not in RESAMPLE:
+        raise ValueError(f"resample must be one of {sorted(RESAMPLE)}, got {resample!r}")
+    if not isinstance(image_size, int) or image_size < 1:
+        raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+    if len(manifest) == 0:
+        raise ValueError("manifest for the image store has no rows")
+    image_ids = [str(i) for i in manifest["image_id"]]
+    duplicated = manifest["image_id"][manifest["image_id"].duplicated()]
+    if len(duplicated):
+        raise ValueError(f"manifest for the image store repeats image_id {duplicated.iloc[0]!r}")
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp_images = out_dir / (IMAGES_FILE + ".tmp")
+    tasks = [(str(p), i, image_size, resample) for i, p in zip(image_ids, manifest["image_path"], strict=True)]
+    images = open_memmap(tmp_images, mode="w+", dtype=np.uint8, shape=(len(tasks), image_size, image_size, 3))
+    try:
+        if workers > 1:
+            # spawn, not fork: the caller may hold torch/OpenMP threads, which fork can deadlock.
+            with multiprocessing.get_context("spawn").Pool(workers) as pool:
+                _fill(images, pool.imap(_load_image, tasks, chunksize=16))
+        else:
+            _fill(images, map(_load_image, tasks))
+        images.flush()
+    except BaseException:
+        del images
+        tmp_images.unlink(missing_ok=True)
+        raise
+    del images  # closes the map before the rename
+    os.replace(tmp_images, out_dir / IMAGES_FILE)
+    index = {"image_ids": image_ids, "image_size": image_size, "count": len(image_ids), "resample": resample,
+             "manifest_sha256": manifest_digest(manifest)}
+    tmp_index = out_dir / (INDEX_FILE + ".tmp")
+    tmp_index.write_text(json.dumps(index), encoding="utf-8")
+    os.replace(tmp_index, out_dir / INDEX_FILE)
+
+
+def _fill(images: np.ndarray, arrays) -> None:
+    for row, array in enumerate(tqdm(arrays, total=len(images), desc="image store", unit="img")):
+        images[row] = array
+        if (row + 1) % _FLUSH_EVERY == 0:
+            images.flush()
+
+
+class ImageStore:
+    """Read side of a store built by :func:`build_store`; pickles by path, so DataLoader workers reopen it."""
+
+    def __init__(self, out_dir):
+        self.root = Path(out_dir)
+        index_path = self.root / INDEX_FILE
+        if not index_path.is_file():
+            raise FileNotFoundError(f"image store {self.root} has no {INDEX_FILE} (incomplete or never built)")
+        try:
+            index = json.loads(index_path.read_text(encoding="utf-8"))
+            self.image_ids: list[str] = [str(i) for i in index["image_ids"]]
+            self.image_size = int(index["image_size"])
+            self.manifest_sha256 = str(index.get("manifest_sha256", ""))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"image store index {index_path} is malformed: {e!r}") from e
+        self._rows = {image_id: row for row, image_id in enumerate(self.image_ids)}
+        if len(self._rows) != len(self.image_ids):
+            raise ValueError(f"image store index {index_path} repeats an image_id")
+        self._images = None
+        expected = (len(self.image_ids), self.image_size, self.image_size, 3)
+        if self.images.shape != expected or self.images.dtype != np.uint8:
+            raise ValueError(f"{self.root / IMAGES_FILE} holds {self.images.dtype} {self.images.shape}, "
+                             f"but {index_path} describes uint8 {expected}")
+
+    @property
+    def images(self) -> np.ndarray:
+        """The read-only memory map (opened on first use in each process)."""
+        if self._images is None:
+            self._images = np.load(self.root / IMAGES_FILE, mmap_mode="r")
+        return self._images
+
+    def __getstate__(self):
+        # A pickled np.memmap carries its whole content; send the path and reopen on the other side.
+        state = self.__dict__.copy()
+        state["_images"] = None
+        return state
+
+    def __len__(self) -> int:
+        return len(self.image_ids)
+
+    def row(self, image_id: str) -> int:
+        try:
+            return self._rows[image_id]
+        except KeyError:
+            raise KeyError(f"image_id {image_id!r} is not in the image store {self.root}") from None
+
+    def read(self, rows: Sequence[int]) -> np.ndarray:
+        """uint8 [B, H, W, 3] copy of ``rows`` (any order, repeats allowed); no decoding."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        bad = rows[(rows < 0) | (rows >= len(self))]
+        if len(bad):
+            raise IndexError(f"row {int(bad[0])} is outside the image store {self.root} (0..{len(self) - 1})")
+        return np.ascontiguousarray(self.images[rows])
+
+
+def to_model_input(batch_uint8: np.ndarray, mean, std, device=None):
+    """float32 [B, 3, H, W]: ``(pixels / 255 - mean) / std``, as ToTensor + Normalize compute it.
+
+    With ``device`` the uint8 batch is moved first: a quarter of the float32 transfer.
+    """
+    import torch  # lazy: spawned store-building workers import this module and never need torch
+
+    if batch_uint8.dtype != np.uint8 or batch_uint8.ndim != 4 or batch_uint8.shape[-1] != 3:
+        raise ValueError(f"expected a uint8 [B, H, W, 3] batch, got {batch_uint8.dtype} {batch_uint8.shape}")
+    # torch.from_numpy warns on read-only arrays (a raw memmap slice): copy those, and only those.
+    writable = batch_uint8.flags.writeable and batch_uint8.flags.c_contiguous
+    pixels = torch.from_numpy(batch_uint8 if writable else np.array(batch_uint8, order="C"))
+    if device is not None:
+        pixels = pixels.to(device, non_blocking=True)
+    x = pixels.permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format).div_(255.0)
+    mean = torch.as_tensor(mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    std = torch.as_tensor(std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    return x.sub_(mean).div_(std)

@@ -1,0 +1,469 @@
+"""The embedded default's benchmark: procedurally rendered scenes with long, near-duplicate captions.
+
+Every scene is a background plus 4-7 objects on a 3x3 grid; every caption enumerates every object
+(size, fill pattern, colour, shape, grid cell) and a chain of pairwise spatial relations, always in the
+same template. So captions share most of their words, like DOCCI's, which is what makes the HN margin
+matter; yet each caption determines its image, because it names every object and scenes are unique.
+
+Two families share the task but not the distribution: ``synthetic`` (solid pale backgrounds, one
+phrasing) and ``synthetic_shift`` (gradient and noise backgrounds, some shapes and colours of its own,
+another phrasing), the transfer target.
+
+The generator writes its own "publisher format", read back by :func:`load_synthetic` like any other
+benchmark: ``images/<image_id>.png``, ``captions.jsonl`` (one record per image) and ``README.txt``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PIL import Image, ImageChops, ImageDraw, ImageFilter
+from tqdm import tqdm
+
+__all__ = [
+    "FAMILIES",
+    "STYLES",
+    "Scene",
+    "SceneObject",
+    "describe_scene",
+    "describe_scene_short",
+    "generate_synthetic",
+    "load_synthetic",
+    "load_synthetic_shift",
+    "render_scene",
+    "sample_scene",
+]
+
+FAMILIES = ("synthetic", "synthetic_shift")
+SPLITS = ("train", "test")
+CAPTIONS_FILE = "captions.jsonl"
+IMAGES_DIR = "images"
+FORMAT_VERSION = 1
+
+SIZES = ("small", "medium", "large")
+PATTERNS = ("solid", "striped", "dotted", "outlined")
+# Object diameter as a fraction of a grid cell: "small" stays ~10 px wide when a 128 px scene is
+# resized to 64 px, about the smallest a pattern is still visible at.
+SIZE_FRACTION = {"small": 0.5, "medium": 0.7, "large": 0.9}
+MIN_OBJECTS, MAX_OBJECTS = 4, 7
+NUMBER_WORDS = {4: "four", 5: "five", 6: "six", 7: "seven"}
+# Scenes are drawn at this multiple of the output size and box-filtered down: cheap anti-aliasing.
+SUPERSAMPLE = 2
+
+
+@dataclass(frozen=True)
+class FamilyStyle:
+    """A family's vocabulary: what can appear in its scenes and the words its captions use."""
+
+    shapes: tuple[str, ...]
+    colours: dict[str, tuple[int, int, int]]
+    # caption phrase -> ("solid", rgb) | ("gradient", rgb_from, rgb_to, axis) | ("noise", rgb, amplitude)
+    backgrounds: dict[str, tuple]
+    size_words: dict[str, str]
+    pattern_words: dict[str, str]
+    cell_words: tuple[str, ...]  # the 9 grid cells in reading order
+    relation_words: dict[tuple[int, int], str]  # (sign of row offset, sign of column offset) -> phrase
+
+
+# Picked so every pair within a family differs by >= 45 levels per channel on average, so colours stay
+# distinguishable on outlines a pixel wide after a resize to 64 px.
+_SHARED_COLOURS = {
+    "red": (220, 30, 30), "orange": (255, 120, 0), "yellow": (235, 225, 20), "green": (30, 160, 40),
+    "blue": (30, 80, 230), "purple": (130, 40, 180),
+}
+
+STYLES: dict[str, FamilyStyle] = {
+    "synthetic": FamilyStyle(
+        shapes=("circle", "square", "triangle", "star", "ring", "cross", "diamond", "hexagon"),
+        colours={**_SHARED_COLOURS, "pink": (255, 120, 200), "brown": (120, 70, 20), "black": (20, 20, 20)},
+        backgrounds={
+            "white": ("solid", (250, 250, 250)), "light gray": ("solid", (215, 215, 215)),
+            "beige": ("solid", (238, 225, 200)), "pale blue": ("solid", (210, 228, 245)),
+            "pale green": ("solid", (215, 240, 215)),
+        },
+        size_words={"small": "small", "medium": "medium", "large": "large"},
+        pattern_words={"solid": "solid", "striped": "striped", "dotted": "dotted", "outlined": "outlined"},
+        cell_words=("top left corner", "top middle", "top right corner", "middle left", "center",
+                    "middle right", "bottom left corner", "bottom middle", "bottom right corner"),
+        relation_words={
+            (0, -1): "to the left of", (0, 1): "to the right of", (-1, 0): "above", (1, 0): "below",
+            (-1, -1): "above and to the left of", (-1, 1): "above and to the right of",
+            (1, -1): "below and to the left of", (1, 1): "below and to the right of",
+        },
+    ),
+    "synthetic_shift": FamilyStyle(
+        shapes=("circle", "square", "triangle", "star", "ring", "cross", "pentagon", "crescent", "heart",
+                "arrow"),
+        colours={**_SHARED_COLOURS, "teal": (0, 140, 150), "magenta": (210, 0, 200), "lime": (120, 230, 60),
+                 "navy": (20, 30, 110)},
+        backgrounds={
+            "a vertical peach to lavender gradient": ("gradient", (250, 220, 195), (220, 210, 245), 0),
+            "a horizontal mint to cream gradient": ("gradient", (205, 240, 225), (250, 245, 220), 1),
+            "a vertical sky to white gradient": ("gradient", (190, 220, 245), (252, 252, 252), 0),
+            "a grainy gray noise texture": ("noise", (205, 205, 205), 28),
+            "a grainy sand noise texture": ("noise", (230, 215, 180), 28),
+        },
+        size_words={"small": "little", "medium": "mid-sized", "large": "big"},
+        pattern_words={"solid": "painted solid", "striped": "filled with stripes", "dotted": "covered in dots",
+                       "outlined": "drawn only as an outline"},
+        cell_words=("upper left corner", "top edge", "upper right corner", "left edge", "center of the image",
+                    "right edge", "lower left corner", "bottom edge", "lower right corner"),
+        relation_words={
+            (0, -1): "left of", (0, 1): "right of", (-1, 0): "higher than", (1, 0): "lower than",
+            (-1, -1): "up and left of", (-1, 1): "up and right of",
+            (1, -1): "down and left of", (1, 1): "down and right of",
+        },
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    shape: str
+    colour: str
+    size: str  # one of SIZES
+    pattern: str  # one of PATTERNS
+    cell: int  # 0..8, reading order on the 3x3 grid
+
+
+@dataclass(frozen=True)
+class Scene:
+    family: str
+    background: str  # a key of the family's ``backgrounds``
+    objects: tuple[SceneObject, ...]  # in reading order of their cells
+    relations: tuple[tuple[int, int], ...]  # (i, j): "object i is <relation> object j" in the caption
+    texture_seed: int  # noise backgrounds only; not part of the caption
+
+    def signature(self) -> tuple:
+        """What the caption determines: two scenes with equal signatures would share a caption."""
+        return self.background, self.objects
+
+
+# --------------------------------------------------------------------------------------------- sampling
+
+def sample_scene(family: str, rng: random.Random) -> Scene:
+    """Draw one scene of ``family``; (colour, shape) pairs are unique in a scene so relations are unambiguous."""
+    style = _style(family)
+    n = rng.randint(MIN_OBJECTS, MAX_OBJECTS)
+    cells = sorted(rng.sample(range(9), n))
+    kinds = rng.sample([(c, s) for c in style.colours for s in style.shapes], n)
+    objects = tuple(
+        SceneObject(shape=shape, colour=colour, size=rng.choice(SIZES), pattern=rng.choice(PATTERNS), cell=cell)
+        for cell, (colour, shape) in zip(cells, kinds, strict=True)
+    )
+    order = rng.sample(range(n), n)  # a random chain through all objects: n - 1 relations
+    relations = tuple((order[k], order[k + 1]) for k in range(n - 1))
+    background = rng.choice(sorted(style.backgrounds))
+    return Scene(family, background, objects, relations, rng.getrandbits(32))
+
+
+def _style(family: str) -> FamilyStyle:
+    if family not in STYLES:
+        raise ValueError(f"unknown synthetic family {family!r}; known: {', '.join(FAMILIES)}")
+    return STYLES[family]
+
+
+# --------------------------------------------------------------------------------------------- captions
+
+def _relation(scene: Scene, i: int, j: int) -> str:
+    a, b = scene.objects[i], scene.objects[j]
+    d_row = (a.cell // 3 > b.cell // 3) - (a.cell // 3 < b.cell // 3)
+    d_col = (a.cell % 3 > b.cell % 3) - (a.cell % 3 < b.cell % 3)
+    return _style(scene.family).relation_words[(d_row, d_col)]
+
+
+def _two_largest(scene: Scene) -> list[SceneObject]:
+    return sorted(scene.objects, key=lambda o: -SIZES.index(o.size))[:2]  # stable: ties in reading order
+
+
+def describe_scene(scene: Scene) -> str:
+    """The long (dense) caption: every object with its attributes and cell, then the relation chain."""
+    style = _style(scene.family)
+    n_words = NUMBER_WORDS[len(scene.objects)]
+    if scene.family == "synthetic":
+        parts = [f"A synthetic scene on a {scene.background} background with {n_words} objects arranged "
+                 f"on a three by three grid."]
+        parts += [f"In the {style.cell_words[o.cell]} there is a {style.size_words[o.size]} "
+                  f"{style.pattern_words[o.pattern]} {o.colour} {o.shape}." for o in scene.objects]
+        for i, j in scene.relations:
+            a, b = scene.objects[i], scene.objects[j]
+            parts.append(f"The {a.colour} {a.shape} is {_relation(scene, i, j)} the {b.colour} {b.shape}.")
+        return " ".join(parts)
+    parts = [f"This image shows {n_words} shapes over {scene.background}."]
+    parts += [f"At the {style.cell_words[o.cell]} sits a {style.size_words[o.size]} {o.colour} {o.shape} "
+              f"{style.pattern_words[o.pattern]}." for o in scene.objects]
+    relations = [f"the {scene.objects[i].colour} {scene.objects[i].shape} lies {_relation(scene, i, j)} the "
+                 f"{scene.objects[j].colour} {scene.objects[j].shape}" for i, j in scene.relations]
+    parts.append("Relative placement: " + "; ".join(relations) + ".")
+    return " ".join(parts)
+
+
+def describe_scene_short(scene: Scene) -> str:
+    """One sentence under 20 words (the two largest objects), for the 77-token "pretraining" stage."""
+    style = _style(scene.family)
+    a, b = (f"{style.size_words[o.size]} {o.colour} {o.shape}" for o in _two_largest(scene))
+    if scene.family == "synthetic":
+        return f"A {a} and a {b} on a {scene.background} background."
+    return f"Mainly a {a} and a {b} over {scene.background}."
+
+
+# --------------------------------------------------------------------------------------------- rendering
+
+def _regular_polygon(d: int, corners: int, radius: float, rotation: float = -math.pi / 2) -> list:
+    c = d / 2
+    return [(c + radius * math.cos(rotation + 2 * math.pi * k / corners),
+             c + radius * math.sin(rotation + 2 * math.pi * k / corners)) for k in range(corners)]
+
+
+@lru_cache(maxsize=256)
+def _shape_mask(shape: str, d: int) -> Image.Image:
+    """A d x d binary ("L") mask of ``shape``; cached because only (shape, size) pairs ever differ."""
+    mask = Image.new("L", (d, d), 0)
+    draw = ImageDraw.Draw(mask)
+    e = d - 1
+    if shape == "circle":
+        draw.ellipse((0, 0, e, e), fill=255)
+    elif shape == "square":  # inset so its area is close to the circle's
+        draw.rectangle((0.1 * d, 0.1 * d, 0.9 * d, 0.9 * d), fill=255)
+    elif shape == "triangle":
+        draw.polygon([(d / 2, 0.03 * d), (0.02 * d, 0.93 * d), (0.98 * d, 0.93 * d)], fill=255)
+    elif shape == "star":
+        outer, inner = _regular_polygon(d, 5, d / 2), _regular_polygon(d, 5, 0.22 * d, -math.pi / 2 + math.pi / 5)
+        draw.polygon([p for pair in zip(outer, inner, strict=True) for p in pair], fill=255)
+    elif shape == "ring":
+        draw.ellipse((0, 0, e, e), fill=255)
+        draw.ellipse((0.25 * d, 0.25 * d, 0.75 * d, 0.75 * d), fill=0)
+    elif shape == "cross":
+        draw.rectangle((0.32 * d, 0, 0.68 * d, e), fill=255)
+        draw.rectangle((0, 0.32 * d, e, 0.68 * d), fill=255)
+    elif shape == "diamond":
+        draw.polygon([(d / 2, 0), (e, d / 2), (d / 2, e), (0, d / 2)], fill=255)
+    elif shape == "hexagon":
+        draw.polygon(_regular_polygon(d, 6, d / 2, 0.0), fill=255)
+    elif shape == "pentagon":
+        draw.polygon(_regular_polygon(d, 5, d / 2), fill=255)
+    elif shape == "crescent":
+        draw.ellipse((0, 0, e, e), fill=255)
+        draw.ellipse((0.38 * d, -0.05 * d, 1.2 * d, 0.85 * d), fill=0)
+    elif shape == "heart":
+        draw.ellipse((0.02 * d, 0.08 * d, 0.52 * d, 0.58 * d), fill=255)
+        draw.ellipse((0.48 * d, 0.08 * d, 0.98 * d, 0.58 * d), fill=255)
+        draw.polygon([(0.05 * d, 0.42 * d), (0.95 * d, 0.42 * d), (d / 2, 0.95 * d)], fill=255)
+    elif shape == "arrow":
+        draw.polygon([(0.02 * d, 0.36 * d), (0.55 * d, 0.36 * d), (0.55 * d, 0.1 * d), (0.98 * d, d / 2),
+                      (0.55 * d, 0.9 * d), (0.55 * d, 0.64 * d), (0.02 * d, 0.64 * d)], fill=255)
+    else:
+        raise ValueError(f"no drawing for shape {shape!r}")
+    return mask
+
+
+@lru_cache(maxsize=256)
+def _pattern_masks(shape: str, pattern: str, d: int) -> tuple[Image.Image | None, Image.Image]:
+    """(white under-layer mask or None, colour mask) for one object; outlines are the mask minus its erosion."""
+    mask = _shape_mask(shape, d)
+    if pattern == "solid":
+        return None, mask
+    width = max(1, round(0.07 * d))
+    outline = ImageChops.subtract(mask, mask.filter(ImageFilter.MinFilter(2 * width + 1)))
+    if pattern == "outlined":
+        return None, outline
+    texture = Image.new("L", (d, d), 0)
+    draw = ImageDraw.Draw(texture)
+    if pattern == "striped":
+        period = max(4, round(0.22 * d))
+        for y in range(0, d, period):
+            draw.rectangle((0, y, d, y + period // 2 - 1), fill=255)
+    elif pattern == "dotted":
+        spacing, radius = max(4, round(0.28 * d)), max(1, round(0.08 * d))
+        for cy in range(spacing // 2, d, spacing):
+            for cx in range(spacing // 2, d, spacing):
+                draw.ellipse((cx - radius, cy - radius, cx + radius, cy + radius), fill=255)
+    else:
+        raise ValueError(f"unknown pattern {pattern!r}; known: {', '.join(PATTERNS)}")
+    return mask, ImageChops.lighter(ImageChops.multiply(mask, texture), outline)
+
+
+def _background(spec: tuple, side: int, seed: int) -> Image.Image:
+    kind = spec[0]
+    if kind == "solid":
+        return Image.new("RGB", (side, side), spec[1])
+    if kind == "gradient":
+        _, start, end, axis = spec
+        t = np.linspace(0.0, 1.0, side)[:, None]
+        ramp = (1 - t) * np.asarray(start, float) + t * np.asarray(end, float)  # [side, 3]
+        pixels = np.broadcast_to(ramp[:, None, :] if axis == 0 else ramp[None, :, :], (side, side, 3))
+        return Image.fromarray(np.round(pixels).astype(np.uint8), "RGB")
+    if kind == "noise":
+        _, base, amplitude = spec
+        noise = np.random.default_rng(seed).normal(0.0, amplitude, (side, side, 1))
+        return Image.fromarray(np.clip(np.asarray(base, float) + noise, 0, 255).round().astype(np.uint8), "RGB")
+    raise ValueError(f"unknown background kind {kind!r}")
+
+
+def render_scene(scene: Scene, image_size: int = 128) -> Image.Image:
+    """Draw ``scene`` as an ``image_size`` square RGB image; a pure function of the scene and the size."""
+    style = _style(scene.family)
+    side = image_size * SUPERSAMPLE
+    canvas = _background(style.backgrounds[scene.background], side, scene.texture_seed)
+    cell = side / 3
+    for obj in scene.objects:
+        d = int(SIZE_FRACTION[obj.size] * cell)
+        row, col = divmod(obj.cell, 3)
+        left, top = int(col * cell + (cell - d) / 2), int(row * cell + (cell - d) / 2)
+        under, over = _pattern_masks(obj.shape, obj.pattern, d)
+        if under is not None:
+            canvas.paste((255, 255, 255), (left, top, left + d, top + d), under)
+        canvas.paste(style.colours[obj.colour], (left, top, left + d, top + d), over)
+    return canvas.reduce(SUPERSAMPLE)
+
+
+# --------------------------------------------------------------------------------------------- files
+
+def _scene_rng(family: str, seed: int, split: str, index: int, attempt: int) -> random.Random:
+    # A per-scene seed (not one stream) keeps the test split independent of n_train. str seeds are
+    # hashed with SHA-512 by random.Random, so this is stable across processes and PYTHONHASHSEED.
+    return random.Random(f"{family}:{seed}:{split}:{index}:{attempt}")
+
+
+def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size: int = 128,
+                       seed: int = 0) -> None:
+    """Write a ``family`` benchmark of ``n_train`` + ``n_test`` scenes under ``root``.
+
+    Deterministic in (family, counts, image_size, seed); scenes are unique across both splits (a
+    repeat, vanishingly rare, is redrawn). ``captions.jsonl`` is written last, through a temporary
+    name, so an interrupted run never leaves a caption file that points at missing images.
+    """
+    _style(family)
+    for name, value in (("n_train", n_train), ("n_test", n_test)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(image_size, int) or image_size < 32:
+        raise ValueError(f"image_size must be an int >= 32, got {image_size!r}")
+    root = Path(root)
+    (root / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
+    seen: set[tuple] = set()
+    records = []
+    with tqdm(total=n_train + n_test, desc=f"rendering {family}", unit="img") as bar:
+        for split, count in (("train", n_train), ("test", n_test)):
+            for index in range(count):
+                attempt = 0
+                scene = sample_scene(family, _scene_rng(family, seed, split, index, attempt))
+                while scene.signature() in seen:
+                    attempt += 1
+                    scene = sample_scene(family, _scene_rng(family, seed, split, index, attempt))
+                seen.add(scene.signature())
+                image_id = f"{family}_{split}_{index:06d}"
+                render_scene(scene, image_size).save(root / IMAGES_DIR / f"{image_id}.png")
+                records.append({
+                    "image_id": image_id, "split": split, "family": family,
+                    "caption": describe_scene(scene), "short_caption": describe_scene_short(scene),
+                    "background": scene.background, "objects": [asdict(o) for o in scene.objects],
+                })
+                bar.update()
+    (root / "README.txt").write_text(_readme(family, n_train, n_test, image_size, seed), encoding="utf-8")
+    tmp = root / (CAPTIONS_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    os.replace(tmp, root / CAPTIONS_FILE)
+
+
+def _readme(family: str, n_train: int, n_test: int, image_size: int, seed: int) -> str:
+    return f"""hnclip synthetic dense-caption benchmark (format version {FORMAT_VERSION})
+
+family: {family}
+splits: train {n_train} images, test {n_test} images
+image size: {image_size} x {image_size} px, RGB PNG
+seed: {seed}
+
+Files
+  images/<image_id>.png   one rendered scene per image
+  captions.jsonl          one JSON object per line, one line per image, train lines first:
+    image_id       str, unique across splits: <family>_<split>_<index>
+    split          "train" or "test"
+    family         "{family}"
+    caption        long caption: every object (size, pattern, colour, shape, grid cell) and a chain of
+                   pairwise spatial relations
+    short_caption  one sentence (< 20 words): the two largest objects and the background
+    background     the background, as named in the caption
+    objects        list of {{shape, colour, size, pattern, cell}}; cell 0..8 in reading order of the
+                   3x3 grid
+
+Procedurally generated by hnclip.data.synthetic.generate_synthetic; regenerate rather than edit.
+Toy-scale data: numbers measured on it are toy-scale results.
+"""
+
+
+# --------------------------------------------------------------------------------------------- adapter
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_REQUIRED = ("image_id", "split", "family", "caption", "short_caption")
+
+
+def load_synthetic(root, split: str) -> pd.DataFrame:
+    """Manifest of the ``synthetic`` family's ``split`` (see :func:`_load`)."""
+    return _load(Path(root), split, "synthetic")
+
+
+def load_synthetic_shift(root, split: str) -> pd.DataFrame:
+    """Manifest of the ``synthetic_shift`` family's ``split`` (see :func:`_load`)."""
+    return _load(Path(root), split, "synthetic_shift")
+
+
+def _load(root: Path, split: str, family: str) -> pd.DataFrame:
+    """Rows of ``split`` in file order: image_id, image_path (absolute), caption, short_caption.
+
+    Errors name the caption file and line: malformed JSON, a missing field, an unknown split, a
+    record of another family, an unsafe or repeated image_id, an empty caption, a missing image.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} for {family!r}; known: {', '.join(SPLITS)}")
+    path = root / CAPTIONS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{family!r}: no {CAPTIONS_FILE} in {root} (generate it with generate_synthetic)")
+    images = root.resolve() / IMAGES_DIR
+    rows, seen = [], set()
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: malformed JSON ({e.msg} at column {e.colno})") from e
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            missing = [k for k in _REQUIRED if k not in record]
+            if missing:
+                raise ValueError(f"{where}: record lacks field(s) {missing}")
+            image_id = record["image_id"]
+            if not isinstance(image_id, str) or not _SAFE_ID.fullmatch(image_id):
+                raise ValueError(f"{where}: image_id {image_id!r} is not a plain file name")
+            if image_id in seen:
+                raise ValueError(f"{where}: duplicate image_id {image_id!r}")
+            seen.add(image_id)
+            if record["family"] != family:
+                raise ValueError(f"{where}: image_id {image_id!r} belongs to family {record['family']!r}, "
+                                 f"expected {family!r}")
+            if record["split"] not in SPLITS:
+                raise ValueError(f"{where}: image_id {image_id!r} has unknown split {record['split']!r}")
+            for key in ("caption", "short_caption"):
+                if not isinstance(record[key], str) or not record[key].strip():
+                    raise ValueError(f"{where}: image_id {image_id!r} has an empty {key}")
+            if record["split"] != split:
+                continue
+            image_path = images / f"{image_id}.png"
+            if not image_path.is_file():
+                raise FileNotFoundError(f"{where}: image of image_id {image_id!r} is missing: {image_path}")
+            rows.append((image_id, str(image_path), record["caption"], record["short_caption"]))
+    return pd.DataFrame(rows, columns=["image_id", "image_path", "caption", "short_caption"], dtype=str)
