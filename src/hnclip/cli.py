@@ -161,7 +161,7 @@ def cmd_table_epochs(args) -> None:
 def cmd_table_cost(args) -> None:
     from hnclip.analysis.tables import build_cost_table, write_table
 
-    table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks])
+    table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale)
     write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
 
 

@@ -1,0 +1,308 @@
+"""The paper's figures, each written as PNG (for the HTML report) and SVG (for people who zoom).
+
+Plotting functions take data (tables from :mod:`hnclip.analysis.tables`, dynamics logs, geometry dicts)
+and an output prefix; the ``plot_*(spec, out_prefix)`` wrappers at the bottom are what ``hnclip figure``
+calls: they load what a spec points to and draw it. Matplotlib runs headless (Agg), so figures render
+on cluster nodes without a display.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as ticker  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from hnclip.analysis.records import load_dynamics, load_records, load_spec, record_key  # noqa: E402
+from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_table  # noqa: E402
+
+__all__ = [
+    "DYNAMICS_QUANTITIES",
+    "plot_caption_geometry",
+    "plot_dynamics",
+    "plot_epoch_recall",
+    "plot_epochs",
+    "plot_fractions",
+    "plot_gamma_sweep",
+    "plot_gradient_dynamics",
+    "plot_sweep",
+    "save_figure",
+]
+
+# quantity -> (title, [(dynamics column, legend label)], y label, log y)
+DYNAMICS_QUANTITIES: dict[str, tuple[str, list[tuple[str, str]], str, bool]] = {
+    "loss": ("loss", [("infonce", "standard (InfoNCE)"), ("loss", "boosted (HN objective)")], "loss", False),
+    "grad_norm": ("gradient norm", [("grad_norm_standard", "standard"), ("grad_norm_boosted", "boosted")],
+                  "norm (log)", True),
+    "grad_ratio": ("gradient-norm ratio", [("grad_ratio", "boosted / standard")], "ratio (log)", True),
+    "grad_cosine": ("gradient cosine", [("grad_cosine", "cos(standard, boosted)")], "cosine", False),
+    "saturated_fraction": ("InfoNCE saturation", [("saturated_fraction", "saturated rows")], "fraction", False),
+}
+DEFAULT_GAMMA = 0.5
+
+
+def save_figure(fig, out_prefix) -> list[Path]:
+    """Write ``prefix.png`` and ``prefix.svg`` and close the figure (pyplot keeps every open figure alive)."""
+    prefix = Path(out_prefix)
+    if prefix.suffix in (".png", ".svg"):
+        prefix = prefix.with_suffix("")
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    paths = [prefix.with_name(prefix.name + ".png"), prefix.with_name(prefix.name + ".svg")]
+    fig.savefig(paths[0], dpi=130)
+    fig.savefig(paths[1])
+    plt.close(fig)
+    return paths
+
+
+def _style(n_points: int) -> dict:
+    # toy runs log a handful of steps: markers keep single points visible
+    return {"marker": "o", "markersize": 3} if n_points < 30 else {}
+
+
+# -------------------------------------------------------------------------------------- gradient dynamics
+def _draw_quantity(ax, dynamics: pd.DataFrame, quantity: str, where: str) -> None:
+    title, series, ylabel, log_y = DYNAMICS_QUANTITIES[quantity]
+    drawn = False
+    for column, label in series:
+        if column not in dynamics.columns:
+            raise ValueError(f"dynamics of {where}: no column {column!r} (has {list(dynamics.columns)})")
+        logged = dynamics[["step", column]].apply(pd.to_numeric, errors="coerce").dropna()
+        if log_y:
+            logged = logged[logged[column] > 0]
+        if len(logged):
+            ax.plot(logged["step"], logged[column], label=label, linewidth=1.2, **_style(len(logged)))
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="0.4")
+    if log_y and drawn:
+        ax.set_yscale("log")
+        # plain numbers: ratios and norms often span less than a decade, where 10^x labels are unreadable
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+    if quantity == "grad_ratio" and drawn:
+        ax.axhline(1.0, color="0.5", linestyle=":", linewidth=1)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(which="both", labelsize=7)
+    ax.grid(alpha=0.3)
+
+
+def plot_gradient_dynamics(panels: Mapping[tuple[float, str], pd.DataFrame], out_prefix,
+                           quantities=tuple(DYNAMICS_QUANTITIES), per_quantity: bool = True) -> list[Path]:
+    """Standard vs boosted gradients over training, per (data fraction, benchmark).
+
+    ``panels`` maps (fraction, benchmark) to a run's dynamics log. Writes ``prefix`` (per benchmark a block
+    of rows = fraction, columns = quantity) and, with ``per_quantity``, ``prefix_{quantity}`` laid out as
+    the paper's appendix C (rows = fraction, columns = benchmark). Returns every written path.
+    """
+    if not panels:
+        raise ValueError("gradient dynamics figure: no runs given")
+    unknown = [q for q in quantities if q not in DYNAMICS_QUANTITIES]
+    if unknown:
+        raise ValueError(f"unknown dynamics quantity {unknown[0]!r}; known: {', '.join(DYNAMICS_QUANTITIES)}")
+    fractions = sorted({float(f) for f, _ in panels})
+    benchmarks = list(dict.fromkeys(b for _, b in panels))
+    written = []
+
+    fig = plt.figure(figsize=(2.9 * len(quantities) + 0.6, 2.1 * len(fractions) * len(benchmarks) + 0.8),
+                     layout="constrained")
+    subfigs = np.atleast_1d(fig.subfigures(len(benchmarks), 1))
+    for sub, bench in zip(subfigs, benchmarks, strict=True):
+        sub.suptitle(str(bench), fontsize=11, fontweight="bold")
+        axes = np.atleast_2d(sub.subplots(len(fractions), len(quantities), squeeze=False))
+        for i, f in enumerate(fractions):
+            for j, q in enumerate(quantities):
+                ax = axes[i, j]
+                dyn = panels.get((f, bench))
+                if dyn is None:
+                    ax.text(0.5, 0.5, "no run", ha="center", va="center", transform=ax.transAxes, color="0.4")
+                else:
+                    _draw_quantity(ax, dyn, q, f"fraction {f:g}, {bench}")
+                if i == 0:
+                    ax.set_title(DYNAMICS_QUANTITIES[q][0], fontsize=9)
+                if j == 0:
+                    ax.annotate(f"fraction {f:g}", xy=(-0.42, 0.5), xycoords="axes fraction", rotation=90,
+                                ha="center", va="center", fontsize=9)
+                if i == len(fractions) - 1:
+                    ax.set_xlabel("step", fontsize=8)
+                if i == 0 and dyn is not None and len(DYNAMICS_QUANTITIES[q][1]) > 1:
+                    ax.legend(fontsize=6)
+    written += save_figure(fig, out_prefix)
+
+    if per_quantity:
+        for q in quantities:
+            fig, axes = plt.subplots(len(fractions), len(benchmarks), squeeze=False, layout="constrained",
+                                     figsize=(3.2 * len(benchmarks) + 0.6, 2.1 * len(fractions) + 0.6))
+            fig.suptitle(DYNAMICS_QUANTITIES[q][0])
+            for i, f in enumerate(fractions):
+                for j, bench in enumerate(benchmarks):
+                    ax = axes[i, j]
+                    dyn = panels.get((f, bench))
+                    if dyn is None:
+                        ax.text(0.5, 0.5, "no run", ha="center", va="center", transform=ax.transAxes)
+                    else:
+                        _draw_quantity(ax, dyn, q, f"fraction {f:g}, {bench}")
+                    if i == 0:
+                        ax.set_title(str(bench), fontsize=9)
+                    if j == 0:
+                        ax.set_ylabel(f"fraction {f:g}\n{DYNAMICS_QUANTITIES[q][2]}", fontsize=8)
+                    if i == len(fractions) - 1:
+                        ax.set_xlabel("step", fontsize=8)
+                    if i == 0 and j == 0 and dyn is not None and len(DYNAMICS_QUANTITIES[q][1]) > 1:
+                        ax.legend(fontsize=6)
+            written += save_figure(fig, f"{Path(out_prefix).with_suffix('')}_{q}")
+    return written
+
+
+# ------------------------------------------------------------------------------ curves from tables
+def _row_values(table: pd.DataFrame, col: tuple) -> tuple[np.ndarray, np.ndarray]:
+    return table[col + ("mean",)].to_numpy(float), np.nan_to_num(table[col + ("std",)].to_numpy(float))
+
+
+def plot_sweep(table: pd.DataFrame, x_level: str, out_prefix, log_x: bool = False,
+               mark_x: float | None = None, title: str = "") -> list[Path]:
+    """R@1 against a swept value (gamma, data fraction): rows = direction, columns = group, line per method.
+
+    ``table`` is a fractions or gamma_sweep table (row level ``x_level``, other row levels name the line);
+    error bars are the std over seeds where there are several.
+    """
+    if x_level not in table.index.names:
+        raise ValueError(f"sweep figure: table rows have no level {x_level!r} (levels {table.index.names})")
+    groups = list(dict.fromkeys(c[0] for c in table.columns))
+    line_levels = [n for n in table.index.names if n != x_level]
+    lines = (list(dict.fromkeys(table.index.droplevel(x_level))) if line_levels else [None])
+    scale = table.attrs.get("scale")
+    fig, axes = plt.subplots(len(DIRECTION_LABELS), len(groups), squeeze=False, layout="constrained",
+                             figsize=(3.6 * len(groups) + 0.6, 5.4))
+    for i, d in enumerate(DIRECTION_LABELS):
+        for j, g in enumerate(groups):
+            ax = axes[i, j]
+            for line in lines:
+                sub = table if line is None else table.xs(line, level=line_levels[0] if len(line_levels) == 1
+                                                          else line_levels, drop_level=False)
+                xs = sub.index.get_level_values(x_level).to_numpy(float)
+                mean, std = _row_values(sub, (g, d, "R@1"))
+                keep = np.isfinite(mean)
+                order = np.argsort(xs[keep])
+                ax.errorbar(xs[keep][order], mean[keep][order], yerr=std[keep][order], capsize=3,
+                            label=None if line is None else str(line), **_style(len(xs)))
+            if mark_x is not None:
+                ax.axvline(mark_x, color="0.5", linestyle=":", linewidth=1)
+            if log_x:
+                ax.set_xscale("log")
+            ax.set_title(f"{g}: {d.replace('->', '→')} R@1", fontsize=9)
+            ax.set_xlabel(x_level if x_level != "gamma" else "γ", fontsize=8)
+            ax.set_ylabel("R@1 (%)", fontsize=8)
+            ax.grid(alpha=0.3)
+            if lines != [None] and i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    if title or scale:
+        fig.suptitle(f"{title} ({scale}-scale run)" if scale else title, fontsize=10)
+    return save_figure(fig, out_prefix)
+
+
+def plot_epoch_recall(table: pd.DataFrame, out_prefix) -> list[Path]:
+    """R@1 after each epoch per method (an epochs table): rows = benchmark, columns = direction."""
+    benchmarks = list(dict.fromkeys(table.index.get_level_values("benchmark")))
+    methods = list(dict.fromkeys(table.index.get_level_values("method")))
+    fig, axes = plt.subplots(len(benchmarks), len(DIRECTION_LABELS), squeeze=False, layout="constrained",
+                             figsize=(8, 3.0 * len(benchmarks) + 0.6))
+    for i, bench in enumerate(benchmarks):
+        for j, d in enumerate(DIRECTION_LABELS):
+            ax = axes[i, j]
+            for method in methods:
+                mask = ((table.index.get_level_values("benchmark") == bench)
+                        & (table.index.get_level_values("method") == method))
+                sub = table[mask]
+                if sub.empty:
+                    continue
+                epochs = sub.index.get_level_values("epoch").to_numpy(float)
+                mean, std = _row_values(sub, (d, "R@1"))
+                ax.plot(epochs, mean, label=str(method), **_style(len(epochs)))
+                ax.fill_between(epochs, mean - std, mean + std, alpha=0.15)
+            ax.set_title(f"{bench}: {d.replace('->', '→')} R@1", fontsize=9)
+            ax.set_xlabel("epoch", fontsize=8)
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+            ax.set_ylabel("R@1 (%)", fontsize=8)
+            ax.grid(alpha=0.3)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    scale = table.attrs.get("scale")
+    if scale:
+        fig.suptitle(f"R@1 per epoch ({scale}-scale run)", fontsize=10)
+    return save_figure(fig, out_prefix)
+
+
+# ------------------------------------------------------------------------------------ caption geometry
+def plot_caption_geometry(geometries: Mapping[str, Mapping], out_prefix) -> list[Path]:
+    """Histogram of in-batch off-diagonal caption cosine per benchmark, with the mean and hardest marked."""
+    if not geometries:
+        raise ValueError("caption geometry figure: no geometry results given")
+    fig, axes = plt.subplots(1, len(geometries), squeeze=False, layout="constrained",
+                             figsize=(4.6 * len(geometries), 3.4))
+    for ax, (name, geo) in zip(axes[0], geometries.items(), strict=True):
+        counts = np.asarray(geo["histogram"]["counts"], dtype=float)
+        edges = np.asarray(geo["histogram"]["bin_edges"], dtype=float)
+        share = counts / max(counts.sum(), 1.0)
+        ax.stairs(share, edges, fill=True, alpha=0.6, label="off-diagonal pairs")
+        ax.axvline(geo["mean_offdiag"], color="C1", label=f"mean {geo['mean_offdiag']:.3f}")
+        ax.axvline(geo["mean_hardest"], color="C3", linestyle="--", label=f"hardest {geo['mean_hardest']:.3f}")
+        ax.axvspan(0.8, 1.0, color="0.85", zorder=0,
+                   label=f"≥ 0.8: {100 * geo['frac_ge_0.8']:.0f} %, ≥ 0.9: {100 * geo['frac_ge_0.9']:.0f} %")
+        nonzero = np.flatnonzero(counts)
+        lo = edges[nonzero[0]] if nonzero.size else -1.0
+        ax.set_xlim(max(-1.0, math.floor((lo - 0.05) * 10) / 10), 1.0)
+        ax.set_title(f"{name} (batch {geo['batch_size']}, {geo['n_batches']} batches)", fontsize=9)
+        ax.set_xlabel("caption-caption cosine", fontsize=8)
+        ax.set_ylabel("share of pairs", fontsize=8)
+        ax.legend(fontsize=7, loc="upper left")
+    return save_figure(fig, out_prefix)
+
+
+# ------------------------------------------------------------------------- spec wrappers (hnclip figure)
+def _spec_table(spec) -> pd.DataFrame:
+    spec = load_spec(spec)
+    return build_table(spec, load_records(spec))
+
+
+def plot_fractions(spec, out_prefix) -> list[Path]:
+    return plot_sweep(_spec_table(spec), "fraction", out_prefix, log_x=True, title="R@1 vs data fraction")
+
+
+def plot_gamma_sweep(spec, out_prefix) -> list[Path]:
+    return plot_sweep(_spec_table(spec), "gamma", out_prefix, mark_x=DEFAULT_GAMMA, title="R@1 vs γ")
+
+
+def plot_epochs(spec, out_prefix) -> list[Path]:
+    return plot_epoch_recall(build_epochs_table(spec), out_prefix)
+
+
+def dynamics_panels(spec) -> dict[tuple[float, str], pd.DataFrame]:
+    """The HN runs' dynamics logs of a (fractions) spec, keyed (fraction, group): first HN row, lowest seed.
+
+    The standard-vs-boosted comparison is logged on the HN run's own batches, so InfoNCE-only runs are
+    not needed here.
+    """
+    spec = load_spec(spec)
+    hn_cells = [c for c in spec["cells"] if float(c["run"]["gamma"]) > 0]
+    if not hn_cells:
+        raise ValueError(f"{spec['experiment']} spec has no HN run (gamma > 0) to draw gradient dynamics from")
+    row = hn_cells[0]["row"]
+    chosen: dict[tuple[float, str], dict] = {}
+    for cell in hn_cells:
+        if cell["row"] != row:
+            continue
+        key = (float(cell["x"] if cell.get("x") is not None else cell["run"]["fraction"]), cell["group"])
+        if key not in chosen or float(record_key(cell["run"], "")[4]) < float(record_key(chosen[key]["run"], "")[4]):
+            chosen[key] = cell
+    return {key: load_dynamics(cell["run_dir"]) for key, cell in chosen.items()}
+
+
+def plot_dynamics(spec, out_prefix) -> list[Path]:
+    return plot_gradient_dynamics(dynamics_panels(spec), out_prefix)

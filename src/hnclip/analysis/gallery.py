@@ -1,0 +1,91 @@
+"""Qualitative retrieval gallery: for a few captions, the top-k images two (or more) models retrieve.
+
+Independent of the model code on purpose: it takes feature matrices, a scoring function and a store-like
+``read(rows)`` that returns images for image-store rows, so it runs on cached features and tests run on
+hand-made arrays.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from hnclip.analysis.figures import plt, save_figure
+
+__all__ = ["cosine_scores", "plot_retrieval_gallery", "top_k_retrievals"]
+
+
+def cosine_scores(text_features, image_features) -> np.ndarray:
+    """[Q, N] text->image scores of L2-normalised features (the evaluation's score)."""
+    return np.asarray(text_features, dtype=np.float64) @ np.asarray(image_features, dtype=np.float64).T
+
+
+def top_k_retrievals(text_features, image_features, queries: Sequence[int], k: int = 5,
+                     score_fn: Callable = cosine_scores) -> tuple[np.ndarray, np.ndarray]:
+    """Image rows [Q, k] and scores [Q, k] of each query caption's k best images, best first.
+
+    Ties keep the lower image row first (stable sort), so the gallery is reproducible.
+    """
+    text = np.asarray(text_features)
+    n_images = np.asarray(image_features).shape[0]
+    if not 1 <= k <= n_images:
+        raise ValueError(f"k must be in [1, {n_images}] (the number of images), got {k}")
+    bad = [q for q in queries if not 0 <= q < text.shape[0]]
+    if bad:
+        raise IndexError(f"query caption row {bad[0]} is outside [0, {text.shape[0]})")
+    scores = np.asarray(score_fn(text[list(queries)], image_features), dtype=np.float64)
+    if scores.shape != (len(queries), n_images):
+        raise ValueError(f"score_fn returned shape {scores.shape}, expected {(len(queries), n_images)}")
+    rows = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return rows, np.take_along_axis(scores, rows, axis=1)
+
+
+def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true_rows: Sequence[int],
+                           models: Mapping[str, tuple], read: Callable[[Sequence[int]], Sequence],
+                           out_prefix, k: int = 5, score_fn: Callable = cosine_scores,
+                           caption_chars: int = 240) -> list[Path]:
+    """Draw, per query caption, each model's top-k images with scores; the ground-truth image is framed green.
+
+    ``captions``: every caption (indexed by ``queries``); ``true_rows[i]``: image-store row of query i's
+    own image; ``models``: name -> (text_features [N_text, D], image_features [N_img, D]); ``read(rows)``
+    returns images (PIL images or HxW[xC] arrays) for image-store rows.
+    """
+    if len(true_rows) != len(queries):
+        raise ValueError(f"{len(queries)} queries but {len(true_rows)} ground-truth rows")
+    retrieved = {name: top_k_retrievals(t, i, queries, k, score_fn) for name, (t, i) in models.items()}
+    n_rows = len(queries) * (len(models) + 1)
+    ratios = [0.45 if r % (len(models) + 1) == 0 else 1.0 for r in range(n_rows)]
+    fig = plt.figure(figsize=(1.9 * k, 1.9 * sum(ratios) + 0.3), layout="constrained")
+    grid = fig.add_gridspec(n_rows, k, height_ratios=ratios)
+    for qi, query in enumerate(queries):
+        base = qi * (len(models) + 1)
+        caption_ax = fig.add_subplot(grid[base, :])
+        caption_ax.axis("off")
+        text = textwrap.shorten(str(captions[query]), caption_chars, placeholder=" …")
+        label = caption_ax.text(0, 0.5, f"Q{qi + 1}: " + "\n".join(textwrap.wrap(text, 18 * k)), fontsize=7,
+                                va="center", ha="left", transform=caption_ax.transAxes)
+        label.set_in_layout(False)  # long captions must not squeeze the image grid
+        for mi, (name, (rows, scores)) in enumerate(retrieved.items()):
+            images = read(list(rows[qi]))
+            hit = False
+            for j in range(k):
+                ax = fig.add_subplot(grid[base + 1 + mi, j])
+                ax.imshow(np.asarray(images[j]))
+                ax.set_xticks([])
+                ax.set_yticks([])
+                is_true = int(rows[qi, j]) == int(true_rows[qi])
+                hit |= is_true
+                for spine in ax.spines.values():
+                    spine.set_edgecolor("#1a9850" if is_true else "0.7")
+                    spine.set_linewidth(4 if is_true else 0.5)
+                ax.set_title(f"{scores[qi, j]:.3f}" + (" ✓" if is_true else ""), fontsize=7,
+                             color="#1a9850" if is_true else "black")
+                if j == 0:
+                    ax.set_ylabel(name, fontsize=8)
+                    first = ax
+            if not hit:
+                first.set_ylabel(f"{name}\n(GT not in top {k})", fontsize=8)
+    return save_figure(fig, out_prefix)

@@ -1,0 +1,70 @@
+"""``hnclip gallery``: HN-CLIP vs the strongest non-HN baseline on the main experiment's first benchmark.
+
+Glue only: it picks the two runs from the main spec and its evaluation records, encodes the benchmark's
+test split with each model and hands features plus an image-store reader to
+:func:`hnclip.analysis.gallery.plot_retrieval_gallery`. Query captions are evenly spaced over the split
+(not chosen by outcome), so the gallery shows typical cases rather than wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+__all__ = ["choose_runs", "run_gallery"]
+
+
+def choose_runs(spec: dict, hn_row: str = "HN-CLIP") -> tuple[str, dict, dict]:
+    """(benchmark group, HN cell, baseline cell): the baseline is the non-HN row (gamma 0 everywhere)
+    with the best R@1 (mean of directions) on the spec's first group."""
+    from hnclip.analysis.records import load_records, load_spec
+    from hnclip.analysis.tables import build_table
+
+    spec = load_spec(spec)
+    table = build_table(spec, load_records(spec))
+    group = spec["cells"][0]["group"]
+    cells = {c["row"]: c for c in spec["cells"] if c["group"] == group}
+    if hn_row not in cells:
+        raise ValueError(f"gallery: main spec has no row {hn_row!r} on {group!r}; rows: {sorted(cells)}")
+    hn_rows = {c["row"] for c in spec["cells"] if float(c["run"]["gamma"]) > 0}
+    baselines = [r for r in cells if r not in hn_rows]
+    if not baselines:
+        raise ValueError(f"gallery: main spec has no baseline (gamma 0) row on {group!r}")
+
+    def r1(row):
+        return float(np.mean([table.loc[row, (group, d, "R@1", "mean")] for d in ("I->T", "T->I")]))
+
+    best = max(baselines, key=r1)
+    return group, cells[hn_row], cells[best]
+
+
+def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: Path = Path("results/data"),
+                hn_row: str = "HN-CLIP") -> list[Path]:
+    from hnclip.analysis.gallery import plot_retrieval_gallery
+    from hnclip.data.image_store import ImageStore
+    from hnclip.data.manifest import read_manifest
+    from hnclip.evaluate import _unique_images, encode_split
+    from hnclip.models import load_model
+
+    group, hn_cell, base_cell = choose_runs(spec, hn_row)
+    bench = hn_cell["eval_benchmark"]
+    manifest = read_manifest(Path(data_root) / bench / "test.csv")
+    store = ImageStore(Path(data_root) / bench / "test_images")
+    image_ids, text_image_ids = _unique_images(manifest)
+    store_rows = np.asarray([store.row(i) for i in image_ids])
+    models = {}
+    for cell in (hn_cell, base_cell):
+        model = load_model(Path(cell["run_dir"]) / "model")
+        image_features, text_features = encode_split(model, manifest, store)
+        models[cell["row"]] = (text_features.numpy(), image_features.numpy())
+    n_captions = min(n_captions, len(manifest))
+    queries = np.linspace(0, len(manifest) - 1, n_captions).round().astype(int).tolist()
+    log.info("gallery on %s: %s vs %s, captions %s", group, hn_cell["row"], base_cell["row"], queries)
+    return plot_retrieval_gallery(
+        captions=list(manifest["caption"]), queries=queries,
+        true_rows=[int(text_image_ids[q]) for q in queries], models=models,
+        read=lambda idx: store.read(store_rows[list(idx)]), out_prefix=out_prefix, k=min(k, len(image_ids)))

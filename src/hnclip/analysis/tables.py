@@ -1,0 +1,364 @@
+"""The paper's tables as DataFrames: one layout per experiment, plus per-epoch retrieval and training cost.
+
+Every table has the same shape so one writer (:mod:`hnclip.analysis.table_format`) and the claims can read
+them all: row index = the experiment's rows (method, framework, variant ...), column MultiIndex = the
+header levels (group, direction, metric, ...) plus a last level ``stat`` in {mean, std, n}. Seeds of one
+cell (same row, group, variant and x) are aggregated to mean and sample std (ddof = 1, NaN for one seed);
+the seeds experiment instead shows each seed. ``df.attrs`` carries what the writer needs: experiment,
+scale, which columns rank lower-is-better or not at all, and decimals.
+
+A cell whose evaluation record is missing raises :class:`MissingRecordError` naming the run; a cell the
+spec never asked for (a method not run on some group) stays NaN and is printed as a dash.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hnclip.analysis.records import (
+    DIRECTIONS,
+    MissingRecordError,
+    index_records,
+    load_benchmark_tsv,
+    load_epochs,
+    load_spec,
+    load_summary,
+    record_key,
+    run_name,
+)
+from hnclip.analysis.table_format import write_table
+
+__all__ = ["build_cost_table", "build_epochs_table", "build_table", "write_table", "STAT"]
+
+STAT = ("mean", "std", "n")
+DIRECTION_LABELS = tuple(DIRECTIONS.values())
+ALL_KS = (1, 5, 10)
+VARIANTS = ("plain", "+HN")
+DELTA = "Δ"
+
+
+@dataclass
+class _Grid:
+    """Per-seed values of every (row, column) cell before aggregation."""
+
+    row_names: tuple[str, ...]
+    col_names: tuple[str, ...]
+    values: dict[tuple, dict[tuple, list[float]]] = field(default_factory=dict)
+    columns: list[tuple] = field(default_factory=list)
+    lower_is_better: set[tuple] = field(default_factory=set)
+    unranked: set[tuple] = field(default_factory=set)
+    decimals: dict[tuple, int | None] = field(default_factory=dict)
+
+    def add(self, row: tuple, col: tuple, values: Iterable[float]) -> None:
+        self.values.setdefault(row, {}).setdefault(col, []).extend(values)
+        if col not in self.columns:
+            self.columns.append(col)
+
+
+def _aggregate(values: list[float]) -> tuple[float, float, int]:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return math.nan, math.nan, 0
+    std = float(arr.std(ddof=1)) if arr.size > 1 else math.nan
+    return float(arr.mean()), std, int(arr.size)
+
+
+def _to_frame(grid: _Grid, experiment: str, scale: str | None, column_order: list[tuple] | None = None) -> pd.DataFrame:
+    columns = column_order if column_order is not None else grid.columns
+    rows = list(grid.values)
+    data = []
+    for row in rows:
+        line = []
+        for col in columns:
+            line.extend(_aggregate(grid.values[row].get(col, [])))
+        data.append(line)
+    col_index = pd.MultiIndex.from_tuples([c + (s,) for c in columns for s in STAT],
+                                          names=list(grid.col_names) + ["stat"])
+    if len(grid.row_names) == 1:
+        row_index = pd.Index([r[0] for r in rows], name=grid.row_names[0])
+    else:
+        row_index = pd.MultiIndex.from_tuples(rows, names=list(grid.row_names))
+    df = pd.DataFrame(data, index=row_index, columns=col_index, dtype=np.float64)
+    df.attrs.update(
+        experiment=experiment,
+        scale=scale,
+        lower_is_better=[c for c in columns if c in grid.lower_is_better],
+        unranked=[c for c in columns if c in grid.unranked],
+        decimals={c: grid.decimals[c] for c in columns if c in grid.decimals},
+    )
+    return df
+
+
+# ------------------------------------------------------------------------------------ retrieval tables
+def _metric(direction: str, k: int) -> str:
+    prefix = {v: p for p, v in DIRECTIONS.items()}[direction]
+    return f"{prefix}_r{k}"
+
+
+def _cell_seeds(spec: dict, index: dict) -> dict[tuple, list[tuple[str, dict]]]:
+    """Cells grouped by (row, group, variant, x): each group's (seed, metrics) in spec order."""
+    grouped: dict[tuple, list[tuple[str, dict]]] = {}
+    for cell in spec["cells"]:
+        run, bench = cell["run"], cell["eval_benchmark"]
+        record = index.get(record_key(run, bench))
+        if record is None:
+            expected = f" (expected {cell['eval_path']})" if cell.get("eval_path") else ""
+            raise MissingRecordError(
+                f"{spec['experiment']} table: no evaluation record for run {run_name(run, bench)}{expected}")
+        key = (cell["row"], cell["group"], cell.get("variant"), cell.get("x"))
+        seed = record_key(run, bench)[4]
+        seeds = grouped.setdefault(key, [])
+        if any(s == seed for s, _ in seeds):
+            raise ValueError(f"{spec['experiment']} spec: two cells for row {cell['row']!r}, group "
+                             f"{cell['group']!r}, variant {cell.get('variant')!r}, x {cell.get('x')!r}, seed {seed}")
+        seeds.append((seed, record["metrics"]))
+    return grouped
+
+
+def _unique(items: Iterable) -> list:
+    return list(dict.fromkeys(items))
+
+
+def _x_of(cell_key: tuple, cell_runs: dict, field_name: str) -> float:
+    x = cell_key[3]
+    return float(x) if x is not None else float(cell_runs[cell_key][field_name])
+
+
+def build_table(spec, records) -> pd.DataFrame:
+    """The table of one experiment from its spec and its evaluation records (list, or mapping path -> record)."""
+    spec = load_spec(spec)
+    grouped = _cell_seeds(spec, index_records(records))
+    experiment = spec["experiment"]
+    groups = _unique(key[1] for key in grouped)
+    group_level = "transfer" if experiment == "transfer" else "group"
+    ks = ALL_KS if experiment in ("main", "ablation") else (1,)
+
+    def retrieval_columns() -> list[tuple]:
+        return [(g, d, f"R@{k}") for g in groups for d in DIRECTION_LABELS for k in ks]
+
+    if experiment in ("main", "transfer", "ablation"):
+        row_name = {"main": "method", "transfer": "method", "ablation": "variant"}[experiment]
+        grid = _Grid((row_name,), (group_level, "direction", "metric"))
+        for (row, group, _, _), seeds in grouped.items():
+            for d in DIRECTION_LABELS:
+                for k in ks:
+                    grid.add((row,), (group, d, f"R@{k}"), [m[_metric(d, k)] for _, m in seeds])
+        return _to_frame(grid, experiment, spec["scale"], retrieval_columns())
+
+    if experiment in ("fractions", "gamma_sweep"):
+        # x is the swept value; the spec sets it, else it is read from the run itself
+        runs = {(c["row"], c["group"], c.get("variant"), c.get("x")): c["run"] for c in spec["cells"]}
+        field_name = "fraction" if experiment == "fractions" else "gamma"
+        methods = _unique(key[0] for key in grouped)
+
+        def row_of(key: tuple) -> tuple:
+            x = _x_of(key, runs, field_name)
+            return (key[0], x) if experiment == "fractions" else (x,)
+
+        def order(item) -> tuple:
+            row = row_of(item[0])
+            return (methods.index(row[0]), row[1]) if experiment == "fractions" else row
+
+        row_names = ("method", "fraction") if experiment == "fractions" else ("gamma",)
+        grid = _Grid(row_names, ("group", "direction", "metric"))
+        for key, seeds in sorted(grouped.items(), key=order):
+            for d in DIRECTION_LABELS:
+                grid.add(row_of(key), (key[1], d, "R@1"), [m[_metric(d, 1)] for _, m in seeds])
+        return _to_frame(grid, experiment, spec["scale"], retrieval_columns())
+
+    if experiment == "plugin":
+        return _plugin_table(spec, grouped, groups)
+    if experiment == "seeds":
+        return _seeds_table(spec, grouped, groups)
+    raise ValueError(f"no table layout for experiment {experiment!r}")
+
+
+def _plugin_table(spec: dict, grouped: dict, groups: list) -> pd.DataFrame:
+    """Frameworks x (group, direction, R@1, {plain, +HN, Δ}); Δ is paired by seed when both sides share seeds."""
+    grid = _Grid(("framework",), ("group", "direction", "metric", "variant"))
+    frameworks = _unique(key[0] for key in grouped)
+    for fw in frameworks:
+        for g in groups:
+            sides = {}
+            for variant in VARIANTS:
+                seeds = grouped.get((fw, g, variant, None))
+                if seeds is None:
+                    seeds = next((s for k, s in grouped.items() if k[:3] == (fw, g, variant)), None)
+                sides[variant] = seeds
+            for d in DIRECTION_LABELS:
+                m = _metric(d, 1)
+                for variant, seeds in sides.items():
+                    if seeds is not None:
+                        grid.add((fw,), (g, d, "R@1", variant), [v[m] for _, v in seeds])
+                plain, hn = sides["plain"], sides["+HN"]
+                if plain is None or hn is None:
+                    continue
+                plain_by_seed, hn_by_seed = dict(plain), dict(hn)
+                if set(plain_by_seed) == set(hn_by_seed):
+                    deltas = [hn_by_seed[s][m] - plain_by_seed[s][m] for s in plain_by_seed]
+                else:  # unpaired: difference of means, no spread
+                    deltas = [np.mean([v[m] for _, v in hn]) - np.mean([v[m] for _, v in plain])]
+                grid.add((fw,), (g, d, "R@1", DELTA), deltas)
+    bad = [k for k in grouped if k[2] not in VARIANTS]
+    if bad:
+        raise ValueError(f"plugin spec: cell {bad[0]} has variant {bad[0][2]!r}; expected one of {VARIANTS}")
+    order = [(g, d, "R@1", v) for g in groups for d in DIRECTION_LABELS for v in (*VARIANTS, DELTA)]
+    return _to_frame(grid, "plugin", spec["scale"], [c for c in order if c in grid.columns])
+
+
+def _seeds_table(spec: dict, grouped: dict, groups: list) -> pd.DataFrame:
+    """Methods x (group, direction, R@1, {each seed, difference}): replication, so seeds are not averaged."""
+    grid = _Grid(("method",), ("group", "direction", "metric", "seed"))
+    seeds_all = sorted(_unique(s for seeds in grouped.values() for s, _ in seeds), key=_seed_order)
+    spread = (f"s{seeds_all[1]}−s{seeds_all[0]}" if len(seeds_all) == 2 else "max−min")
+    for (row, group, _, _), seeds in grouped.items():
+        for d in DIRECTION_LABELS:
+            m = _metric(d, 1)
+            by_seed = dict(seeds)
+            for s in seeds_all:
+                if s in by_seed:
+                    grid.add((row,), (group, d, "R@1", f"s{s}"), [by_seed[s][m]])
+            if len(by_seed) >= 2:
+                vals = [by_seed[s][m] for s in seeds_all if s in by_seed]
+                diff = vals[1] - vals[0] if len(seeds_all) == 2 else max(vals) - min(vals)
+                col = (group, d, "R@1", spread)
+                grid.add((row,), col, [diff])
+                grid.unranked.add(col)
+    order = [(g, d, "R@1", s) for g in groups for d in DIRECTION_LABELS for s in [f"s{x}" for x in seeds_all] + [spread]]
+    return _to_frame(grid, "seeds", spec["scale"], [c for c in order if c in grid.columns])
+
+
+def _seed_order(seed: str):
+    try:
+        return (0, float(seed))
+    except ValueError:
+        return (1, seed)
+
+
+# ----------------------------------------------------------------------------------------- per epoch
+def build_epochs_table(spec) -> pd.DataFrame:
+    """Retrieval after each epoch (epochs.csv) of the spec's runs: rows (method, benchmark, epoch).
+
+    Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch.
+    """
+    spec = load_spec(spec)
+    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
+    seen = set()
+    per_run: dict[tuple, list[pd.DataFrame]] = {}
+    for cell in spec["cells"]:
+        run_dir = cell.get("run_dir")
+        if not run_dir:
+            raise ValueError(f"epochs table: cell of run {run_name(cell['run'])} has no run_dir")
+        if (cell["row"], cell["group"], run_dir) in seen:
+            continue
+        seen.add((cell["row"], cell["group"], run_dir))
+        per_run.setdefault((cell["row"], cell["group"]), []).append(load_epochs(run_dir))
+    for (row, group), frames in per_run.items():
+        epochs = sorted(set().union(*(set(f["epoch"].astype(int)) for f in frames)))
+        for epoch in epochs:
+            for d in DIRECTION_LABELS:
+                for k in ALL_KS:
+                    m = _metric(d, k)
+                    vals = [float(f.loc[f["epoch"].astype(int) == epoch, m].iloc[-1]) for f in frames
+                            if (f["epoch"].astype(int) == epoch).any()]
+                    grid.add((row, group, epoch), (d, f"R@{k}"), vals)
+    return _to_frame(grid, "epochs", spec["scale"], [(d, f"R@{k}") for d in DIRECTION_LABELS for k in ALL_KS])
+
+
+# ------------------------------------------------------------------------------------------------ cost
+_RUN_PATH = re.compile(r"([^/]+)/([^/]+)/g([^/]+)/f([^/]+)/s([^/]+?)(?:\.tsv)?$")
+
+
+def _run_parts(path: str) -> tuple[str, ...] | None:
+    """(train_set, method, gamma, fraction, seed) from the tail of a run folder or benchmark file path."""
+    match = _RUN_PATH.search(Path(path).as_posix().rstrip("/"))
+    return match.groups() if match else None
+
+
+def _cost_order(parts: tuple[str, ...]) -> tuple:
+    """Runs grouped by train set and method, then by gamma and fraction as numbers ('0.25' < '1')."""
+    def number(text):
+        try:
+            return (0, float(text), "")
+        except ValueError:
+            return (1, 0.0, text)
+    return tuple(number(p) if i >= 2 else (0, 0.0, p) for i, p in enumerate(parts))
+
+
+def _run_path(parts: tuple[str, ...]) -> str:
+    return "{}/{}/g{}/f{}/s{}".format(*parts)
+
+
+def _n_gpus(summary: Mapping) -> int:
+    """GPUs a run used: world size when it says so, else one if it ran on CUDA, zero on CPU."""
+    config = summary.get("config") or {}
+    for source in (summary, config):
+        for key in ("world_size", "n_gpus", "gpus"):
+            if isinstance(source.get(key), int) and not isinstance(source.get(key), bool):
+                return source[key] if str(summary.get("device", "")).startswith("cuda") else 0
+    return 1 if str(summary.get("device", "")).startswith("cuda") else 0
+
+
+def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str | None = None,
+                     reference_method: str = "hnclip", reference_gamma: float = 0.5) -> pd.DataFrame:
+    """Training cost per run setting (seeds aggregated) from summary.json and Snakemake benchmark TSVs.
+
+    ``summaries``: summary.json paths, run folders or already loaded summary dicts (with ``run_dir``).
+    ``benchmarks``: Snakemake benchmark TSVs of the train rule, matched to runs by their
+    ``train_set/method/g*/f*/s*`` tail. Accelerator time is GPU-hours (wall time x GPUs) when any run used
+    a GPU and CPU-hours (wall time of the single process) when all ran on CPU. "time vs reference" is the
+    wall time divided by that of ``reference_method`` at ``reference_gamma`` on the same train set and
+    fraction (the paper's speed-up: GOAL's 2.4 means HN-CLIP trains 2.4x faster).
+    """
+    loaded = [s if isinstance(s, Mapping) else load_summary(s) for s in summaries]
+    loaded.sort(key=lambda s: _cost_order(_run_parts(str(s.get("run_dir", ""))) or (str(s.get("run_dir")),)))
+    if not loaded:
+        raise ValueError("cost table: no run summaries given")
+    tsv = {}
+    for path in benchmarks:
+        parts = _run_parts(str(path))
+        if parts is None:
+            raise ValueError(f"cost table: cannot tell the run of benchmark file {path} "
+                             "(expected .../train_set/method/g*/f*/s*.tsv)")
+        tsv[parts] = load_benchmark_tsv(path)
+    any_gpu = any(_n_gpus(s) > 0 for s in loaded)
+    accel = "GPU-hours" if any_gpu else "CPU-hours"
+    grid = _Grid(("train_set", "method", "gamma", "fraction"), ("quantity",))
+    wall_by_row: dict[tuple, list[float]] = {}
+    for summary in loaded:
+        parts = _run_parts(str(summary.get("run_dir", "")))
+        if parts is None:
+            raise ValueError(f"cost table: summary of run folder {summary.get('run_dir')!r} is not under "
+                             ".../train_set/method/g*/f*/s*")
+        row = parts[:4]
+        wall_h = float(summary["wall_time_s"]) / 3600.0
+        wall_by_row.setdefault(row, []).append(wall_h)
+        grid.add(row, ("wall time (h)",), [wall_h])
+        grid.add(row, ("samples/s",), [float(summary["samples_per_s"])])
+        grid.add(row, (accel,), [wall_h * _n_gpus(summary) if any_gpu else wall_h])
+        grid.add(row, ("peak memory (MB)",), [float(summary["peak_memory_mb"])])
+        bench = tsv.get(parts)
+        if benchmarks and bench is None:
+            raise ValueError(f"cost table: no Snakemake benchmark file for run {_run_path(parts)}")
+        if bench is not None:
+            grid.add(row, ("max RSS (MB)",), [bench["max_rss"]])
+            grid.add(row, ("CPU time (h)",), [bench["cpu_time"] / 3600.0])
+    ratio_col = (f"time vs {reference_method}",)
+    for row, walls in wall_by_row.items():
+        ref = wall_by_row.get((row[0], reference_method, f"{float(reference_gamma):g}", row[3]))
+        if ref is not None:
+            grid.add(row, ratio_col, [float(np.mean(walls)) / float(np.mean(ref))])
+    grid.lower_is_better = {c for c in grid.columns if c != ("samples/s",)}
+    grid.unranked = {ratio_col}
+    grid.decimals = {c: None for c in grid.columns}  # adaptive: toy runs last minutes, paper runs days
+    if scale is None:
+        scales = {(s.get("config") or {}).get("scale") for s in loaded} - {None}
+        scale = scales.pop() if len(scales) == 1 else None
+    return _to_frame(grid, "cost", scale)

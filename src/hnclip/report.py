@@ -1,0 +1,307 @@
+"""Render the one-file HTML report: scale banner, claims, every table and figure, paper vs ours, provenance.
+
+The file is self-contained (figures embedded as base64 PNG, CSS inline, no scripts, no external assets)
+so it can be mailed, archived or opened offline on a phone; tables scroll sideways instead of shrinking.
+Every number carries its scale: the banner, each table caption and the "ours" column say whether it is a
+toy-scale or a paper-scale run, because a toy number read as the paper's is the one mistake to prevent.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import jinja2
+import markupsafe
+import yaml
+
+from hnclip.analysis.table_format import read_table_csv, scale_label
+
+__all__ = ["DEFAULT_PUBLISHED", "TEMPLATE_DIR", "compare_published", "load_published", "render_report",
+           "render_report_from_files"]
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "report"
+DEFAULT_PUBLISHED = TEMPLATE_DIR / "published_numbers.yaml"
+TEMPLATE = "report.html.j2"
+BANNERS = {
+    "toy": "Toy-scale results on a synthetic benchmark: not the paper's numbers.",
+    "paper": "Paper-scale results (the paper's benchmarks and backbone): compare with the paper's numbers below.",
+}
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------- published numbers
+def load_published(path) -> list[dict]:
+    """The paper's numbers (``report/published_numbers.yaml``), checked: each has a key and a source,
+    and a value, a range, or an explicit null with a status saying why."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"published numbers file {path} does not exist") from None
+    entries = (data or {}).get("numbers")
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a top-level 'numbers' list")
+    keys = set()
+    for i, entry in enumerate(entries):
+        where = f"{path}: numbers[{i}] ({entry.get('key')!r})"
+        for field in ("key", "what", "source"):
+            if not entry.get(field):
+                raise ValueError(f"{where}: no {field!r}")
+        if entry["key"] in keys:
+            raise ValueError(f"{where}: duplicate key")
+        keys.add(entry["key"])
+        has_range = entry.get("range") is not None
+        if has_range and (len(entry["range"]) != 2 or entry["range"][0] > entry["range"][1]):
+            raise ValueError(f"{where}: range must be [low, high], got {entry['range']!r}")
+        if "value" not in entry and not has_range:
+            raise ValueError(f"{where}: needs 'value' (null allowed) or 'range'")
+        if entry.get("value") is None and not has_range and not entry.get("status"):
+            raise ValueError(f"{where}: a null value needs a 'status' saying why")
+    return entries
+
+
+def _dotted(data: Mapping, path: str):
+    for part in path.split("."):
+        if not isinstance(data, Mapping) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def _distinct(values: Iterable) -> list:
+    return list(dict.fromkeys(v for v in values if v is not None))
+
+
+def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
+    """Our value(s) for a published entry as (label, value) pairs; empty when we have none."""
+    compare = entry.get("compare") or {}
+    kind = compare.get("kind")
+    if kind == "measured":
+        value = (context.get("measured") or {}).get(compare["key"])
+        return [("", value)] if value is not None else []
+    if kind == "geometry":
+        return [(name, geo[compare["field"]]) for name, geo in (context.get("geometry") or {}).items()
+                if compare["field"] in geo]
+    if kind == "table":
+        prefix = (context.get("tables") or {}).get(compare["table"])
+        if prefix is None or not Path(f"{prefix}.csv").is_file():
+            return []
+        tidy = read_table_csv(f"{prefix}.csv")
+        mask = None
+        for level, label in compare["select"].items():
+            if level not in tidy.columns:
+                return []
+            hit = tidy[level].astype(str) == str(label)
+            mask = hit if mask is None else mask & hit
+        rows = tidy[mask]
+        return [("", float(rows["mean"].iloc[0]))] if len(rows) == 1 else []
+    if kind == "eval":
+        values = _distinct(r.get(compare["field"]) for r in context.get("records") or []
+                           if r.get("eval_benchmark") == compare["benchmark"])
+        return [("", v) for v in values]
+    if kind == "provenance":
+        if "product" in compare:
+            products = []
+            for summary in context.get("provenance") or []:
+                parts = [_dotted(summary, p) for p in compare["product"]]
+                if all(isinstance(p, int | float) for p in parts):
+                    products.append(math.prod(parts))
+            return [("", v) for v in _distinct(products)]
+        return [("", v) for v in _distinct(_dotted(s, compare["field"]) for s in context.get("provenance") or [])]
+    if kind == "spec":
+        spec = (context.get("specs") or {}).get(compare["experiment"]) or {}
+        return [("", v) for v in _distinct(c["run"].get(compare["field"]) for c in spec.get("cells", [])
+                                            if c.get("row") == compare["row"])]
+    return []
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _difference(entry: Mapping, ours) -> str:
+    if not isinstance(ours, int | float) or isinstance(ours, bool):
+        return ""
+    if entry.get("range") is not None:
+        low, high = entry["range"]
+        if low <= ours <= high:
+            return "within range"
+        gap = ours - high if ours > high else ours - low
+        return f"{gap:+.3g} {'above' if gap > 0 else 'below'}"
+    if entry.get("value") is None:
+        return ""
+    return f"{ours - entry['value']:+.3g}"
+
+
+def compare_published(published: list[dict], context: Mapping) -> tuple[list[dict], list[dict]]:
+    """Paper-vs-ours rows for the report, and the entries with neither a paper value nor ours.
+
+    ``context``: tables (name -> prefix), geometry, measured, records, provenance, specs.
+    """
+    rows, neither = [], []
+    for entry in published:
+        ours = _ours(entry, context)
+        has_paper = entry.get("value") is not None or entry.get("range") is not None
+        if not has_paper and not ours:
+            neither.append(entry)
+            continue
+        if entry.get("range") is not None:
+            paper = f"{_fmt(entry['range'][0])}–{_fmt(entry['range'][1])}"
+        elif entry.get("value") is not None:
+            paper = _fmt(entry["value"])
+        else:
+            paper = entry.get("status", "not available")
+        if has_paper and entry.get("unit") in ("x", "%"):
+            paper += " " + entry["unit"]
+        for label, value in ours or [("", None)]:
+            rows.append({
+                "key": entry["key"], "what": entry["what"] + (f" [{label}]" if label else ""),
+                "paper": paper, "paper_scale": entry.get("scale", ""), "unit": entry.get("unit", ""),
+                "source": entry["source"], "note": entry.get("note", ""),
+                "ours": "not reproduced in this run" if value is None else _fmt(value),
+                "has_ours": value is not None, "difference": _difference(entry, value) if value is not None else "",
+            })
+    return rows, neither
+
+
+# ---------------------------------------------------------------------------------------------- render
+def _embed_png(path: Path) -> str:
+    data = Path(path).read_bytes()
+    if not data.startswith(_PNG_MAGIC):
+        raise ValueError(f"figure {path} is not a PNG file")
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def _strip_suffix(path) -> str:
+    path = Path(path)
+    return str(path.with_suffix("")) if path.suffix in (".csv", ".html", ".md", ".tex") else str(path)
+
+
+def _provenance_rows(provenance: Iterable[Mapping]) -> list[dict]:
+    rows = []
+    for s in provenance:
+        run = s.get("run_dir") or s.get("run") or "?"
+        rows.append({
+            "run": str(run).removeprefix("results/runs/"),
+            "config_hash": str(s.get("config_hash", "")),
+            "git_commit": str(s.get("git_commit", "")),
+            "seed": s.get("seed", ""),
+            "steps": s.get("steps", ""),
+            "wall_time": _fmt(float(s["wall_time_s"])) + " s" if s.get("wall_time_s") is not None else "",
+            "device": s.get("device", ""),
+            "checkpoint_sha256": str(s.get("checkpoint_sha256", "")),
+        })
+    return rows
+
+
+def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str], claims: list[dict],
+                  provenance: list[Mapping], geometry: Mapping[str, Mapping] | None, scale: str, title: str,
+                  published=DEFAULT_PUBLISHED, measured: Mapping[str, float] | None = None,
+                  records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
+                  template_dir=TEMPLATE_DIR) -> Path:
+    """Write the report to ``out_html``.
+
+    ``tables``: name -> table prefix (``prefix.html`` is embedded, ``prefix.csv`` feeds paper-vs-ours; a
+    path with a .csv/.html suffix is accepted); ``figures``: name -> PNG path; ``claims``: verdicts from
+    :func:`hnclip.analysis.claims.evaluate_claims`; ``provenance``: run summaries; ``geometry``: name ->
+    :func:`hnclip.analysis.geometry.caption_geometry` result; ``published``: the paper's numbers (YAML);
+    ``measured``: values the report compares directly (default: §2.4's gradient ratio, measured on the
+    loss); ``records``/``specs``: evaluation records and experiment specs for counts and run settings.
+    """
+    label = scale_label(scale)
+    tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
+    table_blocks = []
+    for name, prefix in tables.items():
+        fragment = Path(f"{prefix}.html")
+        if not fragment.is_file():
+            raise FileNotFoundError(f"table {name!r}: {fragment} does not exist (write it with write_table)")
+        html = fragment.read_text(encoding="utf-8")
+        if f'data-scale="{scale}"' not in html:
+            raise ValueError(f"table {name!r} ({fragment}) is not labelled as a {label}")
+        table_blocks.append({"name": name, "html": markupsafe.Markup(html)})
+    figure_blocks = [{"name": name, "src": _embed_png(Path(path))} for name, path in figures.items()]
+    if measured is None:
+        from hnclip.analysis.margins import measure_gradient_ratio
+
+        measured = {"gradient_ratio": measure_gradient_ratio()}
+    context = {"tables": tables, "geometry": geometry or {}, "measured": measured, "records": records or [],
+               "provenance": provenance, "specs": specs or {}}
+    comparisons, not_compared = compare_published(load_published(published), context) if published else ([], [])
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    try:
+        template = env.get_template(TEMPLATE)
+    except jinja2.TemplateNotFound:
+        raise FileNotFoundError(f"report template {Path(template_dir) / TEMPLATE} does not exist") from None
+    html = template.render(
+        title=title, scale=scale, scale_label=label, banner=BANNERS[scale], claims=claims,
+        tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
+        provenance=_provenance_rows(provenance),
+        geometry=[{"name": n, **g} for n, g in (geometry or {}).items()],
+        fmt=_fmt,
+    )
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    out_html.write_text(html, encoding="utf-8")
+    return out_html
+
+
+def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[str, Mapping],
+                             tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
+                             summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
+                             hn_row: str = "HN-CLIP") -> Path:
+    """``hnclip report``: load everything the workflow produced and render the report.
+
+    Tables and figures are named by their file stem; claims are judged on tables rebuilt from the
+    specs' evaluation records (cheap, and independent of the table files' formatting) and on the
+    dynamics logs of the runs the specs show in row ``hn_row`` with gamma > 0.
+    """
+    from hnclip.analysis.claims import evaluate_claims
+    from hnclip.analysis.records import load_dynamics, load_records, load_summary
+    from hnclip.analysis.tables import build_table
+
+    specs = {name: spec for name, spec in (specs or {}).items() if spec}
+    records, seen = [], set()
+    built = {}
+    for name, spec in specs.items():
+        spec_records = load_records(spec)
+        built[name] = build_table(spec, spec_records)
+        for r in spec_records:
+            key = json.dumps([r["run"], r["eval_benchmark"]], sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                records.append(r)
+    dynamics = {}
+    for spec in specs.values():
+        for cell in spec["cells"]:
+            run_dir = cell.get("run_dir")
+            if cell["row"] != hn_row or float(cell["run"]["gamma"]) <= 0 or not run_dir:
+                continue
+            label = str(run_dir).removeprefix("results/runs/")
+            if label not in dynamics and Path(run_dir, "dynamics.csv").is_file():
+                dynamics[label] = load_dynamics(run_dir)
+    claims = evaluate_claims(built, scale, dynamics=dynamics, hn_row=hn_row)
+    geometry_results = {}
+    for path in geometry:
+        geometry_results[Path(path).stem] = json.loads(Path(path).read_text())
+    return render_report(
+        out_html,
+        tables={Path(p).stem: _strip_suffix(p) for p in tables},
+        figures={Path(p).stem: Path(p) for p in figures},
+        claims=claims,
+        provenance=[load_summary(p) for p in summaries],
+        geometry=geometry_results,
+        scale=scale,
+        title=title,
+        published=published,
+        records=records,
+        specs=specs,
+    )

@@ -1,0 +1,211 @@
+"""The HTML report: rendered from hand-made pipeline outputs, self-contained, paper vs ours, and checked in
+headless Chromium (every table and figure in the DOM, no console errors, no sideways scroll on a phone).
+
+Chromium is Debian's ``chromium`` package (CI must install it); without it the browser test is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from html import unescape
+from pathlib import Path
+
+import pytest
+import yaml
+from PIL import Image
+
+from hnclip.analysis.geometry import caption_geometry
+from hnclip.analysis.table_format import write_table
+from hnclip.analysis.tables import build_table
+from hnclip.report import DEFAULT_PUBLISHED, load_published, render_report, render_report_from_files
+
+METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _spec(root: Path, experiment: str, entries) -> dict:
+    """Write eval records + run summaries for (row, group, x, method, gamma, r1) and return the spec."""
+    cells = []
+    for row, group, x, method, gamma, r1 in entries:
+        run = {"train_set": "docci", "method": method, "gamma": gamma, "fraction": 1.0, "seed": 0}
+        rel = f"docci/{method}/g{gamma:g}/f1/s0"
+        eval_path = root / "results/evals" / rel / f"{group.lower()}.json"
+        eval_path.parent.mkdir(parents=True, exist_ok=True)
+        eval_path.write_text(json.dumps({"run": run, "eval_benchmark": group.lower(), "split": "test",
+                                         "n_images": 5000, "n_texts": 5000,
+                                         "metrics": dict.fromkeys(METRICS, r1), "wall_time_s": 2.0}))
+        run_dir = root / "results/runs" / rel
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "summary.json").write_text(json.dumps({
+            "config": {"micro_batch": 16, "accum_steps": 8, "epochs": 10, "gamma": gamma}, "config_hash": f"hash-{method}",
+            "seed": 0, "steps": 40, "epochs": 10, "samples_seen": 5120, "wall_time_s": 12.5, "samples_per_s": 409.6,
+            "peak_memory_mb": 900.0, "final_loss": 0.7, "device": "cpu", "checkpoint_sha256": "ab" * 32,
+            "git_commit": "0123456789abcdef"}))
+        cells.append({"row": row, "group": group, "variant": None, "x": x, "run": run,
+                      "eval_benchmark": group.lower(), "eval_path": str(eval_path), "run_dir": str(run_dir)})
+    return {"experiment": experiment, "scale": "toy", "cells": cells}
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    """Specs, written tables, PNG figures, a geometry JSON and run summaries, as the workflow leaves them."""
+    specs = {
+        "main": _spec(tmp_path, "main", [("HN-CLIP", "DOCCI", None, "hnclip", 0.5, 42.0),
+                                         ("Long-CLIP FT", "DOCCI", None, "longclip", 0.0, 40.0)]),
+        "gamma_sweep": _spec(tmp_path, "gamma_sweep", [(f"gamma={g:g}", "DOCCI", g, "hnclip", g, 40.0 + 4 * g)
+                                                       for g in (0.0, 0.5, 1.0)]),
+    }
+    tables = []
+    for name, spec in specs.items():
+        df = build_table(spec, [json.loads(Path(c["eval_path"]).read_text()) for c in spec["cells"]])
+        tables.append(write_table(df, tmp_path / "tables" / name, caption=name)["csv"])
+    figures = []
+    for name, color in (("epochs", "red"), ("gamma_sweep", "blue")):
+        path = tmp_path / "figures" / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (640, 360), color).save(path)
+        figures.append(path)
+    geometry = tmp_path / "geometry" / "synthetic.json"
+    geometry.parent.mkdir()
+    angles = [0.0, 0.2, 0.3, 0.5]
+    geo = caption_geometry([[math.cos(a), math.sin(a)] for a in angles], 4, 2, 0)
+    geometry.write_text(json.dumps(geo))
+    summaries = sorted(tmp_path.glob("results/runs/**/summary.json"))
+    return {"root": tmp_path, "specs": specs, "tables": tables, "figures": figures, "geometry": [geometry],
+            "summaries": summaries, "geo": geo}
+
+
+def _render(outputs) -> tuple[Path, str]:
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="HN-CLIP toy report", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"])
+    return out, out.read_text(encoding="utf-8")
+
+
+def test_report_is_self_contained_with_every_table_figure_and_run(outputs):
+    _, html = _render(outputs)
+    assert "toy-scale results on a synthetic benchmark: not the paper's numbers" in unescape(html).lower()
+    assert 'name="viewport"' in html and "overflow-x: auto" in html
+    # offline: no scripts, no external stylesheets, no remote URLs, every image inline
+    assert "<script" not in html and "<link" not in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    srcs = re.findall(r'<img src="([^"]+)"', html)
+    assert len(srcs) == 2 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    for name in ("main", "gamma_sweep"):
+        assert f'id="table-{name}"' in html
+    assert 'id="figure-epochs"' in html and 'id="figure-gamma_sweep"' in html
+    assert html.count('class="provenance-run"') == 4  # 2 main runs + gamma 0 and 1 (gamma 0.5 is shared)
+    assert html.count("hash-hnclip") == 3 and "0123456789abcdef" in html and "ab" * 32 in html
+    assert html.count('class="claim ') == 6
+
+
+def test_report_judges_claims_from_the_records(outputs):
+    _, html = _render(outputs)
+    # HN-CLIP 42 vs Long-CLIP FT 40 on DOCCI: holds; gamma 0.5 (42) within 1 point of best (gamma 1: 44)? no
+    main = re.search(r'<li class="claim (\w+)" id="claim-main">', html)
+    gamma = re.search(r'<li class="claim (\w+)" id="claim-gamma_sweep">', html)
+    plugin = re.search(r'<li class="claim (\w+)" id="claim-plugin">', html)
+    assert main.group(1) == "holds" and gamma.group(1) == "fails" and plugin.group(1) == "unknown"
+
+
+def _comparison(html: str, key: str) -> list[str]:
+    row = re.search(rf'<tr class="comparison" data-key="{re.escape(key)}">(.*?)</tr>', html, re.S)
+    assert row, f"no paper-vs-ours row {key}"
+    return [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row.group(1), re.S)]
+
+
+def test_paper_vs_ours_shows_both_and_the_difference(outputs):
+    _, html = _render(outputs)
+    ratio = _comparison(html, "gradient_ratio")
+    assert ratio[1] == "148.4 x" and ratio[3] == "148.4 toy"
+    assert ratio[4] == f"{math.exp(5) - 148.4:+.3g}"  # e^5 measured on the loss vs the paper's 148.4
+    batch = _comparison(html, "train.effective_batch")
+    assert batch[1] == "128" and batch[3] == "128 toy" and batch[4] == "+0"
+    offdiag = _comparison(html, "geometry.mean_offdiag")
+    assert offdiag[1] == "0.84–0.88" and offdiag[3].startswith(f"{outputs['geo']['mean_offdiag']:.4g}")
+    assert "above" in offdiag[4]  # the fixture's captions are 0.1-0.5 rad apart: mean cosine ~0.96 > 0.88
+    table1 = _comparison(html, "table1/DOCCI/HN-CLIP/i2t_r1")
+    assert table1[1] == "not available offline" and table1[3] == "42 toy" and table1[4] == ""
+    docci = _comparison(html, "data.docci_test_images")
+    assert docci[1] == "5,000" and docci[3] == "5,000 toy"
+    assert "not reproduced in this run" in _comparison(html, "speed.goal")[3]
+
+
+def test_a_table_of_another_scale_is_refused(outputs, tmp_path):
+    csv = outputs["tables"][0]
+    fragment = csv.with_suffix(".html")
+    fragment.write_text(fragment.read_text().replace('data-scale="toy"', 'data-scale="paper"'))
+    with pytest.raises(ValueError, match="is not labelled as a toy-scale run"):
+        render_report(tmp_path / "r.html", {"main": csv}, {}, [], [], None, "toy", "t", measured={})
+
+
+def test_published_numbers_carry_sources_and_the_quoted_values():
+    entries = load_published(DEFAULT_PUBLISHED)
+    by_key = {e["key"]: e for e in entries}
+    assert all(e["source"] for e in entries)
+    assert by_key["gradient_ratio"]["value"] == pytest.approx(math.exp(5), abs=0.05)
+    assert by_key["geometry.mean_offdiag"]["range"] == [0.84, 0.88]
+    assert by_key["geometry.mean_hardest"]["range"] == [0.92, 0.94]
+    assert by_key["geometry.frac_ge_0.8"]["range"] == [0.86, 0.99]
+    assert (by_key["speed.goal"]["value"], by_key["speed.structxlip"]["value"]) == (2.4, 5.4)
+    assert by_key["data.docci_test_images"]["value"] == 5000 and "5,100" in by_key["data.docci_test_images"]["note"]
+    assert by_key["data.long_dci_records"]["value"] == 7805 and by_key["data.urban1k_pairs"]["value"] == 1000
+    assert (by_key["train.effective_batch"]["value"], by_key["train.epochs"]["value"],
+            by_key["train.gamma"]["value"]) == (128, 10, 0.5)
+    table1 = [e for e in entries if e["key"].startswith("table1/")]
+    assert len(table1) >= 24 and all(e["value"] is None and e["status"] == "not available offline" for e in table1)
+
+
+def test_published_null_without_status_is_rejected(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"numbers": [{"key": "x", "what": "x", "source": "Table 1", "value": None}]}))
+    with pytest.raises(ValueError, match=r"numbers\[0\] \('x'\): a null value needs a 'status'"):
+        load_published(bad)
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--enable-logging=stderr", "--v=0"]
+# an appended probe: the page's width as laid out in a phone-sized window, written into the DOM
+WIDTH_PROBE = ("<script>document.body.setAttribute('data-widths', [document.documentElement.clientWidth, "
+               "document.documentElement.scrollWidth].join(','))</script></body>")
+
+
+def _chromium(tmp_path, name, *args):
+    proc = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / ('profile-' + name)}", *args],
+                          capture_output=True, text=True, timeout=60)
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    return proc, console
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_report_renders_in_headless_chromium_on_a_phone(outputs, tmp_path):
+    out, html = _render(outputs)
+    probe = out.with_name("probe.html")
+    probe.write_text(html.replace("</body>", WIDTH_PROBE), encoding="utf-8")
+    proc, console = _chromium(tmp_path, "dom", "--window-size=390,844", "--dump-dom", probe.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert console == [], console  # the probe itself logs nothing; anything here is a page error
+    tables = set(re.findall(r'<table[^>]* id="(table-[^"]+)"', dom))
+    assert tables == {"table-main", "table-gamma_sweep", "table-geometry-summary", "table-paper-vs-ours",
+                      "table-provenance"}
+    assert set(re.findall(r'<figure id="(figure-[^"]+)"', dom)) == {"figure-epochs", "figure-gamma_sweep"}
+    assert len(re.findall(r'<img src="data:image/png;base64,', dom)) == 2
+    # headless Chromium's window is at least 500 px wide whatever --window-size says: compare the page's
+    # laid-out width with its viewport, so a wide table that does not scroll inside its box fails here
+    viewport, page = map(int, re.search(r'data-widths="(\d+),(\d+)"', dom).groups())
+    assert viewport <= 500 and page <= viewport, f"page is {page}px wide in a {viewport}px viewport"
+
+    shot = tmp_path / "report-phone.png"
+    proc, console = _chromium(tmp_path, "shot", "--window-size=390,2400", "--hide-scrollbars",
+                              f"--screenshot={shot}", out.as_uri())
+    assert proc.returncode == 0 and console == []
+    with Image.open(shot) as im:
+        assert im.size == (390, 2400)
+        assert len(set(im.convert("L").resize((39, 240)).tobytes())) > 5  # rendered content, not blank

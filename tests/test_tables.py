@@ -1,0 +1,287 @@
+"""Tables from hand-made evaluation records: cells, seeds (mean ± sample std), bold best, missing runs.
+
+Every expected number here is computed by hand in the test (or in a comment), never by the table code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from hnclip.analysis.records import MissingRecordError, load_records
+from hnclip.analysis.table_format import read_table_csv, write_table
+from hnclip.analysis.tables import build_cost_table, build_epochs_table, build_table
+
+METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+
+
+def run(method, seed=0, gamma=0.0, fraction=1.0, train_set="docci"):
+    return {"train_set": train_set, "method": method, "gamma": gamma, "fraction": fraction, "seed": seed}
+
+
+def record(r, bench, **metrics):
+    """An evaluation record; unspecified metrics get distinct filler values."""
+    values = {m: 10.0 + i for i, m in enumerate(METRICS)}
+    values.update(metrics)
+    return {"run": r, "eval_benchmark": bench, "split": "test", "n_images": 5, "n_texts": 5,
+            "metrics": values, "wall_time_s": 1.0}
+
+
+def cell(row, group, r, bench, variant=None, x=None):
+    return {"row": row, "group": group, "variant": variant, "x": x, "run": r, "eval_benchmark": bench,
+            "eval_path": f"results/evals/{r['train_set']}/{r['method']}/g{r['gamma']:g}/f{r['fraction']:g}"
+                         f"/s{r['seed']}/{bench}.json",
+            "run_dir": f"results/runs/{r['train_set']}/{r['method']}/g{r['gamma']:g}/f{r['fraction']:g}/s{r['seed']}"}
+
+
+def main_fixture(seeds=(0,)):
+    """Long-CLIP FT vs HN-CLIP on DOCCI and DCI; HN-CLIP's i2t_r1 is 40 (s0) and 43 (s1) on DOCCI."""
+    cells, records = [], []
+    for seed in seeds:
+        for method, label, gamma in (("longclip", "Long-CLIP FT", 0.0), ("hnclip", "HN-CLIP", 0.5)):
+            for bench, group in (("docci", "DOCCI"), ("dci", "DCI")):
+                r = run(method, seed, gamma, train_set=bench)
+                if method == "hnclip" and bench == "docci":
+                    rec = record(r, bench, i2t_r1=40.0 + 3.0 * seed, t2i_r10=20.0)
+                elif method == "longclip" and bench == "docci":
+                    rec = record(r, bench, i2t_r1=30.0, t2i_r10=25.0 + seed)
+                else:
+                    rec = record(r, bench)
+                records.append(rec)
+                cells.append(cell(label, group, r, bench))
+    return {"experiment": "main", "scale": "toy", "cells": cells}, records
+
+
+def test_main_table_aggregates_two_seeds_to_mean_and_sample_std():
+    spec, records = main_fixture(seeds=(0, 1))
+    df = build_table(spec, records)
+    # HN-CLIP DOCCI I->T R@1: seeds 40 and 43 -> mean 41.5, sample std |43 - 40| / sqrt(2) = 2.1213
+    assert df.loc["HN-CLIP", ("DOCCI", "I->T", "R@1", "mean")] == pytest.approx(41.5)
+    assert df.loc["HN-CLIP", ("DOCCI", "I->T", "R@1", "std")] == pytest.approx(3 / math.sqrt(2))
+    assert df.loc["HN-CLIP", ("DOCCI", "I->T", "R@1", "n")] == 2
+    # Long-CLIP DOCCI T->I R@10: 25 and 26 -> 25.5 ± 0.7071
+    assert df.loc["Long-CLIP FT", ("DOCCI", "T->I", "R@10", "mean")] == pytest.approx(25.5)
+    assert df.loc["Long-CLIP FT", ("DOCCI", "T->I", "R@10", "std")] == pytest.approx(math.sqrt(0.5))
+
+
+def test_main_table_has_the_papers_24_columns_for_four_benchmarks():
+    cells, records = [], []
+    benches = ["docci", "dci", "long_dci", "urban1k"]
+    for bench in benches:
+        r = run("hnclip", gamma=0.5, train_set=bench)
+        records.append(record(r, bench))
+        cells.append(cell("HN-CLIP", bench.upper(), r, bench))
+    df = build_table({"experiment": "main", "scale": "paper", "cells": cells}, records)
+    means = [c[:-1] for c in df.columns if c[-1] == "mean"]
+    assert len(means) == 24
+    assert means[:6] == [("DOCCI", d, f"R@{k}") for d in ("I->T", "T->I") for k in (1, 5, 10)]
+    assert [c[0] for c in means[::6]] == ["DOCCI", "DCI", "LONG_DCI", "URBAN1K"]
+    # DCI's t2i_r5 is the fifth filler value: 10 + 4
+    assert df.loc["HN-CLIP", ("DCI", "T->I", "R@5", "mean")] == 14.0
+
+
+def test_written_table_shows_mean_pm_std_bold_best_and_scale(tmp_path):
+    spec, records = main_fixture(seeds=(0, 1))
+    paths = write_table(build_table(spec, records), tmp_path / "main", caption="Main results")
+    md = paths["md"].read_text()
+    html = paths["html"].read_text()
+    tex = paths["tex"].read_text()
+    # HN-CLIP wins DOCCI I->T R@1 (41.5 vs 30.0); Long-CLIP wins DOCCI T->I R@10 (25.5 vs 20.0)
+    assert "**41.5 ± 2.1**" in md and "| 30.0 ± 0.0 |" in md  # Long-CLIP's two seeds agree: std 0, not bold
+    assert "**25.5 ± 0.7**" in md and "**20.0" not in md
+    assert "<strong>41.5 ± 2.1</strong>" in html and "<strong>25.5 ± 0.7</strong>" in html
+    assert r"\textbf{41.5 $\pm$ 2.1}" in tex and r"\textbf{25.5 $\pm$ 0.7}" in tex
+    for text in (md, html, tex):
+        assert "Main results (toy-scale run)" in text
+    assert 'data-scale="toy"' in html
+
+
+def test_bold_ties_are_judged_at_printed_precision(tmp_path):
+    cells, records = [], []
+    for method, label, value in (("a", "A", 50.04), ("b", "B", 50.01), ("c", "C", 49.0)):
+        r = run(method)
+        records.append(record(r, "docci", i2t_r1=value))
+        cells.append(cell(label, "DOCCI", r, "docci"))
+    paths = write_table(build_table({"experiment": "main", "scale": "toy", "cells": cells}, records),
+                        tmp_path / "tie", caption="tie")
+    md = paths["md"].read_text()
+    # 50.04 and 50.01 both print as 50.0: both are best
+    assert md.count("**50.0**") == 2 and "**49.0**" not in md
+    # I->T R@5 is the filler 11.0 in every row: nothing to single out, so nothing bold
+    assert md.count("| 11.0 |") == 3 and "**11.0**" not in md
+
+
+def test_missing_evaluation_record_raises_naming_the_run():
+    spec, records = main_fixture(seeds=(0, 1))
+    records = [r for r in records if not (r["run"]["method"] == "hnclip" and r["run"]["seed"] == 1
+                                          and r["eval_benchmark"] == "dci")]
+    with pytest.raises(MissingRecordError, match=r"dci/hnclip/g0\.5/f1/s1/dci"):
+        build_table(spec, records)
+
+
+def test_load_records_skips_absent_files_so_the_table_names_the_missing_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec, records = main_fixture()
+    for c, rec in zip(spec["cells"], records, strict=True):
+        if rec["run"]["method"] == "hnclip" and rec["eval_benchmark"] == "docci":
+            continue
+        path = tmp_path / c["eval_path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rec))
+    loaded = load_records(spec)
+    assert len(loaded) == len(records) - 1
+    with pytest.raises(MissingRecordError, match=r"docci/hnclip/g0\.5/f1/s0/docci.*expected results/evals"):
+        build_table(spec, loaded)
+
+
+def test_plugin_delta_is_paired_by_seed():
+    cells, records = [], []
+    # plain i2t_r1 10, 20 and +HN 13, 21 for seeds 0, 1 -> paired deltas 3, 1: mean 2, std sqrt(2)
+    for seed, plain, hn in ((0, 10.0, 13.0), (1, 20.0, 21.0)):
+        for method, variant, value, gamma in (("lora", "plain", plain, 0.0), ("lora_hn", "+HN", hn, 0.5)):
+            r = run(method, seed, gamma)
+            records.append(record(r, "docci", i2t_r1=value, t2i_r1=value - 1))
+            cells.append(cell("LoRA", "DOCCI", r, "docci", variant=variant))
+    df = build_table({"experiment": "plugin", "scale": "toy", "cells": cells}, records)
+    assert df.loc["LoRA", ("DOCCI", "I->T", "R@1", "plain", "mean")] == pytest.approx(15.0)
+    assert df.loc["LoRA", ("DOCCI", "I->T", "R@1", "+HN", "mean")] == pytest.approx(17.0)
+    assert df.loc["LoRA", ("DOCCI", "I->T", "R@1", "Δ", "mean")] == pytest.approx(2.0)
+    assert df.loc["LoRA", ("DOCCI", "I->T", "R@1", "Δ", "std")] == pytest.approx(math.sqrt(2))
+    variants = [c[3] for c in df.columns if c[-1] == "mean" and c[1] == "I->T"]
+    assert variants == ["plain", "+HN", "Δ"]
+
+
+def test_seeds_table_shows_each_seed_and_their_difference(tmp_path):
+    cells, records = [], []
+    for seed, value in ((0, 30.0), (1, 33.5)):
+        r = run("hnclip", seed, 0.5)
+        records.append(record(r, "docci", i2t_r1=value))
+        cells.append(cell("HN-CLIP", "DOCCI", r, "docci"))
+    df = build_table({"experiment": "seeds", "scale": "toy", "cells": cells}, records)
+    assert df.loc["HN-CLIP", ("DOCCI", "I->T", "R@1", "s0", "mean")] == 30.0
+    assert df.loc["HN-CLIP", ("DOCCI", "I->T", "R@1", "s1", "mean")] == 33.5
+    assert df.loc["HN-CLIP", ("DOCCI", "I->T", "R@1", "s1−s0", "mean")] == pytest.approx(3.5)
+    md = write_table(df, tmp_path / "seeds", caption="seeds")["md"].read_text()
+    assert "| HN-CLIP | 30.0 | 33.5 | 3.5 |" in md  # one row: no ranking, no ± on single seeds
+
+
+def test_fractions_and_gamma_sweep_rows_follow_the_swept_value():
+    cells, records = [], []
+    for method, label, gamma in (("longclip", "Long-CLIP FT", 0.0), ("hnclip", "HN-CLIP", 0.5)):
+        for f in (1.0, 0.05, 0.5):  # deliberately out of order
+            r = run(method, gamma=gamma, fraction=f)
+            records.append(record(r, "docci", i2t_r1=50 * f + (1 if gamma else 0)))
+            cells.append(cell(label, "DOCCI", r, "docci", x=f))
+    df = build_table({"experiment": "fractions", "scale": "toy", "cells": cells}, records)
+    assert list(df.index) == [("Long-CLIP FT", 0.05), ("Long-CLIP FT", 0.5), ("Long-CLIP FT", 1.0),
+                              ("HN-CLIP", 0.05), ("HN-CLIP", 0.5), ("HN-CLIP", 1.0)]
+    assert df.loc[("HN-CLIP", 0.05), ("DOCCI", "I->T", "R@1", "mean")] == pytest.approx(3.5)
+
+    cells, records = [], []
+    for g in (1.0, 0.0, 0.5):
+        r = run("hnclip", gamma=g)
+        records.append(record(r, "docci", t2i_r1=20 + g))
+        cells.append(cell(f"gamma={g:g}", "DOCCI", r, "docci", x=g))
+    df = build_table({"experiment": "gamma_sweep", "scale": "toy", "cells": cells}, records)
+    assert list(df.index) == [0.0, 0.5, 1.0] and df.index.name == "gamma"
+    assert df.loc[0.5, ("DOCCI", "T->I", "R@1", "mean")] == 20.5
+
+
+def test_transfer_columns_are_train_to_eval_pairs():
+    cells, records = [], []
+    for method, label in (("longclip", "Long-CLIP FT"), ("hnclip", "HN-CLIP")):
+        for bench in ("urban1k", "long_dci"):
+            r = run(method, train_set="docci")
+            records.append(record(r, bench))
+            cells.append(cell(label, f"DOCCI -> {bench}", r, bench))
+    df = build_table({"experiment": "transfer", "scale": "toy", "cells": cells}, records)
+    assert df.columns.names[0] == "transfer"
+    assert list(dict.fromkeys(c[0] for c in df.columns)) == ["DOCCI -> urban1k", "DOCCI -> long_dci"]
+
+
+def test_ablation_rows_are_variants_and_csv_is_tidy(tmp_path):
+    cells, records = [], []
+    for method, label, value in (("longclip", "InfoNCE", 11.0), ("hnclip", "HN + token", 12.5)):
+        r = run(method)
+        records.append(record(r, "docci", t2i_r5=value))
+        cells.append(cell(label, "DOCCI", r, "docci"))
+    df = build_table({"experiment": "ablation", "scale": "paper", "cells": cells}, records)
+    paths = write_table(df, tmp_path / "ablation", caption="Ablation")
+    tidy = read_table_csv(paths["csv"])
+    line = tidy[(tidy["variant"] == "HN + token") & (tidy["direction"] == "T->I") & (tidy["metric"] == "R@5")]
+    assert len(line) == 1 and line["mean"].iloc[0] == 12.5 and line["n"].iloc[0] == 1
+    assert set(tidy["scale"]) == {"paper"} and len(tidy) == 2 * 6
+    assert "(paper-scale run)" in paths["md"].read_text()
+
+
+def test_epochs_table_reads_epochs_csv_and_averages_seeds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cells = []
+    for seed, base in ((0, 10.0), (1, 14.0)):
+        r = run("hnclip", seed, 0.5)
+        c = cell("HN-CLIP", "DOCCI", r, "docci")
+        cells.append(c)
+        (tmp_path / c["run_dir"]).mkdir(parents=True)
+        rows = [{"epoch": e, "step": 5 * e, **{m: base + e for m in METRICS}} for e in (1, 2)]
+        pd.DataFrame(rows).to_csv(tmp_path / c["run_dir"] / "epochs.csv", index=False)
+    df = build_epochs_table({"experiment": "main", "scale": "toy", "cells": cells})
+    # epoch 2: seeds 12 and 16 -> 14 ± 2.828
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("I->T", "R@1", "mean")] == pytest.approx(14.0)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("I->T", "R@1", "std")] == pytest.approx(math.sqrt(8))
+    (tmp_path / cells[1]["run_dir"] / "epochs.csv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"hnclip/g0\.5/f1/s1/epochs\.csv"):
+        build_epochs_table({"experiment": "main", "scale": "toy", "cells": cells})
+
+
+def _summary(tmp_path, path, wall_s, device="cpu", **extra):
+    d = tmp_path / "results" / "runs" / path
+    d.mkdir(parents=True)
+    s = {"config": {"micro_batch": 16, "accum_steps": 8}, "config_hash": "abc", "seed": 0, "steps": 10,
+         "epochs": 1, "samples_seen": 1280, "wall_time_s": wall_s, "samples_per_s": 1280 / wall_s,
+         "peak_memory_mb": 1000.0, "final_loss": 1.0, "device": device, "checkpoint_sha256": "f" * 64,
+         "git_commit": "deadbeef", **extra}
+    (d / "summary.json").write_text(json.dumps(s))
+    return d / "summary.json"
+
+
+def test_cost_table_cpu_hours_benchmark_tsv_and_speed_ratio(tmp_path):
+    summaries = [
+        _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0),
+        _summary(tmp_path, "docci/hnclip/g0.5/f1/s1", 7200.0),
+        _summary(tmp_path, "docci/goal/g0/f1/s0", 2.4 * 5400.0),
+    ]
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    tsvs = []
+    for path, rss, cpu_s in (("hnclip/g0.5/f1/s0", 2048.5, 7200.0), ("hnclip/g0.5/f1/s1", 1024.5, 3600.0),
+                             ("goal/g0/f1/s0", 10.0, 10.0)):
+        tsv = tmp_path / f"results/benchmarks/train/docci/{path}.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        tsv.write_text(header + f"3600.0\t1:00:00\t{rss}\t4000\t1900\tNA\t1\t2\t180.0\t{cpu_s}\n")
+        tsvs.append(tsv)
+    with pytest.raises(ValueError, match=r"no Snakemake benchmark file for run docci/goal/g0/f1/s0"):
+        build_cost_table(summaries, tsvs[:2], scale="toy")
+    df = build_cost_table(summaries, tsvs, scale="toy")
+    hn = ("docci", "hnclip", "0.5", "1")
+    goal = ("docci", "goal", "0", "1")
+    assert df.loc[hn, ("wall time (h)", "mean")] == pytest.approx(1.5)
+    assert df.loc[hn, ("CPU-hours", "mean")] == pytest.approx(1.5)
+    assert ("GPU-hours", "mean") not in df.columns
+    assert df.loc[hn, ("max RSS (MB)", "mean")] == pytest.approx(1536.5)
+    assert df.loc[hn, ("CPU time (h)", "mean")] == pytest.approx(1.5)
+    # GOAL took 2.4 x HN-CLIP's mean wall time (1.5 h)
+    assert df.loc[goal, ("time vs hnclip", "mean")] == pytest.approx(2.4)
+
+
+def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
+    s = _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 7200.0, device="cuda", world_size=4)
+    df = build_cost_table([s])
+    assert df.loc[("docci", "hnclip", "0.5", "1"), ("GPU-hours", "mean")] == pytest.approx(8.0)
+    with pytest.raises(ValueError, match="unknown scale"):
+        write_table(df, tmp_path / "cost", caption="cost")
+    md = write_table(df, tmp_path / "cost", caption="cost", scale="paper")["md"].read_text()
+    assert "(paper-scale run)" in md and "| 8.00 |" in md
+    md = write_table(df, tmp_path / "cost", caption="training cost: paper-scale runs")["md"].read_text()
+    assert md.startswith("*training cost: paper-scale runs*")  # already labelled: nothing appended
