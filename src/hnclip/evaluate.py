@@ -1,0 +1,176 @@
+"""Retrieval evaluation: encode a split once, score cosines, Recall@K in both directions.
+
+Scores are computed in row chunks, so memory is ``chunk x N`` rather than ``N x N`` (a 100k-caption
+gallery would need 40 GB for the full float32 matrix). Ranks count strictly higher scores only: a
+target tied with others ranks first among them. This is deterministic and independent of the order of
+the gallery, but optimistic for degenerate models whose scores are all equal (they score 100%).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+__all__ = ["check_store_matches_model", "encode_split", "evaluate_checkpoint", "evaluate_model", "recall_at_k",
+           "resolve_device"]
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def recall_at_k(image_features: torch.Tensor, text_features: torch.Tensor, ks=(1, 5, 10),
+                text_image_ids: torch.Tensor | None = None, chunk_size: int = 1024) -> dict[str, float]:
+    """Recall@K in percent, keys ``i2t_r{k}`` and ``t2i_r{k}``, from L2-normalised features.
+
+    ``text_image_ids[t]`` is the index of caption t's image (default: caption i belongs to image i).
+    Image->text: an image is a hit at k if any of its captions ranks in its top k, i.e. if fewer than k
+    captions score strictly higher than its best-scoring own caption. Text->image: a caption is a hit at
+    k if fewer than k images score strictly higher than its own image.
+    """
+    n_images, n_texts = image_features.shape[0], text_features.shape[0]
+    device = image_features.device
+    text_features = text_features.to(device=device, dtype=image_features.dtype)
+    if text_image_ids is None:
+        if n_images != n_texts:
+            raise ValueError(f"{n_images} images but {n_texts} captions: pass text_image_ids to pair them")
+        text_image_ids = torch.arange(n_texts, device=device)
+    text_image_ids = torch.as_tensor(text_image_ids, dtype=torch.long).to(device)
+    if text_image_ids.shape != (n_texts,):
+        raise ValueError(f"text_image_ids has shape {tuple(text_image_ids.shape)}, expected ({n_texts},)")
+    if n_texts and (text_image_ids.min() < 0 or text_image_ids.max() >= n_images):
+        raise ValueError(f"text_image_ids must lie in [0, {n_images}); got range "
+                         f"[{int(text_image_ids.min())}, {int(text_image_ids.max())}]")
+    captions_per_image = torch.bincount(text_image_ids, minlength=n_images)
+    if (captions_per_image == 0).any():
+        missing = int(torch.nonzero(captions_per_image == 0)[0])
+        raise ValueError(f"image {missing} has no caption: image->text recall is undefined for it")
+    ks = sorted({int(k) for k in ks})
+    if not ks or ks[0] < 1:
+        raise ValueError(f"ks must be positive integers, got {ks}")
+
+    i2t_ranks = torch.empty(n_images, dtype=torch.long, device=device)
+    neg_inf = torch.finfo(image_features.dtype).min
+    for start in range(0, n_images, chunk_size):
+        scores = image_features[start:start + chunk_size] @ text_features.T  # [c, n_texts]
+        own = text_image_ids[None, :] == torch.arange(start, start + scores.shape[0], device=device)[:, None]
+        best_own = scores.masked_fill(~own, neg_inf).max(dim=1, keepdim=True).values
+        i2t_ranks[start:start + scores.shape[0]] = (scores > best_own).sum(dim=1)
+
+    t2i_ranks = torch.empty(n_texts, dtype=torch.long, device=device)
+    for start in range(0, n_texts, chunk_size):
+        scores = text_features[start:start + chunk_size] @ image_features.T  # [c, n_images]
+        targets = text_image_ids[start:start + scores.shape[0]]
+        positive = scores.gather(1, targets[:, None])
+        t2i_ranks[start:start + scores.shape[0]] = (scores > positive).sum(dim=1)
+
+    metrics = {}
+    for k in ks:
+        metrics[f"i2t_r{k}"] = 100.0 * (i2t_ranks < k).double().mean().item()
+    for k in ks:
+        metrics[f"t2i_r{k}"] = 100.0 * (t2i_ranks < k).double().mean().item()
+    return metrics
+
+
+def _unique_images(manifest) -> tuple[list[str], torch.Tensor]:
+    """Distinct image ids in first-appearance order, and each caption row's index into them."""
+    index: dict[str, int] = {}
+    text_image_ids = [index.setdefault(str(image_id), len(index)) for image_id in manifest["image_id"]]
+    return list(index), torch.tensor(text_image_ids, dtype=torch.long)
+
+
+def _store_rows(store, image_ids: list[str], where) -> np.ndarray:
+    rows = []
+    for image_id in image_ids:
+        try:
+            rows.append(store.row(image_id))
+        except KeyError:
+            raise KeyError(f"image_id {image_id!r} of {where} is not in the image store") from None
+    return np.asarray(rows, dtype=np.int64)
+
+
+def check_store_matches_model(store, model, where) -> None:
+    """Refuse a store prepared at another resolution: the model would run on a wrongly sized patch grid."""
+    size = getattr(store, "image_size", None)
+    expected = tuple(int(v) for v in np.atleast_1d(model.image_size))
+    if len(expected) == 1:
+        expected = expected * 2
+    if size is not None and (int(size), int(size)) != expected:
+        raise ValueError(f"image store {where} holds {size}x{size} images but the model expects "
+                         f"{expected[0]}x{expected[1]}; prepare the store at the model's image size")
+
+
+@torch.no_grad()
+def encode_split(model, manifest, store, batch_size: int = 64, device=None, caption_column: str = "caption"):
+    """(image_features [N_images, D], text_features [N_texts, D]): normalised float32, on the CPU.
+
+    Images are encoded once per distinct ``image_id`` (first-appearance order), captions once per row.
+    Encoding runs in fp32 with the model in eval mode (restored afterwards): retrieval ranks among
+    near-duplicate dense captions move with bf16 rounding.
+    """
+    from hnclip.data.image_store import to_model_input
+
+    device = resolve_device(device) if device is not None else next(model.parameters()).device
+    image_ids, _ = _unique_images(manifest)
+    rows = _store_rows(store, image_ids, "the evaluation manifest")
+    check_store_matches_model(store, model, getattr(store, "root", store))
+    captions = [str(c) for c in manifest[caption_column]]
+    was_training = model.training
+    model.eval()
+    try:
+        image_chunks, text_chunks = [], []
+        for start in tqdm(range(0, len(rows), batch_size), desc="encode images", leave=False):
+            pixels = to_model_input(store.read(rows[start:start + batch_size]), model.image_mean, model.image_std)
+            image_chunks.append(model.encode_image(pixels.to(device)).float().cpu())
+        for start in tqdm(range(0, len(captions), batch_size), desc="encode captions", leave=False):
+            tokens = model.tokenize(captions[start:start + batch_size])
+            text_chunks.append(model.encode_text(tokens.to(device)).float().cpu())
+    finally:
+        model.train(was_training)
+    return torch.cat(image_chunks), torch.cat(text_chunks)
+
+
+def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks=(1, 5, 10),
+                   caption_column: str = "caption") -> dict[str, float]:
+    """Recall@K of ``model`` on a manifest split (several captions per image allowed)."""
+    image_features, text_features = encode_split(model, manifest, store, batch_size, device, caption_column)
+    _, text_image_ids = _unique_images(manifest)
+    score_device = resolve_device(device) if device is not None else next(model.parameters()).device
+    return recall_at_k(image_features.to(score_device), text_features.to(score_device), ks,
+                       text_image_ids.to(score_device))
+
+
+def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info: dict, eval_benchmark: str,
+                        batch_size: int = 64, device="auto") -> dict:
+    """Evaluate a saved model on a test split and write the result JSON (returned as a dict too)."""
+    from hnclip.data.image_store import ImageStore
+    from hnclip.data.manifest import read_manifest
+    from hnclip.models import load_model
+
+    started = time.perf_counter()
+    device = resolve_device(device)
+    model = load_model(model_dir).to(device)
+    manifest = read_manifest(manifest_path)
+    store = ImageStore(store_dir)
+    image_ids, _ = _unique_images(manifest)
+    metrics = evaluate_model(model, manifest, store, batch_size, device)
+    result = {
+        "run": run_info,
+        "eval_benchmark": eval_benchmark,
+        "split": "test",
+        "n_images": len(image_ids),
+        "n_texts": len(manifest),
+        "metrics": metrics,
+        "wall_time_s": time.perf_counter() - started,
+    }
+    out_json = Path(out_json)
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,416 @@
+"""Fine-tune a dual encoder with the HN objective: one readable loop (nanoGPT / open_clip style).
+
+Per optimizer step: ``accum_steps`` micro-batches, each with its own contrastive loss (the paper's
+16 x 8 = 128: negatives come from the micro-batch only), each backpropagated at 1/accum_steps; then
+clip, AdamW, warmup+cosine schedule, clamp of the logit scale. Around it: a per-step log of the
+gradient dynamics, resumable checkpoints (bit-identical to an uninterrupted run), evaluation after
+each epoch, and at the end the merged model plus a summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import resource
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from hnclip.losses import contrastive_loss, token_loss
+from hnclip.train_config import TrainConfig
+from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
+from hnclip.training.checkpoint import (
+    CHECKPOINT_NAME,
+    capture_rng_state,
+    check_resumable,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe
+from hnclip.training.logs import CsvLog
+from hnclip.training.schedule import build_optimizer, build_scheduler
+
+__all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_set", "train", "train_model"]
+
+log = logging.getLogger(__name__)
+
+EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+MAX_LOG_LOGIT_SCALE = math.log(100.0)  # CLIP's cap on the temperature multiplier
+
+
+@dataclass
+class TrainState:
+    """Where the run stands; saved in every checkpoint. ``epoch`` counts completed epochs."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0
+    batch_in_epoch: int = 0  # effective batches of the current epoch already done
+    samples_seen: int = 0
+    last_loss: float = math.nan
+    wall_time_s: float = 0.0  # summed over all sessions of the run
+
+
+# --------------------------------------------------------------------------------------- setup helpers
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def resolve_runtime(cfg: TrainConfig) -> tuple[torch.device, torch.dtype | None]:
+    """(device, autocast dtype or None)."""
+    if cfg.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("TrainConfig.device='cuda' but no CUDA device is visible")
+        device = torch.device(cfg.device)
+    if cfg.precision == "bf16" and device.type != "cuda":
+        raise ValueError(f"TrainConfig.precision='bf16' needs CUDA, but training runs on {device}")
+    use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
+    return device, (torch.bfloat16 if use_bf16 else None)
+
+
+def configure_determinism(device: torch.device) -> None:
+    """Make CUDA kernels repeatable, which bit-identical resume needs (CPU kernels already are).
+
+    Costs some speed (deterministic index/scatter backward, no cuDNN autotuning). cuBLAS reads its
+    workspace setting when its handle is created, so this must run before the first CUDA matmul.
+    """
+    if device.type != "cuda":
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def load_training_set(manifest, store, caption_column: str, where: str, subset_ids=None,
+                      subset_where: str = "") -> TrainingSet:
+    """The manifest's rows (restricted to ``subset_ids``, manifest order kept) with their store rows."""
+    if caption_column not in manifest.columns:
+        raise ValueError(f"manifest {where} has no caption column {caption_column!r} (TrainConfig.caption_column); "
+                         f"columns: {list(manifest.columns)}")
+    image_ids = [str(i) for i in manifest["image_id"]]
+    captions = [str(c) for c in manifest[caption_column]]
+    if subset_ids is not None:
+        wanted = set(subset_ids)
+        missing = wanted.difference(image_ids)
+        if missing:
+            raise ValueError(f"subset {subset_where} names image_id {sorted(missing)[0]!r} "
+                             f"({len(missing)} in all) that manifest {where} does not have")
+        keep = [i for i, image_id in enumerate(image_ids) if image_id in wanted]
+        image_ids, captions = [image_ids[i] for i in keep], [captions[i] for i in keep]
+    for image_id, caption in zip(image_ids, captions, strict=True):
+        if not caption.strip():
+            raise ValueError(f"manifest {where}: image_id {image_id!r} has an empty {caption_column!r}")
+    rows = []
+    for image_id in image_ids:
+        try:
+            rows.append(store.row(image_id))
+        except KeyError:
+            raise KeyError(f"image_id {image_id!r} of manifest {where} is not in the image store "
+                           f"{getattr(store, 'root', store)}") from None
+    return TrainingSet(image_ids, captions, np.asarray(rows, dtype=np.int64))
+
+
+@torch.no_grad()
+def encode_captions(model, tokens: torch.Tensor, device, amp_dtype, batch_size: int = 64) -> torch.Tensor:
+    """Normalised float32 text features [N, D] of ``tokens``: the frozen-margin source, computed once."""
+    was_training = model.training
+    model.eval()
+    chunks = []
+    for start in tqdm(range(0, len(tokens), batch_size), desc="frozen margin features", leave=False):
+        with _autocast(device, amp_dtype):
+            chunks.append(model.encode_text(tokens[start:start + batch_size].to(device)).float())
+    model.train(was_training)
+    return torch.cat(chunks)
+
+
+def _autocast(device, amp_dtype):
+    if amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=amp_dtype)
+
+
+def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standard_with_grad: bool = False):
+    """(trained objective, standard InfoNCE) of one micro-batch from the model's outputs.
+
+    Features are cast to float32 first and the losses run outside autocast: in bf16, cosines near 0.9
+    (dense-caption G entries) have a resolution of ~0.004, i.e. ~0.4 in logits at s = 100, which would
+    drown the margin being studied. The standard value is the trained objective itself when the two
+    coincide (gamma = 0, no token term), else computed alongside, with a graph only if asked for.
+    """
+    images = out["image_features"].float()
+    texts = out["text_features"].float()
+    scale = out["logit_scale"].float()
+    loss = contrastive_loss(images, texts, scale, cfg.gamma, margin_features)
+    if cfg.token_weight > 0:
+        loss = loss + cfg.token_weight * token_loss(out["image_tokens"], out["text_tokens"], out["text_mask"], scale)
+    if cfg.gamma == 0 and cfg.token_weight == 0:
+        return loss, loss
+    if standard_with_grad:
+        return loss, contrastive_loss(images, texts, scale)
+    with torch.no_grad():
+        return loss, contrastive_loss(images.detach(), texts.detach(), scale.detach())
+
+
+def _clamp_logit_scale(model) -> None:
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.split(".")[-1] == "logit_scale":
+                param.clamp_(max=MAX_LOG_LOGIT_SCALE)
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def _git_commit() -> str | None:
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                                text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() or None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------- the loop
+def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data=None,
+                data_fingerprint: str | None = None, run_info: dict | None = None) -> dict:
+    """Train ``model`` (a plain DualEncoder, the initial weights) on ``data``; return the summary dict.
+
+    ``eval_data``: (manifest, ImageStore) evaluated after each epoch when ``cfg.eval_every_epoch``.
+    ``data_fingerprint`` identifies the training data and initial model in checkpoints (default: the
+    data alone). Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` and keeps
+    ``checkpoint_dir/last.pt`` for resuming.
+    """
+    from hnclip.evaluate import check_store_matches_model, evaluate_model
+    from hnclip.models import apply_adapters, merge_adapters, save_model
+
+    session_start = time.perf_counter()
+    out_dir, checkpoint_dir = Path(out_dir), Path(checkpoint_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = checkpoint_dir / CHECKPOINT_NAME
+    device, amp_dtype = resolve_runtime(cfg)
+    configure_determinism(device)
+    seed_everything(cfg.seed)
+
+    steps_per_epoch = len(data) // cfg.effective_batch  # the last incomplete effective batch is dropped
+    if steps_per_epoch == 0:
+        raise ValueError(f"the training set has {len(data)} samples, fewer than one effective batch "
+                         f"(micro_batch {cfg.micro_batch} x accum_steps {cfg.accum_steps})")
+    total_steps = cfg.epochs * steps_per_epoch
+    if cfg.max_steps:
+        total_steps = min(total_steps, cfg.max_steps)
+    fingerprint = data_fingerprint or data.fingerprint()
+    config_dict, config_hash = cfg.to_dict(), cfg.config_hash()
+    check_store_matches_model(store, model, getattr(store, "root", store))
+
+    for stale in checkpoint_dir.glob(CHECKPOINT_NAME + ".*.tmp"):  # left by a kill during a checkpoint write
+        stale.unlink(missing_ok=True)
+    checkpoint = None
+    if checkpoint_path.is_file():
+        checkpoint = load_checkpoint(checkpoint_path)
+        check_resumable(checkpoint_path, checkpoint, config_dict, config_hash, fingerprint)
+
+    model = model.to(device)
+    data.tokens = model.tokenize(data.captions)  # once: BPE on 248-token dense captions is slow in Python
+    margin_features = None
+    if cfg.margin == "frozen" and cfg.gamma > 0:
+        if checkpoint is not None:
+            margin_features = checkpoint["margin_features"].to(device)
+        else:  # from the initial weights, before any adapter or update
+            margin_features = encode_captions(model, data.tokens, device, amp_dtype)
+    if cfg.framework in ("lora", "dora"):
+        model = apply_adapters(model, cfg.framework, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout).to(device)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = build_optimizer(model, cfg)
+    scheduler = build_scheduler(optimizer, cfg, total_steps)
+    state = TrainState()
+    dynamics_log = CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS)
+    epochs_log = CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS)
+    if checkpoint is None:
+        dynamics_log.start()
+        epochs_log.start()
+    else:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        state = TrainState(**checkpoint["state"])
+        dynamics_log.start(checkpoint["logs"]["dynamics"])
+        epochs_log.start(checkpoint["logs"]["epochs"])
+        restore_rng_state(checkpoint["rng"])  # last: nothing between here and the loop may draw numbers
+        log.info("resuming %s at step %d/%d (epoch %d, batch %d)", checkpoint_path, state.step, total_steps,
+                 state.epoch + 1, state.batch_in_epoch)
+        del checkpoint
+    evaluate_each_epoch = eval_data is not None and cfg.eval_every_epoch
+
+    def write_checkpoint() -> None:
+        state.wall_time_s = base_wall_time + time.perf_counter() - session_start
+        save_checkpoint(checkpoint_path, {
+            "config": config_dict, "config_hash": config_hash, "data_fingerprint": fingerprint,
+            "state": asdict(state),
+            "data_position": {"epoch": state.epoch, "micro_batch": state.batch_in_epoch * cfg.accum_steps,
+                              "samples_seen": state.samples_seen},
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "rng": capture_rng_state(),
+            "margin_features": None if margin_features is None else margin_features.cpu(),
+            "logs": {"dynamics": dynamics_log.read_text(), "epochs": epochs_log.read_text()},
+        })
+
+    base_wall_time, session_samples = state.wall_time_s, 0
+    loop_start = time.perf_counter()
+    with_tokens = cfg.token_weight > 0
+    # DataLoader draws a base seed from a generator each time it is iterated; a private one keeps the
+    # global RNG (dropout) independent of where a resumed run re-creates its loader
+    loader_generator = torch.Generator()
+    bar = tqdm(total=total_steps, initial=state.step, desc="train", unit="step", dynamic_ncols=True)
+    while state.step < total_steps:
+        order = epoch_order(len(data), cfg.seed, state.epoch)
+        micro_batches = [order[i * cfg.micro_batch:(i + 1) * cfg.micro_batch]
+                         for i in range(state.batch_in_epoch * cfg.accum_steps, steps_per_epoch * cfg.accum_steps)]
+        batches = iter(torch.utils.data.DataLoader(
+            MicroBatchImages(store, data.store_rows, model.image_mean, model.image_std), sampler=micro_batches,
+            batch_size=None, num_workers=cfg.num_workers, pin_memory=device.type == "cuda",
+            generator=loader_generator))
+        while state.batch_in_epoch < steps_per_epoch and state.step < total_steps:
+            step_number = state.step + 1
+            probe = GradientProbe(params) if cfg.dynamics_every and state.step % cfg.dynamics_every == 0 else None
+            lr = optimizer.param_groups[0]["lr"]
+            losses, standard_losses = [], []
+            for micro_index in range(cfg.accum_steps):
+                pixels, positions = next(batches)
+                pixels = pixels.to(device, non_blocking=True)
+                tokens = data.tokens[positions].to(device, non_blocking=True)
+                with _autocast(device, amp_dtype):
+                    out = model(pixels, tokens, with_tokens=with_tokens)
+                margin = None if margin_features is None else margin_features[positions.to(device)]
+                loss, standard = compute_objective(out, cfg, margin, standard_with_grad=probe is not None)
+                value = float(loss.detach())  # a sync per micro-batch, so a NaN is pinned to its micro-batch
+                if not math.isfinite(value):
+                    kept = f"the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.is_file() \
+                        else f"no checkpoint was written yet in {checkpoint_dir}"
+                    raise FloatingPointError(
+                        f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
+                        f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {positions.tolist()}); {kept}")
+                if probe is not None:
+                    probe.add(standard, loss, 1.0 / cfg.accum_steps)
+                # divided so that the accumulated .grad is that of the mean micro-batch loss
+                (loss / cfg.accum_steps).backward()
+                losses.append(value)
+                standard_losses.append(float(standard.detach()))
+            logit_scale = float(out["logit_scale"].detach())
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            _clamp_logit_scale(model)
+
+            state.step = step_number
+            state.batch_in_epoch += 1
+            state.samples_seen += cfg.effective_batch
+            state.last_loss = sum(losses) / len(losses)
+            session_samples += cfg.effective_batch
+            row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": logit_scale,
+                   "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses)}
+            if probe is not None:
+                row.update(probe.summary())
+                del probe
+            dynamics_log.append(row)
+            rate = session_samples / max(1e-9, time.perf_counter() - loop_start)
+            bar.update(1)
+            bar.set_postfix(loss=f"{state.last_loss:.4f}", samples_s=f"{rate:.1f}")
+            if state.step % cfg.checkpoint_every == 0 and state.batch_in_epoch < steps_per_epoch:
+                write_checkpoint()
+        if state.batch_in_epoch == steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
+            state.epoch += 1
+            state.batch_in_epoch = 0
+            if evaluate_each_epoch:
+                metrics = evaluate_model(model, eval_data[0], eval_data[1], device=device)
+                epochs_log.append({"epoch": state.epoch, "step": state.step, **metrics})
+                log.info("epoch %d: %s", state.epoch, metrics)
+            write_checkpoint()
+    bar.close()
+    if state.batch_in_epoch:  # a max_steps stop mid-epoch: epoch ends already wrote theirs
+        write_checkpoint()
+
+    wall_time_s = base_wall_time + time.perf_counter() - session_start
+    model_dir = save_model(merge_adapters(model), out_dir / "model")
+    summary = {
+        "config": config_dict,
+        "config_hash": config_hash,
+        "seed": cfg.seed,
+        "steps": state.step,
+        "epochs": state.epoch,
+        "steps_per_epoch": steps_per_epoch,
+        "samples_seen": state.samples_seen,
+        "n_train": len(data),
+        "wall_time_s": wall_time_s,
+        "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
+        "peak_memory_mb": _peak_memory_mb(device),
+        "final_loss": state.last_loss,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch_version": torch.__version__,
+        "checkpoint_sha256": _sha256(Path(model_dir) / "model.safetensors"),
+        "git_commit": _git_commit(),
+        "data_fingerprint": fingerprint,
+        **({"run": run_info} if run_info else {}),
+    }
+    _write_json(out_dir / "summary.json", summary)
+    return summary
+
+
+def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,
+          subset_path=None, eval_manifest=None, eval_store_dir=None) -> dict:
+    """Load the initial model and the data from disk, then :func:`train_model`; returns the summary."""
+    from hnclip.data.image_store import ImageStore
+    from hnclip.data.manifest import read_manifest
+    from hnclip.data.subsets import read_subset
+    from hnclip.models import load_model
+
+    if (eval_manifest is None) != (eval_store_dir is None):
+        raise ValueError("evaluation after each epoch needs both eval_manifest and eval_store_dir, got "
+                         f"eval_manifest={eval_manifest} and eval_store_dir={eval_store_dir}")
+    store = ImageStore(store_dir)
+    subset_ids = read_subset(subset_path) if subset_path is not None else None
+    data = load_training_set(read_manifest(train_manifest), store, cfg.caption_column, str(train_manifest),
+                             subset_ids, str(subset_path))
+    eval_data = None
+    if eval_manifest is not None and cfg.eval_every_epoch:
+        eval_data = (read_manifest(eval_manifest), ImageStore(eval_store_dir))
+    fingerprint = hashlib.sha256(f"{data.fingerprint()}\n{fingerprint_files(init_model_dir)}".encode()).hexdigest()
+    run_info = {"init_model_dir": str(init_model_dir), "train_manifest": str(train_manifest),
+                "store_dir": str(store_dir), "subset_path": None if subset_path is None else str(subset_path),
+                "eval_manifest": None if eval_manifest is None else str(eval_manifest)}
+    return train_model(cfg, load_model(init_model_dir), data, store, out_dir, checkpoint_dir, eval_data,
+                       fingerprint, run_info)

@@ -1,0 +1,40 @@
+"""Parts of the training loop in :mod:`hnclip.train`, one job per module.
+
+- :mod:`.batches` the training set in memory, per-epoch order, micro-batch image reading.
+- :mod:`.schedule` AdamW parameter groups and the warmup + cosine schedule.
+- :mod:`.dynamics` standard vs boosted gradient probe (the dynamics.csv columns).
+- :mod:`.checkpoint` atomic, ``weights_only``-readable resume checkpoints with RNG states.
+- :mod:`.logs` append-only CSV logs that are cut back to the checkpoint on resume.
+"""
+
+from .batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
+from .checkpoint import (
+    CHECKPOINT_NAME,
+    capture_rng_state,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from .dynamics import DYNAMICS_COLUMNS, GradientProbe
+from .logs import CsvLog
+from .schedule import build_optimizer, build_scheduler, is_no_decay, lr_multiplier, param_groups
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "DYNAMICS_COLUMNS",
+    "CsvLog",
+    "GradientProbe",
+    "MicroBatchImages",
+    "TrainingSet",
+    "build_optimizer",
+    "build_scheduler",
+    "capture_rng_state",
+    "epoch_order",
+    "fingerprint_files",
+    "is_no_decay",
+    "load_checkpoint",
+    "lr_multiplier",
+    "param_groups",
+    "restore_rng_state",
+    "save_checkpoint",
+]

@@ -1,0 +1,56 @@
+"""Append-only CSV logs (dynamics.csv, epochs.csv) that stay consistent across kill and resume.
+
+Rows are appended and flushed as they are produced. Each checkpoint carries the logs' text as of its
+step, and a resumed run rewrites the files from it: rows written after the checkpoint (about to be
+recomputed) disappear, and logs that Snakemake deleted with the job's other outputs before a rerun
+come back. A resumed run's logs thus equal an uninterrupted one's line for line.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+
+__all__ = ["CsvLog"]
+
+
+def _format(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return repr(value)  # shortest string that reads back to the same double
+    return str(value)
+
+
+class CsvLog:
+    def __init__(self, path, columns: tuple[str, ...]):
+        self.path = Path(path)
+        self.columns = tuple(columns)
+
+    @property
+    def header(self) -> str:
+        return ",".join(self.columns) + "\n"
+
+    def start(self, text: str | None = None) -> None:
+        """Begin a fresh log (header only), or restore ``text`` saved by :meth:`read_text`."""
+        if text is None:
+            text = self.header
+        elif not text.startswith(self.header):
+            raise ValueError(f"saved log for {self.path} starts with {text.splitlines()[0]!r}, expected "
+                             f"{self.header.strip()!r}; the checkpoint comes from another version of the loop")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def read_text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    def append(self, row: dict) -> None:
+        unknown = set(row) - set(self.columns)
+        if unknown:
+            raise KeyError(f"{self.path}: no column(s) {sorted(unknown)}")
+        with self.path.open("a", newline="", encoding="utf-8") as handle:
+            csv.writer(handle, lineterminator="\n").writerow([_format(row.get(c)) for c in self.columns])
