@@ -51,16 +51,19 @@ def contrastive_logits(image_features: torch.Tensor, text_features: torch.Tensor
                        all_text_features: torch.Tensor | None = None):
     """Both directions' logits: local rows against (possibly gathered) columns, margin added in cosine space.
 
-    ``margin`` is the gamma-free G with the same shape as the logits.
+    ``margin`` is the gamma-free G with the same shape as the logits. The scale multiplies the features
+    before the product, as open_clip's ``ClipLoss`` does, so that ``gamma = 0`` reproduces its loss and
+    gradients bit for bit (scaling the product instead differs in the last float32 bits).
     """
     cols_images = image_features if all_image_features is None else all_image_features
     cols_texts = text_features if all_text_features is None else all_text_features
-    cos_i2t = image_features @ cols_texts.T
-    cos_t2i = text_features @ cols_images.T
+    logits_i2t = logit_scale * image_features @ cols_texts.T
+    logits_t2i = logit_scale * text_features @ cols_images.T
     if gamma and margin is not None:
-        cos_i2t = cos_i2t + gamma * margin
-        cos_t2i = cos_t2i + gamma * margin
-    return logit_scale * cos_i2t, logit_scale * cos_t2i
+        boost = (logit_scale * gamma) * margin
+        logits_i2t = logits_i2t + boost
+        logits_t2i = logits_t2i + boost
+    return logits_i2t, logits_t2i
 
 
 def contrastive_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale,
@@ -72,6 +75,8 @@ def contrastive_loss(image_features: torch.Tensor, text_features: torch.Tensor, 
     initial encoder's features for the paper's frozen-margin variant. The positive pair's logit never
     receives a margin (G's diagonal is zero), so only negatives are boosted.
     """
+    if gamma < 0:
+        raise ValueError(f"gamma must be >= 0, got {gamma}")
     margin = None
     if gamma:
         source = text_features if margin_text_features is None else margin_text_features
@@ -118,13 +123,14 @@ def token_similarity(image_tokens: torch.Tensor, text_tokens: torch.Tensor, text
     """
     mask = text_mask.to(dtype=torch.bool)
     n_valid = mask.sum(dim=1).clamp(min=1).to(image_tokens.dtype)  # [Bt]
-    neg = torch.finfo(image_tokens.dtype).min
     i2t_chunks, t2i_chunks = [], []
     for start in range(0, text_tokens.shape[0], chunk_size):
         t = text_tokens[start:start + chunk_size]  # [c, L, D]
         m = mask[start:start + chunk_size]  # [c, L]
         cos = torch.einsum("ipd,jld->ijpl", image_tokens, t)  # [Bi, c, P, L]
-        masked = cos.masked_fill(~m[None, :, None, :], neg)
+        # The fill value follows cos's dtype, not the inputs': under autocast cos is fp16/bf16 and the
+        # float32 minimum would overflow it.
+        masked = cos.masked_fill(~m[None, :, None, :], torch.finfo(cos.dtype).min)
         i2t_chunks.append(masked.max(dim=3).values.mean(dim=2))  # [Bi, c]
         best_patch = cos.max(dim=2).values  # [Bi, c, L]
         best_patch = best_patch.masked_fill(~m[None], 0.0)
@@ -147,6 +153,10 @@ class HNClipLoss(nn.Module):
     G span the global batch, and computes the loss of the local rows against all columns (the mean over
     ranks is the global loss). ``token_weight`` > 0 adds the FILIP token term; its inputs are local only,
     since gathering [B, 248, D] token tensors across ranks would dominate communication.
+
+    Only ``gather_with_grad=True`` gives the single-process gradients: with False, a rank's features
+    get no gradient from the other ranks' rows (where they are negatives), which saves the backward
+    all-to-all but changes the gradient (tests/test_losses_ddp.py pins the exact default).
     """
 
     def __init__(self, gamma: float = 0.5, token_weight: float = 0.0, gather_with_grad: bool = True,
@@ -176,6 +186,9 @@ class HNClipLoss(nn.Module):
         margin = None
         if self.gamma:
             source = text_features if margin_text_features is None else margin_text_features
+            if source.shape[0] != text_features.shape[0]:
+                raise ValueError(f"margin_text_features has {source.shape[0]} rows but the local batch has "
+                                 f"{text_features.shape[0]}")
             margin = caption_similarity(source, gather_features(source, with_grad=False), offset)
         logits_i2t, logits_t2i = contrastive_logits(image_features, text_features, logit_scale, self.gamma,
                                                     margin, all_images, all_texts)
