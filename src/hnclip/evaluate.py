@@ -4,6 +4,10 @@ Scores are computed in row chunks, so memory is ``chunk x N`` rather than ``N x 
 gallery would need 40 GB for the full float32 matrix). Ranks count strictly higher scores only: a
 target tied with others ranks first among them. This is deterministic and independent of the order of
 the gallery, but optimistic for degenerate models whose scores are all equal (they score 100%).
+
+A fine-tuning framework with its own score (FineLIP: a blend of global cosine and a token-level
+similarity) goes through :func:`recall_at_k_from_scores`, which takes a score function over rows
+instead of features; everything else is scored with :func:`recall_at_k` on the global features.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-__all__ = ["check_store_matches_model", "encode_split", "evaluate_checkpoint", "evaluate_model", "recall_at_k",
-           "resolve_device"]
+__all__ = ["check_store_matches_model", "encode_split", "encode_split_with_framework", "evaluate_checkpoint",
+           "evaluate_model", "recall_at_k", "recall_at_k_from_scores", "resolve_device"]
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -38,6 +42,28 @@ def recall_at_k(image_features: torch.Tensor, text_features: torch.Tensor, ks=(1
     n_images, n_texts = image_features.shape[0], text_features.shape[0]
     device = image_features.device
     text_features = text_features.to(device=device, dtype=image_features.dtype)
+    text_image_ids, ks = _check_pairs(n_images, n_texts, text_image_ids, ks, device)
+
+    i2t_ranks = torch.empty(n_images, dtype=torch.long, device=device)
+    neg_inf = torch.finfo(image_features.dtype).min
+    for start in range(0, n_images, chunk_size):
+        scores = image_features[start:start + chunk_size] @ text_features.T  # [c, n_texts]
+        own = text_image_ids[None, :] == torch.arange(start, start + scores.shape[0], device=device)[:, None]
+        best_own = scores.masked_fill(~own, neg_inf).max(dim=1, keepdim=True).values
+        i2t_ranks[start:start + scores.shape[0]] = (scores > best_own).sum(dim=1)
+
+    t2i_ranks = torch.empty(n_texts, dtype=torch.long, device=device)
+    for start in range(0, n_texts, chunk_size):
+        scores = text_features[start:start + chunk_size] @ image_features.T  # [c, n_images]
+        targets = text_image_ids[start:start + scores.shape[0]]
+        positive = scores.gather(1, targets[:, None])
+        t2i_ranks[start:start + scores.shape[0]] = (scores > positive).sum(dim=1)
+
+    return _recall_metrics(i2t_ranks, t2i_ranks, ks)
+
+
+def _check_pairs(n_images: int, n_texts: int, text_image_ids, ks, device) -> tuple[torch.Tensor, list[int]]:
+    """Validated (text_image_ids on ``device``, sorted distinct ks)."""
     if text_image_ids is None:
         if n_images != n_texts:
             raise ValueError(f"{n_images} images but {n_texts} captions: pass text_image_ids to pair them")
@@ -55,28 +81,47 @@ def recall_at_k(image_features: torch.Tensor, text_features: torch.Tensor, ks=(1
     ks = sorted({int(k) for k in ks})
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive integers, got {ks}")
+    return text_image_ids, ks
 
-    i2t_ranks = torch.empty(n_images, dtype=torch.long, device=device)
-    neg_inf = torch.finfo(image_features.dtype).min
-    for start in range(0, n_images, chunk_size):
-        scores = image_features[start:start + chunk_size] @ text_features.T  # [c, n_texts]
-        own = text_image_ids[None, :] == torch.arange(start, start + scores.shape[0], device=device)[:, None]
-        best_own = scores.masked_fill(~own, neg_inf).max(dim=1, keepdim=True).values
-        i2t_ranks[start:start + scores.shape[0]] = (scores > best_own).sum(dim=1)
 
-    t2i_ranks = torch.empty(n_texts, dtype=torch.long, device=device)
-    for start in range(0, n_texts, chunk_size):
-        scores = text_features[start:start + chunk_size] @ image_features.T  # [c, n_images]
-        targets = text_image_ids[start:start + scores.shape[0]]
-        positive = scores.gather(1, targets[:, None])
-        t2i_ranks[start:start + scores.shape[0]] = (scores > positive).sum(dim=1)
-
+def _recall_metrics(i2t_ranks: torch.Tensor, t2i_ranks: torch.Tensor, ks: list[int]) -> dict[str, float]:
     metrics = {}
     for k in ks:
         metrics[f"i2t_r{k}"] = 100.0 * (i2t_ranks < k).double().mean().item()
     for k in ks:
         metrics[f"t2i_r{k}"] = 100.0 * (t2i_ranks < k).double().mean().item()
     return metrics
+
+
+def recall_at_k_from_scores(score, n_images: int, n_texts: int, ks=(1, 5, 10), text_image_ids=None,
+                            chunk_size: int = 256, device=None) -> dict[str, float]:
+    """Recall@K (same keys, semantics and tie rule as :func:`recall_at_k`) from a score function.
+
+    ``score(image_rows, text_rows)`` takes two LongTensors of row indices and returns their
+    [len(image_rows), len(text_rows)] scores; it must be row-wise (a pair's score independent of the
+    other rows). Cost: one pass over ``chunk_size`` image rows x all captions, plus each caption's
+    score with its own image (``chunk_size`` x ``chunk_size`` blocks, of which the diagonal is kept).
+    A caption's own image never counts against it, even if its score, computed in another block,
+    differs in the last bits.
+    """
+    device = torch.device("cpu") if device is None else torch.device(device)
+    text_image_ids, ks = _check_pairs(n_images, n_texts, text_image_ids, ks, device)
+    all_texts = torch.arange(n_texts, device=device)
+    positives = torch.empty(n_texts, device=device)
+    for start in range(0, n_texts, chunk_size):
+        rows = all_texts[start:start + chunk_size]
+        positives[start:start + len(rows)] = score(text_image_ids[rows], rows).diagonal().to(device)
+
+    i2t_ranks = torch.empty(n_images, dtype=torch.long, device=device)
+    t2i_ranks = torch.zeros(n_texts, dtype=torch.long, device=device)
+    for start in tqdm(range(0, n_images, chunk_size), desc="score", leave=False):
+        rows = torch.arange(start, min(start + chunk_size, n_images), device=device)
+        scores = score(rows, all_texts).to(device=device, dtype=positives.dtype)  # [c, n_texts]
+        own = text_image_ids[None, :] == rows[:, None]
+        best_own = scores.masked_fill(~own, float("-inf")).max(dim=1, keepdim=True).values
+        i2t_ranks[start:start + len(rows)] = (scores > best_own).sum(dim=1)
+        t2i_ranks += ((scores > positives[None, :]) & ~own).sum(dim=0)
+    return _recall_metrics(i2t_ranks, t2i_ranks, ks)
 
 
 def _unique_images(manifest) -> tuple[list[str], torch.Tensor]:
@@ -137,30 +182,88 @@ def encode_split(model, manifest, store, batch_size: int = 64, device=None, capt
     return torch.cat(image_chunks), torch.cat(text_chunks)
 
 
+@torch.no_grad()
+def encode_split_with_framework(framework, model, manifest, store, batch_size: int = 64, device=None,
+                                caption_column: str = "caption") -> tuple[dict, dict]:
+    """Like :func:`encode_split`, through ``framework.encode_images/encode_texts``: two dicts of float32
+    CPU tensors (images, resp. captions, on dim 0). Model and framework run in eval mode, fp32."""
+    from hnclip.data.image_store import to_model_input
+
+    device = resolve_device(device) if device is not None else next(model.parameters()).device
+    image_ids, _ = _unique_images(manifest)
+    rows = _store_rows(store, image_ids, "the evaluation manifest")
+    check_store_matches_model(store, model, getattr(store, "root", store))
+    captions = [str(c) for c in manifest[caption_column]]
+    modes = (model.training, framework.training)
+    model.eval()
+    framework.eval()
+    try:
+        image_parts, text_parts = [], []
+        for start in tqdm(range(0, len(rows), batch_size), desc="encode images", leave=False):
+            pixels = to_model_input(store.read(rows[start:start + batch_size]), model.image_mean, model.image_std)
+            part = framework.encode_images(model, pixels.to(device))
+            image_parts.append({k: v.float().cpu() for k, v in part.items()})
+        for start in tqdm(range(0, len(captions), batch_size), desc="encode captions", leave=False):
+            part = framework.encode_texts(model, model.tokenize(captions[start:start + batch_size]).to(device))
+            text_parts.append({k: v.float().cpu() for k, v in part.items()})
+    finally:
+        model.train(modes[0])
+        framework.train(modes[1])
+    return ({k: torch.cat([p[k] for p in image_parts]) for k in image_parts[0]},
+            {k: torch.cat([p[k] for p in text_parts]) for k in text_parts[0]})
+
+
 def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks=(1, 5, 10),
-                   caption_column: str = "caption") -> dict[str, float]:
-    """Recall@K of ``model`` on a manifest split (several captions per image allowed)."""
-    image_features, text_features = encode_split(model, manifest, store, batch_size, device, caption_column)
+                   caption_column: str = "caption", framework=None, score_chunk: int = 64) -> dict[str, float]:
+    """Recall@K of ``model`` on a manifest split (several captions per image allowed).
+
+    With a ``framework`` whose ``has_score`` is set, ranks come from its score (in ``score_chunk``
+    image rows at a time); otherwise from the cosine of the global features.
+    """
     _, text_image_ids = _unique_images(manifest)
     score_device = resolve_device(device) if device is not None else next(model.parameters()).device
-    return recall_at_k(image_features.to(score_device), text_features.to(score_device), ks,
-                       text_image_ids.to(score_device))
+    if framework is None or not framework.has_score:
+        image_features, text_features = encode_split(model, manifest, store, batch_size, device, caption_column)
+        return recall_at_k(image_features.to(score_device), text_features.to(score_device), ks,
+                           text_image_ids.to(score_device))
+    images, texts = encode_split_with_framework(framework, model, manifest, store, batch_size, device,
+                                                caption_column)
+    images = {k: v.to(score_device) for k, v in images.items()}
+    texts = {k: v.to(score_device) for k, v in texts.items()}
+
+    @torch.no_grad()
+    def score(image_rows, text_rows):
+        return framework.score({k: v[image_rows] for k, v in images.items()},
+                               {k: v[text_rows] for k, v in texts.items()})
+
+    n_images = next(iter(images.values())).shape[0]
+    return recall_at_k_from_scores(score, n_images, len(manifest), ks, text_image_ids.to(score_device),
+                                   score_chunk, score_device)
 
 
 def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info: dict, eval_benchmark: str,
                         batch_size: int = 64, device="auto") -> dict:
-    """Evaluate a saved model on a test split and write the result JSON (returned as a dict too)."""
+    """Evaluate a saved model on a test split and write the result JSON (returned as a dict too).
+
+    The framework saved beside the model (its modules and score, e.g. FineLIP's) is loaded with it;
+    a model saved without one is scored by the cosine of its global features.
+    """
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
+    from hnclip.frameworks import load_framework
     from hnclip.models import load_model
 
     started = time.perf_counter()
     device = resolve_device(device)
-    model = load_model(model_dir).to(device)
+    model = load_model(model_dir)
+    framework = load_framework(model_dir, model)
+    model = model.to(device)
+    if framework is not None:
+        framework = framework.to(device)
     manifest = read_manifest(manifest_path)
     store = ImageStore(store_dir)
     image_ids, _ = _unique_images(manifest)
-    metrics = evaluate_model(model, manifest, store, batch_size, device)
+    metrics = evaluate_model(model, manifest, store, batch_size, device, framework=framework)
     result = {
         "run": run_info,
         "eval_benchmark": eval_benchmark,

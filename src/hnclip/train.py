@@ -5,6 +5,10 @@ Per optimizer step: ``accum_steps`` micro-batches, each with its own contrastive
 clip, AdamW, warmup+cosine schedule, clamp of the logit scale. Around it: a per-step log of the
 gradient dynamics, resumable checkpoints (bit-identical to an uninterrupted run), evaluation after
 each epoch, and at the end the merged model plus a summary.
+
+What differs between fine-tuning frameworks (extra modules, data, loss terms, adapters, learning
+rates, evaluation score) lives behind :class:`hnclip.frameworks.base.Framework`; the loop never looks
+at the framework's name.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from hnclip.losses import contrastive_loss, token_loss
+from hnclip.frameworks import build_framework, save_framework
+from hnclip.frameworks.base import Batch, Framework
+from hnclip.losses import contrastive_loss
 from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
 from hnclip.training.checkpoint import (
@@ -98,12 +104,16 @@ def configure_determinism(device: torch.device) -> None:
 
 def load_training_set(manifest, store, caption_column: str, where: str, subset_ids=None,
                       subset_where: str = "") -> TrainingSet:
-    """The manifest's rows (restricted to ``subset_ids``, manifest order kept) with their store rows."""
+    """The manifest's rows (restricted to ``subset_ids``, manifest order kept) with their store rows.
+
+    The kept manifest rows travel along (``TrainingSet.manifest``) for frameworks reading other columns.
+    """
     if caption_column not in manifest.columns:
         raise ValueError(f"manifest {where} has no caption column {caption_column!r} (TrainConfig.caption_column); "
                          f"columns: {list(manifest.columns)}")
     image_ids = [str(i) for i in manifest["image_id"]]
     captions = [str(c) for c in manifest[caption_column]]
+    keep = list(range(len(image_ids)))
     if subset_ids is not None:
         wanted = set(subset_ids)
         missing = wanted.difference(image_ids)
@@ -122,7 +132,8 @@ def load_training_set(manifest, store, caption_column: str, where: str, subset_i
         except KeyError:
             raise KeyError(f"image_id {image_id!r} of manifest {where} is not in the image store "
                            f"{getattr(store, 'root', store)}") from None
-    return TrainingSet(image_ids, captions, np.asarray(rows, dtype=np.int64))
+    return TrainingSet(image_ids, captions, np.asarray(rows, dtype=np.int64),
+                       manifest=manifest.iloc[keep].reset_index(drop=True))
 
 
 @torch.no_grad()
@@ -144,22 +155,24 @@ def _autocast(device, amp_dtype):
     return torch.autocast(device_type=device.type, dtype=amp_dtype)
 
 
-def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standard_with_grad: bool = False):
-    """(trained objective, standard InfoNCE) of one micro-batch from the model's outputs.
+def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standard_with_grad: bool = False,
+                      framework: Framework | None = None, batch: Batch | None = None):
+    """(trained objective, standard InfoNCE) of one micro-batch from the framework's outputs ``out``.
 
-    Features are cast to float32 first and the losses run outside autocast: in bf16, cosines near 0.9
-    (dense-caption G entries) have a resolution of ~0.004, i.e. ~0.4 in logits at s = 100, which would
-    drown the margin being studied. The standard value is the trained objective itself when the two
-    coincide (gamma = 0, no token term), else computed alongside, with a graph only if asked for.
+    The trained objective is the sum of ``framework.loss_terms`` (default framework: the global term,
+    HN when gamma > 0, plus the token term), computed in float32 outside autocast. The standard value
+    is plain InfoNCE on the global features: the trained objective itself when the two coincide
+    (gamma = 0 and no other term), else computed alongside, with a graph only if asked for.
     """
-    images = out["image_features"].float()
-    texts = out["text_features"].float()
-    scale = out["logit_scale"].float()
-    loss = contrastive_loss(images, texts, scale, cfg.gamma, margin_features)
-    if cfg.token_weight > 0:
-        loss = loss + cfg.token_weight * token_loss(out["image_tokens"], out["text_tokens"], out["text_mask"], scale)
-    if cfg.gamma == 0 and cfg.token_weight == 0:
+    framework = framework if framework is not None else Framework(cfg)
+    terms = framework.loss_terms(out, batch, margin_features)
+    loss = terms["global"]
+    for name, term in terms.items():
+        if name != "global":
+            loss = loss + term
+    if cfg.gamma == 0 and len(terms) == 1:
         return loss, loss
+    images, texts, scale = out["image_features"].float(), out["text_features"].float(), out["logit_scale"].float()
     if standard_with_grad:
         return loss, contrastive_loss(images, texts, scale)
     with torch.no_grad():
@@ -196,6 +209,18 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _fingerprint_product(path: Path, name: str) -> str:
+    """sha256 over a preprocessing product: a file's bytes, or a folder's relative paths and bytes (recursive)."""
+    if path.is_file():
+        return _sha256(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"preprocessing product {name!r}: {path} does not exist")
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{item.relative_to(path).as_posix()}\0{_sha256(item)}\n".encode())
+    return digest.hexdigest()
+
+
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -204,16 +229,17 @@ def _write_json(path: Path, data: dict) -> None:
 
 # ------------------------------------------------------------------------------------------- the loop
 def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data=None,
-                data_fingerprint: str | None = None, run_info: dict | None = None) -> dict:
+                data_fingerprint: str | None = None, run_info: dict | None = None, products=None) -> dict:
     """Train ``model`` (a plain DualEncoder, the initial weights) on ``data``; return the summary dict.
 
     ``eval_data``: (manifest, ImageStore) evaluated after each epoch when ``cfg.eval_every_epoch``.
     ``data_fingerprint`` identifies the training data and initial model in checkpoints (default: the
-    data alone). Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` and keeps
-    ``checkpoint_dir/last.pt`` for resuming.
+    data alone). ``products`` maps the framework's preprocessing products (e.g. ``"segments"``) to
+    their files or folders. Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` (``model/`` holds
+    the framework's modules too) and keeps ``checkpoint_dir/last.pt`` for resuming.
     """
     from hnclip.evaluate import check_store_matches_model, evaluate_model
-    from hnclip.models import apply_adapters, merge_adapters, save_model
+    from hnclip.models import save_model
 
     session_start = time.perf_counter()
     out_dir, checkpoint_dir = Path(out_dir), Path(checkpoint_dir)
@@ -242,18 +268,32 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
         check_resumable(checkpoint_path, checkpoint, config_dict, config_hash, fingerprint)
 
     model = model.to(device)
+    # new modules draw their initial weights here, from the run's seed (resume overwrites them below)
+    framework = build_framework(cfg, model).to(device)
+    products = {name: Path(path) for name, path in (products or {}).items()}
+    missing = [name for name in framework.products if name not in products]
+    if missing:
+        raise ValueError(f"framework {cfg.framework!r} needs the preprocessing product(s) {missing}; "
+                         f"got {sorted(products) or 'none'}")
+    columns = [] if data.manifest is None else list(data.manifest.columns)
+    absent = [c for c in framework.required_columns() if c not in columns]
+    if absent:
+        raise ValueError(f"framework {cfg.framework!r} with these settings reads the manifest column(s) {absent}; "
+                         f"the training manifest has {columns}")
     data.tokens = model.tokenize(data.captions)  # once: BPE on 248-token dense captions is slow in Python
+    framework.prepare(data, products, model.tokenize)
     margin_features = None
     if cfg.margin == "frozen" and cfg.gamma > 0:
         if checkpoint is not None:
             margin_features = checkpoint["margin_features"].to(device)
         else:  # from the initial weights, before any adapter or update
             margin_features = encode_captions(model, data.tokens, device, amp_dtype)
-    if cfg.framework in ("lora", "dora"):
-        model = apply_adapters(model, cfg.framework, cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout).to(device)
+    model = framework.wrap_model(model).to(device)
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = build_optimizer(model, cfg)
+    framework.train()
+    params = [p for p in model.parameters() if p.requires_grad] + \
+        [p for p in framework.parameters() if p.requires_grad]
+    optimizer = build_optimizer(framework.param_groups(model), cfg)
     scheduler = build_scheduler(optimizer, cfg, total_steps)
     state = TrainState()
     dynamics_log = CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS)
@@ -263,6 +303,7 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
         epochs_log.start()
     else:
         model.load_state_dict(checkpoint["model"])
+        framework.load_state_dict(checkpoint["framework"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         scheduler.load_state_dict(checkpoint["scheduler"])
         state = TrainState(**checkpoint["state"])
@@ -281,7 +322,7 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
             "state": asdict(state),
             "data_position": {"epoch": state.epoch, "micro_batch": state.batch_in_epoch * cfg.accum_steps,
                               "samples_seen": state.samples_seen},
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "model": model.state_dict(), "framework": framework.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "rng": capture_rng_state(),
             "margin_features": None if margin_features is None else margin_features.cpu(),
             "logs": {"dynamics": dynamics_log.read_text(), "epochs": epochs_log.read_text()},
@@ -289,7 +330,6 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
 
     base_wall_time, session_samples = state.wall_time_s, 0
     loop_start = time.perf_counter()
-    with_tokens = cfg.token_weight > 0
     # DataLoader draws a base seed from a generator each time it is iterated; a private one keeps the
     # global RNG (dropout) independent of where a resumed run re-creates its loader
     loader_generator = torch.Generator()
@@ -311,10 +351,13 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
                 pixels, positions = next(batches)
                 pixels = pixels.to(device, non_blocking=True)
                 tokens = data.tokens[positions].to(device, non_blocking=True)
+                batch = Batch(pixels, tokens, positions, progress=state.step / total_steps,
+                              extras=framework.batch_extras(positions, device))
                 with _autocast(device, amp_dtype):
-                    out = model(pixels, tokens, with_tokens=with_tokens)
+                    out = framework.encode(model, batch)
                 margin = None if margin_features is None else margin_features[positions.to(device)]
-                loss, standard = compute_objective(out, cfg, margin, standard_with_grad=probe is not None)
+                loss, standard = compute_objective(out, cfg, margin, standard_with_grad=probe is not None,
+                                                   framework=framework, batch=batch)
                 value = float(loss.detach())  # a sync per micro-batch, so a NaN is pinned to its micro-batch
                 if not math.isfinite(value):
                     kept = f"the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.is_file() \
@@ -356,7 +399,7 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
             state.epoch += 1
             state.batch_in_epoch = 0
             if evaluate_each_epoch:
-                metrics = evaluate_model(model, eval_data[0], eval_data[1], device=device)
+                metrics = evaluate_model(model, eval_data[0], eval_data[1], device=device, framework=framework)
                 epochs_log.append({"epoch": state.epoch, "step": state.step, **metrics})
                 log.info("epoch %d: %s", state.epoch, metrics)
             write_checkpoint()
@@ -365,7 +408,8 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
         write_checkpoint()
 
     wall_time_s = base_wall_time + time.perf_counter() - session_start
-    model_dir = save_model(merge_adapters(model), out_dir / "model")
+    model_dir = save_model(framework.export_model(model), out_dir / "model")
+    save_framework(framework, model_dir)
     summary = {
         "config": config_dict,
         "config_hash": config_hash,
@@ -391,8 +435,13 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
 
 
 def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,
-          subset_path=None, eval_manifest=None, eval_store_dir=None) -> dict:
-    """Load the initial model and the data from disk, then :func:`train_model`; returns the summary."""
+          subset_path=None, eval_manifest=None, eval_store_dir=None, products=None) -> dict:
+    """Load the initial model and the data from disk, then :func:`train_model`; returns the summary.
+
+    ``products``: {name: file or folder} of the framework's cached preprocessing products of
+    ``train_manifest``'s benchmark split (e.g. ``{"segments": ...}`` for GOAL); their bytes enter the
+    resume fingerprint, so a rebuilt product refuses a stale checkpoint.
+    """
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
     from hnclip.data.subsets import read_subset
@@ -408,9 +457,13 @@ def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, 
     eval_data = None
     if eval_manifest is not None and cfg.eval_every_epoch:
         eval_data = (read_manifest(eval_manifest), ImageStore(eval_store_dir))
-    fingerprint = hashlib.sha256(f"{data.fingerprint()}\n{fingerprint_files(init_model_dir)}".encode()).hexdigest()
+    identity = f"{data.fingerprint()}\n{fingerprint_files(init_model_dir)}"
+    for name, path in sorted((products or {}).items()):
+        identity += f"\n{name}:{_fingerprint_product(Path(path), name)}"
+    fingerprint = hashlib.sha256(identity.encode()).hexdigest()
     run_info = {"init_model_dir": str(init_model_dir), "train_manifest": str(train_manifest),
                 "store_dir": str(store_dir), "subset_path": None if subset_path is None else str(subset_path),
-                "eval_manifest": None if eval_manifest is None else str(eval_manifest)}
+                "eval_manifest": None if eval_manifest is None else str(eval_manifest),
+                **({"products": {k: str(v) for k, v in products.items()}} if products else {})}
     return train_model(cfg, load_model(init_model_dir), data, store, out_dir, checkpoint_dir, eval_data,
-                       fingerprint, run_info)
+                       fingerprint, run_info, products)

@@ -14,9 +14,12 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from hnclip.frameworks.registry import FRAMEWORK_NAMES
+
 __all__ = ["FRAMEWORKS", "TrainConfig"]
 
-FRAMEWORKS = ("longclip", "lora", "dora")
+FRAMEWORKS = FRAMEWORK_NAMES  # the registry in hnclip.frameworks.registry
+FINELIP_HINGES = ("sum", "max")
 MARGINS = ("recompute", "frozen")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -34,8 +37,10 @@ class TrainConfig:
     """Settings of one fine-tuning run.
 
     Args:
-        framework: ``longclip`` fine-tunes every weight (Long-CLIP's recipe); ``lora``/``dora`` train
-            low-rank adapters on the attention projections and merge them at the end.
+        framework: a name in :mod:`hnclip.frameworks.registry`. ``longclip`` fine-tunes every weight
+            with global InfoNCE on the long captions; ``lora``/``dora`` train low-rank adapters and merge
+            them at the end; ``finelip`` adds token aggregators and a cross-modal hinge loss; ``goal``
+            and ``structxlip`` add segment-sentence (and edge) alignment from cached preprocessing.
         gamma: HN margin strength; 0 is plain InfoNCE.
         token_weight: weight of the FILIP token-level loss. The dataclass default 0.0 leaves the branch
             off (and skips computing token features); full HN-CLIP uses 0.5, which the workflow config sets.
@@ -54,9 +59,19 @@ class TrainConfig:
         checkpoint_every: optimizer steps between resumable checkpoints (also written at each epoch end).
         max_steps: stop after this many optimizer steps (0: run all epochs); the LR schedule spans the
             shorter of the two.
+        module_lr: peak learning rate of a framework's new modules (FineLIP's aggregators...): they
+            start from random weights, so they get a higher rate than the pretrained encoders.
+        longclip_short_weight, short_caption_column, longclip_pca_components: Long-CLIP's own recipe
+            adds a short-caption term matching PCA-reduced image features (top ``k`` components of the
+            batch) with short-caption features; weight 0 (the default, and the paper's "Long-CLIP FT"
+            baseline: global InfoNCE on long captions) leaves it off and needs no short captions.
+        finelip_slots, finelip_weight, finelip_margin, finelip_hinge, finelip_score_weight: FineLIP's
+            K aggregated tokens per side (0: FineLIP's 20 % of the patch count), weight and margin of its cross-modal hinge loss (``sum`` over
+            violating negatives or only the hardest, ``max``), and the evaluation score
+            ``(1 - w) * global cosine + w * cross similarity``.
     """
 
-    framework: str = field(default="longclip", metadata=_help("longclip | lora | dora"))
+    framework: str = field(default="longclip", metadata=_help(" | ".join(FRAMEWORK_NAMES)))
     gamma: float = field(default=0.0, metadata=_help("HN margin strength (>= 0; 0 = InfoNCE)"))
     token_weight: float = field(default=0.0, metadata=_help(
         "weight of the FILIP token loss (>= 0); full HN-CLIP uses 0.5, set by the workflow config"))
@@ -86,6 +101,22 @@ class TrainConfig:
     lora_dropout: float = field(default=0.05, metadata=_help("dropout on the adapter input, in [0, 1)"))
     max_steps: int = field(default=0, metadata=_help("cap on optimizer steps; 0 = no cap"))
     num_workers: int = field(default=0, metadata=_help("DataLoader worker processes for image reading"))
+    module_lr: float = field(default=1e-4, metadata=_help(
+        "peak learning rate of a framework's new modules (FineLIP aggregators, ...)"))
+    longclip_short_weight: float = field(default=0.0, metadata=_help(
+        "weight of Long-CLIP's short-caption PCA term (>= 0); 0 = off, plain long-caption fine-tuning"))
+    short_caption_column: str = field(default="short_caption", metadata=_help(
+        "manifest column of the short captions (read only when longclip_short_weight > 0)"))
+    longclip_pca_components: int = field(default=32, metadata=_help(
+        "principal components of the batch's image features kept for the short-caption term (Long-CLIP: 32)"))
+    finelip_slots: int = field(default=0, metadata=_help(
+        "FineLIP: aggregated tokens K per image and per caption; 0 = FineLIP's int(0.2 * image patches)"))
+    finelip_weight: float = field(default=1.0, metadata=_help("FineLIP: weight of the cross-modal hinge loss"))
+    finelip_margin: float = field(default=0.2, metadata=_help("FineLIP: margin of the VSE hinge loss"))
+    finelip_hinge: str = field(default="sum", metadata=_help(
+        "FineLIP: sum | max: hinge summed over negatives or on the hardest negative only (VSE++)"))
+    finelip_score_weight: float = field(default=0.2, metadata=_help(
+        "FineLIP: evaluation score = (1 - w) * global cosine + w * cross similarity, w in [0, 1]"))
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # coerce ints given for float fields (e.g. gamma=1 in YAML)
@@ -96,18 +127,23 @@ class TrainConfig:
         self._check_choice("margin", MARGINS)
         self._check_choice("precision", PRECISIONS)
         self._check_choice("device", DEVICES)
+        self._check_choice("finelip_hinge", FINELIP_HINGES)
         for name in ("gamma", "token_weight", "lr", "adapter_lr", "weight_decay", "grad_clip", "eps",
-                     "lora_alpha"):
+                     "lora_alpha", "module_lr", "longclip_short_weight", "finelip_weight", "finelip_margin"):
             self._check(name, getattr(self, name) >= 0, "must be >= 0")
-        for name in ("epochs", "micro_batch", "accum_steps", "checkpoint_every", "lora_r"):
+        for name in ("epochs", "micro_batch", "accum_steps", "checkpoint_every", "lora_r",
+                     "longclip_pca_components"):
             self._check(name, getattr(self, name) >= 1, "must be >= 1")
-        for name in ("warmup_steps", "dynamics_every", "max_steps", "num_workers"):
+        for name in ("warmup_steps", "dynamics_every", "max_steps", "num_workers", "finelip_slots"):
             self._check(name, getattr(self, name) >= 0, "must be >= 0")
         self._check("micro_batch", self.micro_batch >= 2, "must be >= 2 (a contrastive batch needs negatives)")
         self._check("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]")
         for name in ("beta1", "beta2", "lora_dropout"):
             self._check(name, 0 <= getattr(self, name) < 1, "must be in [0, 1)")
         self._check("caption_column", bool(self.caption_column), "must be a column name")
+        self._check("finelip_score_weight", 0 <= self.finelip_score_weight <= 1, "must be in [0, 1]")
+        if self.longclip_short_weight > 0:
+            self._check("short_caption_column", bool(self.short_caption_column), "must be a column name")
         if self.precision == "bf16" and self.device == "cpu":
             raise ValueError("precision='bf16' needs device 'cuda' or 'auto': bf16 autocast is only used on CUDA")
 

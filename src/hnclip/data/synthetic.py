@@ -343,9 +343,10 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
     name, so an interrupted run never leaves a caption file that points at missing images.
     """
     _style(family)
-    for name, value in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    # n_train may be 0: the shifted family is an evaluation-only transfer target.
+    for name, value, least in (("n_train", n_train, 0), ("n_test", n_test, 1)):
+        if not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
     if not isinstance(image_size, int) or image_size < 32:
         raise ValueError(f"image_size must be an int >= 32, got {image_size!r}")
     root = Path(root)

@@ -1,0 +1,72 @@
+"""Fine-tuning frameworks behind one interface (:class:`~hnclip.frameworks.base.Framework`).
+
+- :mod:`.base` the interface and :class:`~hnclip.frameworks.base.Batch`; :mod:`.registry` name -> module.
+- :mod:`.longclip` full fine-tuning (optionally Long-CLIP's short-caption PCA term); :mod:`.lora`,
+  :mod:`.dora` PEFT adapters; :mod:`.finelip` token aggregation + cross-modal hinge loss;
+  :mod:`.goal`, :mod:`.structxlip` segment/sentence (and edge) alignment.
+
+Importing this package does not import torch (the CLI's light verbs and the config layer use the
+names only); ``Framework`` and ``Batch`` are loaded on first access.
+"""
+
+from __future__ import annotations
+
+from .registry import FRAMEWORK_MODULES, FRAMEWORK_NAMES, get_framework_class
+
+__all__ = ["FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "Batch", "Framework", "build_framework",
+           "get_framework_class", "list_frameworks", "load_framework", "save_framework"]
+
+
+def list_frameworks() -> list[str]:
+    return list(FRAMEWORK_NAMES)
+
+
+def build_framework(cfg, model):
+    """The framework named by ``cfg.framework``, its modules initialised from the current RNG state."""
+    return get_framework_class(cfg.framework)(cfg, model)
+
+
+def save_framework(framework, directory):
+    """Write the framework's name, config and module weights beside a saved model (``directory``)."""
+    from hnclip.models.io import save_framework_files
+
+    tensors = {k: v.detach().contiguous().cpu() for k, v in framework.state_dict().items()}
+    return save_framework_files(directory, framework.name, framework.cfg.to_dict(), tensors)
+
+
+def load_framework(directory, model):
+    """The framework saved beside the model in ``directory`` (None for a model saved without one).
+
+    ``model`` is the loaded plain DualEncoder (the framework reads its sizes to rebuild modules).
+    Module weights are loaded strictly: a missing or extra tensor raises naming the file.
+    """
+    from hnclip.models.io import read_framework_files
+    from hnclip.train_config import TrainConfig
+
+    saved = read_framework_files(directory)
+    if saved is None:
+        return None
+    name, config, tensors, where = saved
+    try:
+        cfg = TrainConfig.from_overrides(config)
+    except ValueError as err:
+        raise ValueError(f"{where}: saved config does not fit this TrainConfig ({err})") from err
+    if cfg.framework != name:
+        raise ValueError(f"{where}: framework {name!r} but its config says {cfg.framework!r}")
+    framework = build_framework(cfg, model)
+    try:
+        result = framework.load_state_dict(tensors, strict=False)
+    except RuntimeError as err:  # shapes differ: the config was edited or the weights come from elsewhere
+        raise ValueError(f"{where}: module weights do not fit framework {name!r} ({err})") from err
+    if result.missing_keys or result.unexpected_keys:
+        raise ValueError(f"{where}: module weights do not fit framework {name!r}; missing "
+                         f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
+    return framework
+
+
+def __getattr__(name):
+    if name in ("Batch", "Framework"):
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,8 @@
 """Saving and loading a trained dual encoder: ``model.safetensors`` (weights) + ``model.json`` (spec).
 
-safetensors rather than pickle, so loading a model directory can never run code.
+Beside them, a fine-tuning framework's extra modules (e.g. FineLIP's token aggregators, used again at
+evaluation): ``framework.json`` (name + run config) and ``framework.safetensors`` (their weights, only
+when there are any). safetensors rather than pickle, so loading a model directory can never run code.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from .adapters import is_adapted, merge_adapters
 from .attention import convert_attention_to_native, has_linear_attention
 from .dual_encoder import DualEncoder
 
-__all__ = ["MODEL_JSON", "MODEL_WEIGHTS", "load_model", "save_model"]
+__all__ = ["FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS", "load_model", "read_framework_files",
+           "save_framework_files", "save_model"]
 
 MODEL_WEIGHTS = "model.safetensors"
 MODEL_JSON = "model.json"
+FRAMEWORK_WEIGHTS = "framework.safetensors"
+FRAMEWORK_JSON = "framework.json"
 _FORMAT_VERSION = 1
 
 
@@ -64,3 +69,45 @@ def load_model(directory) -> DualEncoder:
         raise ValueError(f"{weights_path}: weights do not fit the spec in {spec_path.name}; missing "
                          f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
     return model
+
+
+def save_framework_files(directory, name: str, config: dict, tensors: dict) -> Path:
+    """Write ``framework.json`` ({name, config}) and, if ``tensors`` is not empty, ``framework.safetensors``.
+
+    A stale weights file from an earlier save into the same folder is removed, so the folder never
+    pairs one framework's json with another's weights.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    weights = directory / FRAMEWORK_WEIGHTS
+    if tensors:
+        save_file(tensors, str(weights), metadata={"format": "hnclip-framework", "framework": name})
+    else:
+        weights.unlink(missing_ok=True)
+    manifest = {"format_version": _FORMAT_VERSION, "framework": name, "config": config,
+                "has_weights": bool(tensors)}
+    (directory / FRAMEWORK_JSON).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return directory
+
+
+def read_framework_files(directory):
+    """(name, config, tensors, json path) saved by :func:`save_framework_files`, or None if there is none."""
+    directory = Path(directory)
+    spec_path = directory / FRAMEWORK_JSON
+    if not spec_path.is_file():
+        return None
+    try:
+        manifest = json.loads(spec_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{spec_path}: invalid JSON ({err})") from err
+    missing = [k for k in ("framework", "config", "has_weights") if k not in manifest]
+    if manifest.get("format_version") != _FORMAT_VERSION or missing:
+        raise ValueError(f"{spec_path}: expected format_version {_FORMAT_VERSION} with framework, config and "
+                         f"has_weights; got format_version={manifest.get('format_version')!r}, missing {missing}")
+    tensors = {}
+    if manifest["has_weights"]:
+        weights_path = directory / FRAMEWORK_WEIGHTS
+        if not weights_path.is_file():
+            raise FileNotFoundError(f"{spec_path} announces module weights but {weights_path} is missing")
+        tensors = load_file(str(weights_path), device="cpu")
+    return manifest["framework"], manifest["config"], tensors, spec_path

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 __all__ = ["MicroBatchImages", "TrainingSet", "epoch_order", "fingerprint_files"]
@@ -23,12 +24,17 @@ def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
 
 @dataclass
 class TrainingSet:
-    """Rows of the training manifest: ids, captions, their tokens and the image store's row of each image."""
+    """Rows of the training manifest: ids, captions, their tokens and the image store's row of each image.
+
+    ``manifest`` holds the same rows (every column, index 0..N-1) for frameworks that read more than
+    the caption (e.g. short captions); None when the set was built without one.
+    """
 
     image_ids: list[str]
     captions: list[str]
     store_rows: np.ndarray
     tokens: torch.Tensor | None = None
+    manifest: pd.DataFrame | None = None
 
     def __len__(self) -> int:
         return len(self.image_ids)

@@ -39,11 +39,21 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [g for g in groups if g["params"]]
 
 
-def build_optimizer(model: nn.Module, cfg) -> torch.optim.AdamW:
-    """AdamW at the framework's peak lr: ``adapter_lr`` for LoRA/DoRA, ``lr`` for full fine-tuning."""
-    lr = cfg.adapter_lr if cfg.framework in ("lora", "dora") else cfg.lr
-    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=lr, betas=(cfg.beta1, cfg.beta2),
-                             eps=cfg.eps)
+def build_optimizer(model_or_groups, cfg) -> torch.optim.AdamW:
+    """AdamW over ``model_or_groups``: a framework's parameter groups (each with its own ``lr``), or a
+    model, whose groups then train at its framework's base lr (``adapter_lr`` for LoRA/DoRA, else ``lr``).
+    """
+    if isinstance(model_or_groups, nn.Module):
+        from hnclip.frameworks import get_framework_class
+
+        lr = get_framework_class(cfg.framework).base_lr(cfg)
+        groups = [dict(g, lr=lr) for g in param_groups(model_or_groups, cfg.weight_decay)]
+    else:
+        groups = list(model_or_groups)
+        if not groups or any("lr" not in g for g in groups):
+            raise ValueError("build_optimizer needs a model or a non-empty list of parameter groups, each "
+                             "with its own 'lr'")
+    return torch.optim.AdamW(groups, lr=groups[0]["lr"], betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
 
 
 def lr_multiplier(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
