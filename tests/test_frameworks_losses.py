@@ -288,3 +288,10 @@ def test_new_modules_get_module_lr_and_the_model_its_framework_lr():
     assert covered == sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in fw.parameters())
     lora = build_framework(TrainConfig(framework="lora", adapter_lr=3e-4), model)
     assert {g["lr"] for g in lora.param_groups(model)} == {3e-4}
+
+
+def test_workflow_product_table_matches_each_frameworks_products():
+    from hnclip.frameworks.registry import FRAMEWORK_NAMES, FRAMEWORK_PRODUCTS, get_framework_class
+
+    for name in FRAMEWORK_NAMES:
+        assert tuple(get_framework_class(name).products) == FRAMEWORK_PRODUCTS.get(name, ()), name

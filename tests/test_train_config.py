@@ -72,3 +72,16 @@ def test_config_hash_is_sha256_of_the_sorted_dict():
     assert cfg.config_hash() == expected
     assert TrainConfig.from_overrides({"gamma": "0.50", "seed": "3"}).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=4).config_hash() != expected
+
+
+def test_goal_and_structxlip_fields_default_to_their_frameworks_settings():
+    import dataclasses
+
+    from hnclip.frameworks.goal import GoalSettings
+    from hnclip.frameworks.structxlip import StructXLIPSettings
+
+    cfg = TrainConfig()
+    for prefix, settings in (("goal_", GoalSettings), ("structxlip_", StructXLIPSettings)):
+        for f in dataclasses.fields(settings):
+            assert getattr(cfg, prefix + f.name) == f.default, prefix + f.name
+    assert GoalSettings.from_config(TrainConfig.from_overrides({"goal_segment_weight": "0.25"})).segment_weight == 0.25

@@ -30,18 +30,19 @@ def job_counts(output: str) -> dict[str, int]:
 def test_paper_grid_job_counts_match_the_hand_derived_expansion():
     # Hand derivation for config/paper.yaml (train sets: docci, dci, vg; Long-DCI trains on DOCCI,
     # Urban-1K on VG):
-    #   main 4 methods x 3 train sets = 12; plugin adds 3 +HN methods x 3 = 9 (21); transfer reuses
-    #   main runs (0); fractions 2 methods x 3 fractions < 1 x 3 = 18 (39); gamma sweep 4 new gammas x 3
-    #   = 12 (51); ablation adds the frozen-G variant x 3 = 3 (54); seeds 4 methods x seed 1 x 3 = 12 (66).
-    # Evaluations: main 16; plugin +12 (28); transfer DCI->DOCCI and DOCCI->DCI 4 each (36); fractions
-    #   2 x 3 x 4 = 24 (60); gamma 4 x 4 = 16 (76); frozen-G 4 (80); seeds 4 x 4 = 16 (96).
+    #   main 7 methods x 3 train sets = 21; plugin adds 6 +HN methods x 3 = 18 (39); transfer reuses
+    #   main runs (0); fractions 2 methods x 3 fractions < 1 x 3 = 18 (57); gamma sweep 4 new gammas x 3
+    #   = 12 (69); ablation adds the frozen-G variant x 3 = 3 (72); seeds 4 methods x seed 1 x 3 = 12 (84).
+    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 4 each (60); fractions
+    #   2 x 3 x 4 = 24 (84); gamma 4 x 4 = 16 (100); frozen-G 4 (104); seeds 4 x 4 = 16 (120).
     start = time.perf_counter()
     proc = dry_run("--configfile", "config/paper.yaml")
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["train"] == 66
-    assert counts["evaluate"] == 96
+    assert counts["train"] == 84
+    assert counts["evaluate"] == 120
+    assert counts["segments"] == 3 and counts["edges"] == 3  # GOAL/StructXLIP products per train set
     assert counts["fetch_benchmark"] == 5  # docci, dci, long_dci, urban1k, vg
     assert counts["prepare"] == 7  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k
     assert counts["subset"] == 9  # 3 fractions < 1 x 3 train sets, seed 0
@@ -55,10 +56,10 @@ def test_embedded_default_expands_every_experiment():
     proc = dry_run()
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    # main 4 + plugin 3 + fractions 2 x 3 + gamma 4 + frozen 1 + seeds 2 = 20 runs
-    assert counts["train"] == 20
-    # 20 in-domain evaluations + transfer of longclip and hnclip to synthetic_shift
-    assert counts["evaluate"] == 22
+    # main 7 + plugin 6 + fractions 2 x 3 + gamma 4 + frozen 1 + seeds 2 = 26 runs
+    assert counts["train"] == 26
+    # 26 in-domain evaluations + transfer of longclip and hnclip to synthetic_shift
+    assert counts["evaluate"] == 28
     assert counts["pretrain_backbone"] == 1 and counts["stretch_backbone"] == 1
     assert counts["table"] == 7
 
@@ -80,6 +81,8 @@ methods: {longclip: {framework: longclip}, hnclip: {framework: longclip, hn: tru
         ("experiments: {fractions: {benchmarks: [synthetic], methods: [hnclip], fractions: [1.5]}}", "1.5"),
         ("experiments: {gamma_sweep: {benchmarks: [synthetic], method: longclip, gammas: [0]}}", "gamma_sweep"),
         ("methods: {x: {framework: finelip_typo}}", "finelip_typo"),
+        ("methods: {g: {framework: goal}}\nexperiments: {main: {benchmarks: [synthetic], methods: [g]}}",
+         "preprocess.sam_model"),
     ],
 )
 def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, extra, expected):

@@ -40,7 +40,7 @@ def test_micro_dag_produces_every_table_figure_and_the_report(micro_run):
     html = (results / "report.html").read_text()
     assert "toy" in html.lower()
     evals = list((results / "evals").rglob("*.json"))
-    assert len(evals) == 12
+    assert len(evals) == 16  # 14 in-domain + 2 transfer
     for path in evals:
         record = json.loads(path.read_text())
         assert set(record["metrics"]) == METRICS
@@ -50,7 +50,7 @@ def test_micro_dag_produces_every_table_figure_and_the_report(micro_run):
 @pytest.mark.e2e
 def test_micro_runs_log_gradient_dynamics_and_stretched_backbone(micro_run):
     runs = list((micro_run / "results/runs").rglob("summary.json"))
-    assert len(runs) == 10
+    assert len(runs) == 14
     dynamics = pd.read_csv(runs[0].parent / "dynamics.csv")
     assert len(dynamics) >= 1 and dynamics["infonce"].notna().all()
     spec = json.loads((micro_run / "results/backbone/model/model.json").read_text())["spec"]

@@ -90,13 +90,37 @@ def cmd_stretch(args) -> None:
     save_model(model, args.out)
 
 
+def cmd_segments(args) -> None:
+    from hnclip.data.manifest import read_manifest
+    from hnclip.preprocess.segments import build_segments
+
+    generator = None
+    if args.segmenter == "oracle":
+        from hnclip.preprocess.oracle import synthetic_mask_generator
+
+        source = json.loads(Path(args.source).read_text())
+        generator = synthetic_mask_generator(source["root"])
+    elif not args.sam_model:
+        raise SystemExit("hnclip segments: --segmenter sam needs --sam-model (config key preprocess.sam_model)")
+    _set_threads(args.threads)
+    build_segments(read_manifest(args.manifest), Path(args.model), Path(args.out), sam_dir=args.sam_model,
+                   min_area_ratio=args.min_area_ratio, max_area_ratio=args.max_area_ratio,
+                   max_pairs=args.max_pairs, mask_generator=generator)
+
+
+def cmd_edges(args) -> None:
+    from hnclip.preprocess.edges import build_edges
+
+    build_edges(Path(args.images), Path(args.segments), Path(args.out))
+
+
 # ------------------------------------------------------------------------------------- train, evaluate
 def _parse_sets(items: list[str]) -> dict[str, str]:
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"hnclip train: --set expects key=value, got {item!r}")
+            raise SystemExit(f"hnclip: expected key=value, got {item!r}")
         overrides[key.strip()] = value.strip()
     return overrides
 
@@ -117,6 +141,7 @@ def cmd_train(args) -> None:
         subset_path=Path(args.subset) if args.subset else None,
         eval_manifest=Path(args.eval_manifest) if args.eval_manifest else None,
         eval_store_dir=Path(args.eval_images) if args.eval_images else None,
+        products={name: Path(path) for name, path in _parse_sets(args.product).items()},
     )
 
 
@@ -249,6 +274,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-length", type=int, default=None, help="expected positions after the stretch")
     p.add_argument("--out", required=True)
 
+    p = verb("segments", cmd_segments, "GOAL/StructXLIP preprocessing: segments matched to caption sentences")
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--source", required=True, help="source record of the benchmark (for the oracle segmenter)")
+    p.add_argument("--model", required=True, help="backbone that embeds crops and sentences")
+    p.add_argument("--segmenter", choices=["sam", "oracle"], default="sam")
+    p.add_argument("--sam-model", default=None, help="local SAM folder (transformers format)")
+    p.add_argument("--min-area-ratio", type=float, default=0.01)
+    p.add_argument("--max-area-ratio", type=float, default=0.8)
+    p.add_argument("--max-pairs", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", required=True)
+
+    p = verb("edges", cmd_edges, "StructXLIP preprocessing: Canny edge maps of images and segments")
+    p.add_argument("--images", required=True, help="image store")
+    p.add_argument("--segments", required=True, help="segment product")
+    p.add_argument("--out", required=True)
+
     p = verb("train", cmd_train, "fine-tune a model folder on a prepared training split")
     p.add_argument("--init", required=True, help="model folder to start from")
     p.add_argument("--manifest", required=True)
@@ -260,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-dir", required=True, help="resumable checkpoints (not a workflow output)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="TrainConfig field")
+    p.add_argument("--product", action="append", default=[], metavar="NAME=PATH",
+                   help="a cached preprocessing product the framework needs (segments, edges)")
 
     p = verb("evaluate", cmd_evaluate, "retrieval Recall@K of a model folder on a prepared test split")
     p.add_argument("--model", required=True)

@@ -104,11 +104,33 @@ def check_config(config: dict) -> None:
                     _fail(f"experiments.{exp_name}.pairs[{i}].{k}", f"unknown benchmark {pair[k]!r}")
             if "train" in pair and "train" not in benchmarks[pair["train"]].get("splits", ["train", "test"]):
                 _fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
+    _check_preprocess(config, experiments)
     if "gamma_sweep" in experiments and not methods[experiments["gamma_sweep"]["method"]].get("hn"):
         _fail("experiments.gamma_sweep.method", "must be a method with hn: true")
     for i, v in enumerate(experiments.get("ablation", {}).get("variants", [])):
         if v.get("gamma") and not methods[v["method"]].get("hn"):
             _fail(f"experiments.ablation.variants[{i}].gamma", f"method {v['method']!r} has hn: false")
+
+
+def _check_preprocess(config: dict, experiments: dict) -> None:
+    """GOAL/StructXLIP runs need a segmenter that can work on their training sets."""
+    from hnclip.frameworks.registry import FRAMEWORK_PRODUCTS
+
+    pre = config.get("preprocess", {})
+    for run in (r for name in experiments for r in _runs_of(config, name)):
+        if not FRAMEWORK_PRODUCTS.get(config["methods"][run.method]["framework"]):
+            continue
+        adapter = config["benchmarks"][run.train_set]["adapter"]
+        if pre.get("segmenter") == "oracle" and not adapter.startswith("synthetic"):
+            _fail("preprocess.segmenter", f"'oracle' works on synthetic benchmarks only, but method "
+                                          f"{run.method!r} trains on {run.train_set!r} ({adapter})")
+        if pre.get("segmenter", "sam") == "sam" and not pre.get("sam_model"):
+            _fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a local SAM folder")
+
+
+def _runs_of(config: dict, name: str) -> list[Run]:
+    return [Run(c["run"]["train_set"], c["run"]["method"], format_number(c["run"]["gamma"]),
+                format_number(c["run"]["fraction"]), c["run"]["seed"]) for c in experiment_spec(config, name)["cells"]]
 
 
 def _run(config: dict, train_set: str, method: str, gamma: float | None = None, fraction: float = 1.0,
@@ -193,11 +215,8 @@ def all_evaluations(config: dict) -> list[Evaluation]:
     """Every (run, eval benchmark) any experiment needs, each once, in a stable order."""
     evals = set()
     for name in config.get("experiments", {}):
-        for cell in experiment_spec(config, name)["cells"]:
-            info = cell["run"]
-            run = Run(info["train_set"], info["method"], format_number(info["gamma"]),
-                      format_number(info["fraction"]), info["seed"])
-            evals.add(Evaluation(run, cell["eval_benchmark"]))
+        cells = experiment_spec(config, name)["cells"]
+        evals.update(Evaluation(run, cell["eval_benchmark"]) for run, cell in zip(_runs_of(config, name), cells))
     return sorted(evals)
 
 

@@ -117,6 +117,30 @@ class TrainConfig:
         "FineLIP: sum | max: hinge summed over negatives or on the hardest negative only (VSE++)"))
     finelip_score_weight: float = field(default=0.2, metadata=_help(
         "FineLIP: evaluation score = (1 - w) * global cosine + w * cross similarity, w in [0, 1]"))
+    # GOAL and StructXLIP term settings; frameworks/goal.py and structxlip.py read them through their
+    # Settings dataclasses, which validate them (tests/test_train_config.py checks the defaults agree)
+    goal_segment_weight: float = field(default=0.5, metadata=_help("GOAL: weight of the segment-sentence CLIP term"))
+    goal_patch_weight: float = field(default=1.0, metadata=_help("GOAL: weight of the patch-token alignment term"))
+    goal_text_weight: float = field(default=1.0, metadata=_help("GOAL: weight of the text-token alignment term"))
+    structxlip_structure_weight: float = field(default=0.5, metadata=_help(
+        "StructXLIP: weight of the edge-caption contrastive term"))
+    structxlip_consistency_weight: float = field(default=0.05, metadata=_help(
+        "StructXLIP: weight of the RGB-edge consistency term"))
+    structxlip_local_weight: float = field(default=0.1, metadata=_help(
+        "StructXLIP: weight of the local chunk-to-edge-crop InfoNCE"))
+    structxlip_top_k: int = field(default=3, metadata=_help("StructXLIP: edge crops per image in the local term"))
+    structxlip_chunk_tau: float = field(default=0.07, metadata=_help("StructXLIP: temperature of the local term"))
+    structxlip_chunk_window: int = field(default=3, metadata=_help("StructXLIP: words per caption chunk"))
+    structxlip_chunk_stride: int = field(default=1, metadata=_help("StructXLIP: stride between caption chunks"))
+    structxlip_max_chunks: int = field(default=64, metadata=_help("StructXLIP: chunks per caption at most"))
+    structxlip_max_log_logit_scale: float = field(default=3.5, metadata=_help(
+        "StructXLIP: clamp of the log logit scale"))
+    structxlip_lexicon: str = field(default="colour,material,texture", metadata=_help(
+        "StructXLIP: word categories removed from captions for the structure term"))
+    structxlip_anneal_start: float = field(default=0.1, metadata=_help(
+        "StructXLIP: training fraction where the cosine annealing of term weights starts"))
+    structxlip_anneal_end: float = field(default=0.8, metadata=_help(
+        "StructXLIP: training fraction where it ends"))
 
     def __post_init__(self):
         for f in dataclasses.fields(self):  # coerce ints given for float fields (e.g. gamma=1 in YAML)

@@ -17,6 +17,7 @@ if "conda" not in {
 }:
     shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 from hnclip import plan  # noqa: E402
+from hnclip.frameworks.registry import FRAMEWORK_PRODUCTS  # noqa: E402
 
 if workflow.config_settings.configfiles:
     # A --configfile is a complete configuration (config/paper.yaml, a test's micro config): it replaces
@@ -106,6 +107,19 @@ def get_epoch_eval(wildcards):
     return {
         "eval_manifest": f"results/data/{bench}/test.csv",
         "eval_images": f"results/data/{bench}/test_images",
+    }
+
+
+def get_product_names(wildcards):
+    framework = config["methods"][wildcards.method]["framework"]
+    return FRAMEWORK_PRODUCTS.get(framework, ())
+
+
+def get_products(wildcards):
+    """Cached preprocessing the run's framework trains on (GOAL: segments; StructXLIP: + edges)."""
+    return {
+        name: f"results/data/{wildcards.train_set}/train_{name}"
+        for name in get_product_names(wildcards)
     }
 
 

@@ -51,3 +51,52 @@ rule subset:
     shell:
         "hnclip subset --manifest {input} --fraction {wildcards.fraction} --seed {wildcards.seed} "
         "--out {output} 2> {log}"
+
+
+rule segments:
+    input:
+        manifest="results/data/{benchmark}/train.csv",
+        source="results/data/{benchmark}/source.json",
+        model="results/backbone/model",
+    output:
+        directory("results/data/{benchmark}/train_segments"),
+    log:
+        "results/logs/segments/{benchmark}.log",
+    benchmark:
+        "results/benchmarks/segments/{benchmark}.tsv"
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    resources:
+        **get_resources("evaluate"),
+    params:
+        segmenter=lookup(dpath="preprocess/segmenter", within=config),
+        sam=lambda w: (
+            f"--sam-model {config['preprocess']['sam_model']}"
+            if config["preprocess"]["sam_model"]
+            else ""
+        ),
+        min_area=lookup(dpath="preprocess/min_area_ratio", within=config),
+        max_area=lookup(dpath="preprocess/max_area_ratio", within=config),
+        max_pairs=lookup(dpath="preprocess/max_pairs", within=config),
+    shell:
+        "hnclip segments --manifest {input.manifest} --source {input.source} --model {input.model} "
+        "--segmenter {params.segmenter} {params.sam} --min-area-ratio {params.min_area} "
+        "--max-area-ratio {params.max_area} --max-pairs {params.max_pairs} --threads {threads} "
+        "--out {output} 2> {log}"
+
+
+rule edges:
+    input:
+        images="results/data/{benchmark}/train_images",
+        segments="results/data/{benchmark}/train_segments",
+    output:
+        directory("results/data/{benchmark}/train_edges"),
+    log:
+        "results/logs/edges/{benchmark}.log",
+    benchmark:
+        "results/benchmarks/edges/{benchmark}.tsv"
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "hnclip edges --images {input.images} --segments {input.segments} --out {output} 2> {log}"

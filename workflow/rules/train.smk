@@ -6,6 +6,7 @@
 rule train:
     input:
         unpack(get_epoch_eval),
+        unpack(get_products),
         model="results/backbone/model",
         manifest="results/data/{train_set}/train.csv",
         images="results/data/{train_set}/train_images",
@@ -34,9 +35,13 @@ rule train:
             if "eval_manifest" in input.keys()
             else ""
         ),
+        products=lambda w, input: " ".join(
+            f"--product {name}={input[name]}" for name in get_product_names(w)
+        ),
         out_dir=lambda w, output: Path(output.summary).parent,
         checkpoint_dir="results/checkpoints/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}",
     shell:
         "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
         "{params.subset} {params.epoch_eval} --out {params.out_dir} "
-        "--checkpoint-dir {params.checkpoint_dir} --threads {threads} {params.overrides} 2> {log}"
+        "--checkpoint-dir {params.checkpoint_dir} --threads {threads} {params.products} "
+        "{params.overrides} 2> {log}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "get_framework_class"]
+__all__ = ["FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "FRAMEWORK_PRODUCTS", "get_framework_class"]
 
 FRAMEWORK_MODULES = {
     "longclip": "hnclip.frameworks.longclip",
@@ -19,6 +19,9 @@ FRAMEWORK_MODULES = {
     "structxlip": "hnclip.frameworks.structxlip",
 }
 FRAMEWORK_NAMES = tuple(FRAMEWORK_MODULES)
+# Cached preprocessing products each framework trains on (its class's ``products``; a test checks they
+# agree), readable by the workflow without importing torch.
+FRAMEWORK_PRODUCTS: dict[str, tuple[str, ...]] = {"goal": ("segments",), "structxlip": ("segments", "edges")}
 
 
 def get_framework_class(name: str):
