@@ -128,9 +128,14 @@ def _check_preprocess(config: dict, experiments: dict) -> None:
             _fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a local SAM folder")
 
 
+def _cell_run(cell: dict) -> Run:
+    info = cell["run"]
+    return Run(info["train_set"], info["method"], format_number(info["gamma"]), format_number(info["fraction"]),
+               info["seed"])
+
+
 def _runs_of(config: dict, name: str) -> list[Run]:
-    return [Run(c["run"]["train_set"], c["run"]["method"], format_number(c["run"]["gamma"]),
-                format_number(c["run"]["fraction"]), c["run"]["seed"]) for c in experiment_spec(config, name)["cells"]]
+    return [_cell_run(c) for c in experiment_spec(config, name)["cells"]]
 
 
 def _run(config: dict, train_set: str, method: str, gamma: float | None = None, fraction: float = 1.0,
@@ -215,8 +220,7 @@ def all_evaluations(config: dict) -> list[Evaluation]:
     """Every (run, eval benchmark) any experiment needs, each once, in a stable order."""
     evals = set()
     for name in config.get("experiments", {}):
-        cells = experiment_spec(config, name)["cells"]
-        evals.update(Evaluation(run, cell["eval_benchmark"]) for run, cell in zip(_runs_of(config, name), cells))
+        evals.update(Evaluation(_cell_run(c), c["eval_benchmark"]) for c in experiment_spec(config, name)["cells"])
     return sorted(evals)
 
 
