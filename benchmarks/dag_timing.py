@@ -47,18 +47,25 @@ def main() -> None:
         print(f"dry run, {label:16s}: {job_total(out):4d} jobs in {elapsed:5.1f} s (target <= 10 s)")
 
     if args.full:
-        with tempfile.TemporaryDirectory(prefix="hnclip-default-") as tmp:
-            work = Path(tmp)
-            files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
-                                   check=True).stdout.split()
-            for rel in files:
-                (work / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO / rel, work / rel)
-            elapsed, out = snakemake(["--cores", args.cores], work)
-            report = work / "results" / "report.html"
-            print(f"embedded default end to end: {elapsed / 60:.1f} min on {args.cores} cores "
-                  f"(target <= 15 min), report {'present' if report.is_file() else 'MISSING'}")
-
+        # kept afterwards (printed) so a failed or slow run can be inspected
+        work = Path(tempfile.mkdtemp(prefix="hnclip-default-"))
+        print(f"working copy: {work}", flush=True)
+        files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                               check=True).stdout.split()
+        for rel in files:
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, work / rel)
+        elapsed, out = snakemake(["--cores", args.cores], work)
+        report = work / "results" / "report.html"
+        print(f"embedded default end to end: {elapsed / 60:.1f} min on {args.cores} cores "
+              f"(target <= 15 min), report {'present' if report.is_file() else 'MISSING'}")
+        for name, rule in (("pretrain", "backbone"), ("train", "train"), ("evaluate", "evaluate")):
+            seconds = [float(p.read_text().splitlines()[1].split()[0])
+                       for p in (work / "results/benchmarks" / rule).rglob("*.tsv")
+                       if name != "pretrain" or p.stem == "pretrain"]
+            if seconds:
+                print(f"  {name:9s}: {len(seconds):3d} jobs, {sum(seconds) / 60:5.1f} job-min, "
+                      f"mean {sum(seconds) / len(seconds):5.1f} s")
 
 if __name__ == "__main__":
     main()
