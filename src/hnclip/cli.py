@@ -71,11 +71,27 @@ def cmd_init_model(args) -> None:
     save_model(model, args.out)
 
 
+def _locked_checkpoint(source: str, download_dir: Path) -> str:
+    """A checkpoint listed in hnclip/data/sources.json (Long-CLIP-L) is fetched into ``download_dir`` with
+    its sha256 recorded in, and verified against, the checksum lock there; other sources load as given."""
+    from hnclip.data.download import download_checkpoint, load_sources
+
+    for name, spec in load_sources().items():
+        if spec.get("kind") != "checkpoint":
+            continue
+        for entry in spec["files"]:
+            hub = entry.get("hub", {})
+            if source == f"hf://{hub.get('repo_id')}/{hub.get('filename')}":
+                path = download_checkpoint(download_dir, download_dir / "hnclip-checksums.json", name=name)
+                return str(path)
+    return source
+
+
 def cmd_convert_checkpoint(args) -> None:
     from hnclip.models import load_longclip_checkpoint, load_openai_checkpoint, save_model
 
     loader = load_longclip_checkpoint if args.format == "longclip" else load_openai_checkpoint
-    save_model(loader(args.source), args.out)
+    save_model(loader(_locked_checkpoint(args.source, Path(args.download_dir))), args.out)
 
 
 def cmd_stretch(args) -> None:
@@ -265,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("convert-checkpoint", cmd_convert_checkpoint, "convert a Long-CLIP/OpenAI checkpoint to a model folder")
     p.add_argument("--format", choices=["longclip", "openai"], required=True)
     p.add_argument("--source", required=True, help="local .pt path or hf://OWNER/REPO/FILE")
+    p.add_argument("--download-dir", default="resources/checkpoints",
+                   help="where a known checkpoint is downloaded and checksum-locked")
     p.add_argument("--out", required=True)
 
     p = verb("stretch", cmd_stretch, "stretch a 77-position text tower to 248 positions (Long-CLIP's scheme)")
