@@ -7,11 +7,10 @@ import shutil
 
 import pytest
 import torch
+from test_models_checkpoints import _longclip_state_dict
 
 from hnclip.cli import main
 from hnclip.models import load_model
-
-from test_models_checkpoints import _longclip_state_dict
 
 
 def _populate(cache, data: bytes, commit: str = "d" * 40):
