@@ -1,7 +1,7 @@
 """The HTML report: rendered from hand-made pipeline outputs, self-contained, paper vs ours, and checked in
 headless Chromium (every table and figure in the DOM, no console errors, no sideways scroll on a phone).
 
-Chromium is Debian's ``chromium`` package (CI must install it); without it the browser test is skipped.
+Chromium is Debian's ``chromium`` package (`workflow/scripts/setup.sh --dev` installs it); without it the browser test fails.
 """
 
 from __future__ import annotations
@@ -183,8 +183,8 @@ def _chromium(tmp_path, name, *args):
     return proc, console
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_report_renders_in_headless_chromium_on_a_phone(outputs, tmp_path):
+    assert CHROMIUM, "needs Debian's chromium: `bash workflow/scripts/setup.sh --dev` installs it"
     out, html = _render(outputs)
     probe = out.with_name("probe.html")
     probe.write_text(html.replace("</body>", WIDTH_PROBE), encoding="utf-8")

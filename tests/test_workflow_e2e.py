@@ -1,8 +1,10 @@
 """The whole DAG end to end on the micro config, in a temporary folder (CPU, a few minutes)."""
 
 import json
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -55,6 +57,35 @@ def test_micro_runs_log_gradient_dynamics_and_stretched_backbone(micro_run):
     assert len(dynamics) >= 1 and dynamics["infonce"].notna().all()
     spec = json.loads((micro_run / "results/backbone/model/model.json").read_text())["spec"]
     assert spec["context_length"] == 248 and spec["frozen_positions"] == 20
+
+
+@pytest.mark.e2e
+def test_micro_report_shows_every_table_and_figure_in_headless_chromium(micro_run, tmp_path):
+    from test_report import CHROMIUM, _chromium
+
+    assert CHROMIUM, "needs Debian's chromium: `bash workflow/scripts/setup.sh --dev` installs it"
+    report = micro_run / "results" / "report.html"
+    proc, console = _chromium(tmp_path, "dom", "--window-size=1200,900", "--dump-dom", report.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert console == [], console
+    tables = set(re.findall(r'<table[^>]* id="table-([^"]+)"', proc.stdout))
+    assert {"main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds", "epochs", "cost",
+            "geometry-summary", "paper-vs-ours", "provenance"} <= tables
+    figures = set(re.findall(r'<figure id="figure-([^"]+)"', proc.stdout))
+    assert {"dynamics", "fractions", "gamma_sweep", "epochs", "gallery", "geometry_synthetic",
+            "geometry_synthetic_shift"} <= figures
+    shot = tmp_path / "micro-report.png"
+    proc, _ = _chromium(tmp_path, "shot", "--window-size=1200,3000", f"--screenshot={shot}", report.as_uri())
+    assert proc.returncode == 0 and shot.stat().st_size > 10_000
+
+
+@pytest.mark.e2e
+def test_snakemake_native_report_of_the_micro_run(micro_run):
+    proc = snakemake(micro_run, "--report", str(micro_run / "report.zip"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    with zipfile.ZipFile(micro_run / "report.zip") as archive:
+        names = archive.namelist()
+    assert any(n.endswith("main.html") for n in names) and any(n.endswith("gallery.png") for n in names)
 
 
 @pytest.mark.e2e

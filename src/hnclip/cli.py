@@ -238,7 +238,8 @@ def cmd_report(args) -> None:
 def cmd_plan(args) -> None:
     from hnclip.plan_cli import print_plan
 
-    print_plan(Path(args.configfile), profile=args.profile)
+    print_plan(Path(args.configfile), profile=args.profile, samples_per_s=args.samples_per_s,
+               results_dir=Path(args.results))
 
 
 # ------------------------------------------------------------------------------------------- parser
@@ -379,7 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")
     p.add_argument("--configfile", default="config/config.yaml")
-    p.add_argument("--profile", default=None)
+    p.add_argument("--profile", default=None, help="profile folder whose train resources are shown")
+    p.add_argument("--samples-per-s", type=float, default=None,
+                   help="training samples/s per GPU (default: measured runs, else the Long-CLIP-L estimate)")
+    p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
     return parser
 
 

@@ -85,7 +85,7 @@ rule geometry:
     output:
         json="results/geometry/{benchmark}.json",
         figure=report(
-            "results/geometry/{benchmark}.png",
+            "results/figures/geometry_{benchmark}.png",
             caption="../report/geometry.rst",
             category="Caption geometry",
             labels={"benchmark": "{benchmark}"},

@@ -69,6 +69,7 @@ def get_report_inputs():
     if is_active("gamma_sweep"):
         figures.append("results/figures/gamma_sweep.png")
     geometry = [f"results/geometry/{b}.json" for b in BENCHMARKS]
+    figures += [f"results/figures/geometry_{b}.png" for b in BENCHMARKS]
     return {
         "tables": tables,
         "figures": figures,

@@ -1,0 +1,274 @@
+"""`hnclip plan`: job counts against hnclip.plan, GPU-hours against hand arithmetic, throughput sources."""
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hnclip import plan
+from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_samples
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "config/paper.yaml"
+PROFILE = REPO / "workflow/profiles/slurm"
+
+# The arithmetic below is pinned to these grids, frozen here: config/paper.yaml and the e2e micro
+# config grow with the project (more frameworks), the hand counts must not move with them.
+PAPER_GRID = """
+scale: paper
+backbone: {source: longclip, checkpoint: hf://BeichenZhang/LongCLIP-L/longclip-L.pt, image_size: 224}
+benchmarks:
+  docci: {adapter: docci, root: r/docci, splits: [train, test], train_set: docci, expected_counts: {test: 5000}}
+  dci: {adapter: dci, root: r/dci, splits: [train, test], train_set: dci, expected_counts: {train: 5806, test: 1999}}
+  long_dci: {adapter: long_dci, root: r/long_dci, splits: [test], train_set: docci}
+  urban1k: {adapter: urban1k, root: r/urban1k, splits: [test], train_set: vg}
+  vg: {adapter: vg, root: r/vg, splits: [train], train_set: vg}
+train: {epochs: 10, micro_batch: 16, accum_steps: 8}
+gamma: 0.5
+seeds: [0, 1]
+methods:
+  longclip: {framework: longclip, hn: false}
+  longclip_hn: {framework: longclip, hn: true}
+  hnclip: {framework: longclip, hn: true}
+  hnclip_frozen: {framework: longclip, hn: true, margin: frozen}
+  lora: {framework: lora, hn: false}
+  lora_hn: {framework: lora, hn: true}
+  dora: {framework: dora, hn: false}
+  dora_hn: {framework: dora, hn: true}
+experiments:
+  main: {benchmarks: [docci, dci, long_dci, urban1k], methods: [longclip, lora, dora, hnclip]}
+  plugin:
+    benchmarks: [docci, dci, long_dci, urban1k]
+    pairs: [{label: FT, plain: longclip, hn: longclip_hn}, {label: LoRA, plain: lora, hn: lora_hn},
+            {label: DoRA, plain: dora, hn: dora_hn}]
+  transfer:
+    pairs: [{train: dci, eval: docci}, {train: docci, eval: dci}, {train: docci, eval: long_dci},
+            {train: vg, eval: urban1k}]
+    methods: [longclip, lora, dora, hnclip]
+  fractions: {benchmarks: [docci, dci, long_dci, urban1k], methods: [longclip, hnclip], fractions: [0.05, 0.2, 0.5, 1.0]}
+  gamma_sweep: {benchmarks: [docci, dci, long_dci, urban1k], method: hnclip, gammas: [0, 0.25, 0.5, 0.75, 1.0]}
+  ablation:
+    benchmarks: [docci, dci, long_dci, urban1k]
+    variants: [{label: InfoNCE, method: longclip}, {label: HN only, method: longclip_hn},
+               {label: token only, method: hnclip, gamma: 0}, {label: HN + token, method: hnclip},
+               {label: frozen G, method: hnclip_frozen}]
+  seeds: {benchmarks: [docci, dci, long_dci, urban1k], methods: [longclip, lora, dora, hnclip]}
+"""
+MICRO_GRID = """
+backbone: {source: pretrain, name: micro, image_size: 32}
+pretrain: {benchmark: synthetic, caption_column: short_caption, context_length: 77,
+           train: {epochs: 1, micro_batch: 16, accum_steps: 1}}
+benchmarks:
+  synthetic: {adapter: synthetic, root: r/s, splits: [train, test], train_set: synthetic,
+              synthetic: {n_train: 64, n_test: 16, image_size: 48, seed: 0}}
+  synthetic_shift: {adapter: synthetic_shift, root: r/t, splits: [test],
+                    synthetic: {n_train: 0, n_test: 16, image_size: 48, seed: 1}}
+train: {epochs: 1, micro_batch: 8, accum_steps: 2}
+gamma: 0.5
+seeds: [0, 1]
+methods:
+  longclip: {framework: longclip, hn: false}
+  longclip_hn: {framework: longclip, hn: true}
+  hnclip: {framework: longclip, hn: true}
+  hnclip_frozen: {framework: longclip, hn: true, margin: frozen}
+  lora: {framework: lora, hn: false}
+  lora_hn: {framework: lora, hn: true}
+experiments:
+  main: {benchmarks: [synthetic], methods: [longclip, lora, hnclip]}
+  plugin: {benchmarks: [synthetic], pairs: [{label: FT, plain: longclip, hn: longclip_hn}, {label: LoRA, plain: lora, hn: lora_hn}]}
+  transfer: {pairs: [{train: synthetic, eval: synthetic_shift}], methods: [longclip, hnclip]}
+  fractions: {benchmarks: [synthetic], methods: [longclip, hnclip], fractions: [0.5, 1.0]}
+  gamma_sweep: {benchmarks: [synthetic], method: hnclip, gammas: [0, 0.5]}
+  ablation:
+    benchmarks: [synthetic]
+    variants: [{label: InfoNCE, method: longclip}, {label: HN only, method: longclip_hn},
+               {label: token only, method: hnclip, gamma: 0}, {label: HN + token, method: hnclip},
+               {label: frozen G, method: hnclip_frozen}]
+  seeds: {benchmarks: [synthetic], methods: [hnclip]}
+"""
+
+
+@pytest.fixture
+def paper(tmp_path):
+    path = tmp_path / "paper_grid.yaml"
+    path.write_text(PAPER_GRID)
+    return path
+
+
+@pytest.fixture
+def micro(tmp_path):
+    path = tmp_path / "micro_grid.yaml"
+    path.write_text(MICRO_GRID)
+    return path
+
+
+# Paper grid by hand: effective batch 16 x 8 = 128, 10 epochs, the last partial batch of an epoch dropped.
+#   DOCCI train 9,647 (publisher)  -> 75 steps/epoch -> 750 x 128 =  96,000 samples per full run
+#   DCI train 5,806 (GOAL split)   -> 45             -> 450 x 128 =  57,600
+#   VG train 14,575 (Krause et al.) -> 113           -> 1130 x 128 = 144,640
+#   one method on the three train sets: 298,240
+# Fractions (ceil(f * N) images): DOCCI 483/1930/4824 -> 3/15/37 steps; DCI 291/1162/2903 -> 2/9/22;
+#   VG 729/2915/7288 -> 5/22/56; x 10 epochs x 128: 70,400 + 42,240 + 106,240 = 218,880 per method.
+PER_METHOD = 298_240
+PAPER_SAMPLES = {
+    "main": 4 * PER_METHOD,  # longclip, lora, dora, hnclip
+    "plugin": 3 * PER_METHOD,  # the three +HN methods are new
+    "transfer": 0,  # every transfer run is a main run
+    "fractions": 2 * 218_880,
+    "gamma_sweep": 4 * PER_METHOD,  # gammas 0, 0.25, 0.75, 1 (0.5 is main's hnclip)
+    "ablation": PER_METHOD,  # frozen G
+    "seeds": 4 * PER_METHOD,  # seed 1 of the four main methods
+}
+# (train jobs needed, new, eval jobs needed, new): hand-derived as in test_workflow_dag.py
+PAPER_JOBS = {
+    "main": (12, 12, 16, 16),
+    "plugin": (18, 9, 24, 12),
+    "transfer": (12, 0, 16, 8),  # DCI -> DOCCI and DOCCI -> DCI are new evaluations, 4 methods each
+    "fractions": (24, 18, 32, 24),
+    "gamma_sweep": (15, 12, 20, 16),
+    "ablation": (15, 3, 20, 4),
+    "seeds": (24, 12, 32, 16),
+}
+
+
+def run_plan(configfile, tmp_path, **kwargs):
+    out = io.StringIO()
+    rows = print_plan(configfile, results_dir=kwargs.pop("results_dir", tmp_path / "results"), file=out, **kwargs)
+    return {r.name: r for r in rows}, out.getvalue()
+
+
+def write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def model_json(name: str, image_size: int, context_length: int = 248) -> dict:
+    return {"format_version": 1, "spec": {"name": name, "context_length": context_length,
+                                          "config": {"vision_cfg": {"image_size": image_size}}}}
+
+
+def test_job_counts_match_the_plan_modules_runs_and_evaluations(paper, tmp_path):
+    rows, _ = run_plan(paper, tmp_path)
+    config = load_config(paper)
+    assert sum(r.new_train_jobs for r in rows.values()) == len(plan.all_runs(config)) == 66
+    assert sum(r.new_eval_jobs for r in rows.values()) == len(plan.all_evaluations(config)) == 96
+    for name, row in rows.items():
+        cells = plan.experiment_spec(config, name)["cells"]
+        assert row.train_jobs == len({json.dumps(c["run"], sort_keys=True) for c in cells}), name
+        assert row.eval_jobs == len({c["eval_path"] for c in cells}), name
+        assert (row.train_jobs, row.new_train_jobs, row.eval_jobs, row.new_eval_jobs) == PAPER_JOBS[name], name
+
+
+def test_paper_gpu_hours_equal_the_hand_computation(paper, tmp_path):
+    rows, out = run_plan(paper, tmp_path, samples_per_s=100.0)
+    assert {name: r.samples for name, r in rows.items()} == PAPER_SAMPLES
+    for name, row in rows.items():
+        assert row.gpu_hours == pytest.approx(PAPER_SAMPLES[name] / 100.0 / 3600, rel=1e-12), name
+    total = sum(PAPER_SAMPLES.values())
+    assert total == 5_209_600
+    assert "14.5 GPU-hours (52,096 GPU-seconds)" in out  # 5,209,600 / 100 / 3600 = 14.471 h
+    assert "throughput: 100 samples/s per GPU, --samples-per-s" in out
+
+
+def test_default_calibration_is_used_and_named_without_measurements(paper, tmp_path):
+    rows, out = run_plan(paper, tmp_path)
+    assert rows["main"].gpu_hours == pytest.approx(4 * PER_METHOD / DEFAULT_SAMPLES_PER_S / 3600)
+    assert "default calibration" in out and "Long-CLIP-L" in out
+    assert "docci: 9,647 (docci protocol count)" in out
+    assert "dci: 5,806 (config benchmarks.dci.expected_counts.train)" in out
+    assert "vg: 14,575 (vg protocol count)" in out
+
+
+def test_micro_plan_counts_the_pretraining_and_subset_sizes_by_hand(micro, tmp_path):
+    # micro: 64 training images; pretrain 1 epoch of 64 // 16 = 4 steps x 16 = 64 samples;
+    # fine-tuning 64 // (8 x 2) = 4 steps x 16 = 64 per run, fraction 0.5 -> 32 images -> 2 steps -> 32
+    rows, out = run_plan(micro, tmp_path, samples_per_s=10.0)
+    assert rows["backbone (pretrain)"].samples == 64
+    assert rows["main"].samples == 3 * 64
+    assert rows["fractions"].samples == 32 + 32  # longclip and hnclip at 0.5; the 1.0 runs are main's
+    assert rows["main"].gpu_hours == pytest.approx(192 / 10 / 3600)
+    assert sum(r.samples for r in rows.values()) == 64 + 192 + 2 * 64 + 0 + 64 + 64 + 64 + 64
+    assert "synthetic: 64 (config benchmarks.synthetic.synthetic.n_train)" in out
+
+
+def test_measured_rate_is_the_median_of_runs_with_the_configs_backbone(micro, tmp_path):
+    results = tmp_path / "results"
+    write_json(results / "backbone/model/model.json", model_json("micro", 32))
+    for run, rate, backbone in (("a", 10.0, "micro"), ("b", 30.0, "micro"), ("c", 20.0, "micro"),
+                                ("d", 1000.0, "tiny")):  # another backbone's run must not count
+        write_json(results / f"runs/{run}/summary.json", {"samples_per_s": rate, "device": "cpu"})
+        write_json(results / f"runs/{run}/model/model.json", model_json(backbone, 32))
+    rows, out = run_plan(micro, tmp_path, results_dir=results)
+    assert rows["main"].gpu_hours == pytest.approx(192 / 20.0 / 3600)
+    assert "measured: median of 3 run(s) of backbone 'micro'" in out
+    rows, out = run_plan(micro, tmp_path, results_dir=results, samples_per_s=5.0)
+    assert rows["main"].gpu_hours == pytest.approx(192 / 5.0 / 3600)
+
+
+def test_a_backbone_left_by_another_config_lends_no_measurements(micro, tmp_path):
+    results = tmp_path / "results"
+    write_json(results / "backbone/model/model.json", model_json("tiny", 64))  # the embedded default's
+    write_json(results / "runs/a/summary.json", {"samples_per_s": 3.0, "device": "cpu"})
+    write_json(results / "runs/a/model/model.json", model_json("tiny", 64))
+    rows, out = run_plan(micro, tmp_path, results_dir=results)
+    assert rows["main"].gpu_hours == pytest.approx(192 / DEFAULT_SAMPLES_PER_S / 3600)
+    assert "default calibration" in out and "'micro'" in out
+
+
+def test_prepared_manifest_sizes_a_training_set_the_config_does_not_count(paper, tmp_path):
+    manifest = tmp_path / "results/data/docci/train.csv"
+    manifest.parent.mkdir(parents=True)
+    with manifest.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["image_id", "image_path", "caption"])
+        for i in range(3000):  # a caption with a line break must still count as one record
+            writer.writerow([f"im{i}", f"/data/im{i}.jpg", "a long caption\nover two lines" if i == 7 else "c"])
+    rows, out = run_plan(paper, tmp_path, samples_per_s=100.0)
+    # DOCCI now 3,000 images -> 23 steps/epoch -> 230 x 128 = 29,440 per full run, instead of 96,000
+    assert rows["main"].samples == 4 * (29_440 + 57_600 + 144_640)
+    assert f"docci: 3,000 (prepared manifest {manifest})" in out
+
+
+def test_run_samples_caps_at_max_steps_and_rejects_a_set_below_one_batch():
+    train = {"micro_batch": 16, "accum_steps": 8, "epochs": 10}
+    assert run_samples(train, 1000, "1") == 10 * 7 * 128  # 1000 // 128 = 7
+    assert run_samples({**train, "max_steps": 50}, 1000, "1") == 50 * 128
+    assert run_samples(train, 1000, "0.5") == 10 * 3 * 128  # ceil(500) // 128 = 3
+    with pytest.raises(ValueError, match="fewer than one effective batch"):
+        run_samples(train, 100, "1")
+
+
+def test_profile_runtime_below_the_longest_run_is_flagged(paper, tmp_path):
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text(yaml.safe_dump({
+        "default-resources": {"slurm_partition": "cpu", "runtime": 60},
+        "set-resources": {"train": {"slurm_partition": "a100", "gpu": 2, "runtime": 5}}}))
+    _, out = run_plan(paper, tmp_path, samples_per_s=100.0, profile=profile)
+    # the longest run is a full VG run: 144,640 / 100 s / 2 GPUs = 723 s = 12 min > 5 min
+    assert "train jobs on partition a100 with 2 GPU(s), runtime limit 5 min" in out
+    assert "warning: the longest run needs ~12 min, more than the 5 min limit" in out
+    _, out = run_plan(paper, tmp_path, samples_per_s=100.0, profile=PROFILE)
+    assert "runtime limit 1440 min" in out and "warning" not in out
+
+
+def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
+    config = load_config(PAPER)  # the real paper grid, whatever it holds today
+    runs, evaluations = len(plan.all_runs(config)), len(plan.all_evaluations(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "hnclip.cli", "plan", "--configfile", str(PAPER),
+                           "--profile", str(PROFILE)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "total (each job once)" in proc.stdout
+    assert f"total: {runs} training jobs, {evaluations} evaluation jobs" in proc.stdout
+    assert "default calibration" in proc.stdout  # an empty results folder: nothing measured
+    assert elapsed < 20, f"hnclip plan took {elapsed:.1f} s"
