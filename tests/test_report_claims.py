@@ -108,3 +108,28 @@ def test_measured_gradient_ratio_is_exp_s_gamma_delta_g():
     assert measure_gradient_ratio(100.0, 0.5, 0.1) == pytest.approx(math.exp(5.0), rel=1e-9)
     assert measure_gradient_ratio(100.0, 0.0, 0.1) == pytest.approx(1.0, rel=1e-12)
     assert measure_gradient_ratio(50.0, 1.0, 0.2) == pytest.approx(math.exp(10.0), rel=1e-9)
+
+
+def _seeds_table(spread_i2t, spread_t2i):
+    cells, records = [], []
+    for seed, (i2t, t2i) in enumerate(((10.0, 10.0), (10.0 + spread_i2t, 10.0 + spread_t2i))):
+        run = {"train_set": "docci", "method": "hn", "gamma": 0.5, "fraction": 1.0, "seed": seed}
+        records.append({"run": run, "eval_benchmark": "docci",
+                        "metrics": dict.fromkeys(METRICS, 50.0) | {"i2t_r1": i2t, "t2i_r1": t2i}})
+        cells.append({"row": "HN-CLIP", "group": "DOCCI", "variant": None, "x": None, "run": run,
+                      "eval_benchmark": "docci"})
+    return build_table({"experiment": "seeds", "scale": "toy", "cells": cells}, records)
+
+
+def test_a_win_smaller_than_the_seed_to_seed_change_is_marked_within_noise():
+    # seeds change mean R@1 by (2 + 1) / 2 = 1.5 points; the main-table win is 1.0 point, then 3.0 points
+    seeds = _seeds_table(2.0, 1.0)
+    small = _table("main", [("HN-CLIP", "DOCCI", None, None, "hn", 0.5, 1.0, 40, 30),
+                            ("Long-CLIP FT", "DOCCI", None, None, "lc", 0.0, 1.0, 38, 30)])
+    v = _verdicts({"main": small, "seeds": seeds})["main"]
+    assert v["holds"] is True and v["within_noise"] is True
+    assert v["evidence"]["seed noise (largest R@1 change between seeds)"] == pytest.approx(1.5)
+    large = _table("main", [("HN-CLIP", "DOCCI", None, None, "hn", 0.5, 1.0, 40, 30),
+                            ("Long-CLIP FT", "DOCCI", None, None, "lc", 0.0, 1.0, 34, 30)])
+    assert _verdicts({"main": large, "seeds": seeds})["main"]["within_noise"] is False
+    assert _verdicts({"main": small})["main"]["within_noise"] is False  # no seeds table: no floor

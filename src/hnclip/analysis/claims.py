@@ -17,7 +17,7 @@ import pandas as pd
 
 from hnclip.analysis.tables import DELTA, DIRECTION_LABELS
 
-__all__ = ["evaluate_claims", "CLAIMS"]
+__all__ = ["evaluate_claims", "seed_noise", "CLAIMS"]
 
 CLAIMS = {
     "main": "HN-CLIP beats Long-CLIP fine-tuning",
@@ -29,9 +29,33 @@ CLAIMS = {
 }
 
 
-def _verdict(key: str, holds, evidence: dict, criterion: str, scale: str) -> dict:
+def _verdict(key: str, holds, evidence: dict, criterion: str, scale: str, differences=(), noise=None) -> dict:
+    """``within_noise``: every difference the verdict rests on is smaller than the seed-to-seed change of
+    the same metric, so the direction of the comparison is not evidence either way."""
+    within = bool(noise is not None and holds is not None and differences
+                  and all(abs(d) < noise for d in differences))
+    if noise is not None and holds is not None and differences:
+        evidence = {**evidence, "seed noise (largest R@1 change between seeds)": round(noise, 2)}
     return {"id": key, "claim": CLAIMS[key], "holds": holds, "evidence": evidence, "criterion": criterion,
-            "scale": scale}
+            "scale": scale, "within_noise": within}
+
+
+def seed_noise(seeds_table: pd.DataFrame | None) -> float | None:
+    """Largest change of R@1 (mean of directions) between seeds of one method on one benchmark."""
+    if seeds_table is None or seeds_table.empty:
+        return None
+    spreads = []
+    for row in seeds_table.index:
+        for g in _groups(seeds_table):
+            per_seed = {}
+            for col in seeds_table.columns:
+                if col[0] == g and col[2] == "R@1" and str(col[3]).startswith("s") and col[-1] == "mean" \
+                        and str(col[3])[1:].isdigit():
+                    per_seed.setdefault(col[3], []).append(float(seeds_table.loc[row, col]))
+            means = [np.mean(v) for v in per_seed.values() if not any(math.isnan(x) for x in v)]
+            if len(means) >= 2:
+                spreads.append(max(means) - min(means))
+    return float(max(spreads)) if spreads else None
 
 
 def _r1(table: pd.DataFrame, row, group) -> float:
@@ -49,11 +73,11 @@ def _groups(table: pd.DataFrame) -> list:
     return list(dict.fromkeys(c[0] for c in table.columns))
 
 
-def _beats(table, hn_row, baseline_row, key, scale, what) -> dict:
+def _beats(table, hn_row, baseline_row, key, scale, what, noise=None) -> dict:
     criterion = f"{hn_row} R@1 (mean of I→T, T→I) > {baseline_row}'s on every {what}"
     if table is None:
         return _verdict(key, None, {"missing": f"no {key} table"}, criterion, scale)
-    evidence, wins = {}, []
+    evidence, wins, diffs = {}, [], []
     for g in _groups(table):
         hn, base = _r1(table, hn_row, g), _r1(table, baseline_row, g)
         if math.isnan(hn) or math.isnan(base):
@@ -63,10 +87,11 @@ def _beats(table, hn_row, baseline_row, key, scale, what) -> dict:
         evidence[f"{g}: {baseline_row}"] = round(base, 2)
         evidence[f"{g}: difference"] = round(hn - base, 2)
         wins.append(hn > base)
-    return _verdict(key, bool(all(wins)), evidence, criterion, scale)
+        diffs.append(hn - base)
+    return _verdict(key, bool(all(wins)), evidence, criterion, scale, diffs, noise)
 
 
-def _plugin(table, scale) -> dict:
+def _plugin(table, scale, noise=None) -> dict:
     criterion = "Δ R@1 (+HN minus plain, mean of I→T, T→I) > 0 for every framework and benchmark"
     if table is None:
         return _verdict("plugin", None, {"missing": "no plugin table"}, criterion, scale)
@@ -78,11 +103,11 @@ def _plugin(table, scale) -> dict:
                 return _verdict("plugin", None, {"missing": f"no Δ for {fw!r} on {g!r}"}, criterion, scale)
             gain = float(table.loc[fw, cols].mean())
             evidence[f"{fw} on {g}: Δ R@1"] = round(gain, 2)
-            gains.append(gain > 0)
-    return _verdict("plugin", bool(all(gains)), evidence, criterion, scale)
+            gains.append(gain)
+    return _verdict("plugin", bool(all(g > 0 for g in gains)), evidence, criterion, scale, gains, noise)
 
 
-def _fractions(table, hn_row, baseline_row, scale) -> dict:
+def _fractions(table, hn_row, baseline_row, scale, noise=None) -> dict:
     criterion = (f"gain = {hn_row} minus {baseline_row} R@1 (mean of directions and benchmarks); "
                  "gain at the smallest fraction > gain at the full data")
     if table is None:
@@ -98,7 +123,8 @@ def _fractions(table, hn_row, baseline_row, scale) -> dict:
         evidence[f"gain at fraction {f:g}"] = round(gains[f], 2)
     if len(fractions) < 2:
         return _verdict("fractions", None, {**evidence, "missing": "only one fraction"}, criterion, scale)
-    return _verdict("fractions", gains[fractions[0]] > gains[fractions[-1]], evidence, criterion, scale)
+    change = gains[fractions[0]] - gains[fractions[-1]]
+    return _verdict("fractions", change > 0, evidence, criterion, scale, [change], noise)
 
 
 def _gamma(table, scale, default_gamma: float, tolerance: float) -> dict:
@@ -153,13 +179,16 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str,
                     gamma_tolerance: float = 1.0, saturation_threshold: float = 0.5) -> list[dict]:
     """Verdicts on the paper's six claims from experiment tables (by experiment name) and HN dynamics logs.
 
-    Each verdict: ``{"id", "claim", "holds" (True/False/None), "evidence" (numbers), "criterion", "scale"}``.
+    Each verdict: ``{"id", "claim", "holds" (True/False/None), "evidence" (numbers), "criterion", "scale",
+    "within_noise"}``; the noise floor is the seeds table's largest seed-to-seed R@1 change (no floor
+    without a seeds table).
     """
+    noise = seed_noise(tables.get("seeds"))
     return [
-        _beats(tables.get("main"), hn_row, baseline_row, "main", scale, "benchmark"),
-        _plugin(tables.get("plugin"), scale),
-        _beats(tables.get("transfer"), hn_row, baseline_row, "transfer", scale, "transfer pair"),
-        _fractions(tables.get("fractions"), hn_row, baseline_row, scale),
+        _beats(tables.get("main"), hn_row, baseline_row, "main", scale, "benchmark", noise),
+        _plugin(tables.get("plugin"), scale, noise),
+        _beats(tables.get("transfer"), hn_row, baseline_row, "transfer", scale, "transfer pair", noise),
+        _fractions(tables.get("fractions"), hn_row, baseline_row, scale, noise),
         _gamma(tables.get("gamma_sweep"), scale, default_gamma, gamma_tolerance),
         _dynamics(dynamics, scale, saturation_threshold),
     ]
