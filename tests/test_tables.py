@@ -279,6 +279,9 @@ def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
     s = _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 7200.0, device="cuda", world_size=4)
     df = build_cost_table([s])
     assert df.loc[("docci", "hnclip", "0.5", "1"), ("GPU-hours", "mean")] == pytest.approx(8.0)
+    # what training writes: the GPU's name in "device", its kind in "device_type"
+    named = _summary(tmp_path, "docci/lora/g0/f1/s0", 3600.0, device="NVIDIA H200", device_type="cuda")
+    assert build_cost_table([named]).loc[("docci", "lora", "0", "1"), ("GPU-hours", "mean")] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="unknown scale"):
         write_table(df, tmp_path / "cost", caption="cost")
     md = write_table(df, tmp_path / "cost", caption="cost", scale="paper")["md"].read_text()

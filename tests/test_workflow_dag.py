@@ -100,3 +100,15 @@ def test_lint_and_format_are_clean():
     fmt = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True,
                          text=True)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_multi_gpu_training_jobs_launch_one_process_per_gpu_with_torchrun():
+    proc = subprocess.run([*SNAKEMAKE, "-n", "-p", "--cores", "1", "--forceall", "--config",
+                           'resources={"train": {"gpu": 2}}'], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    train_commands = [line for line in proc.stdout.splitlines() if "hnclip train" in line and "--subset" in line]
+    assert train_commands and all("torchrun --standalone --nproc-per-node 2 --no-python hnclip train" in c
+                                  for c in train_commands)
+    single = subprocess.run([*SNAKEMAKE, "-n", "-p", "--cores", "1", "--forceall"], cwd=REPO, capture_output=True,
+                            text=True)
+    assert "hnclip train" in single.stdout and "torchrun" not in single.stdout

@@ -6,6 +6,11 @@ clip, AdamW, warmup+cosine schedule, clamp of the logit scale. Around it: a per-
 gradient dynamics, resumable checkpoints (bit-identical to an uninterrupted run), evaluation after
 each epoch, and at the end the merged model plus a summary.
 
+Under ``torchrun`` (several processes, one per GPU) the same loop runs data-parallel: ``micro_batch``
+is the global micro-batch, split into contiguous equal shares over the ranks, and the global
+contrastive term with its negatives and HN margins spans all of it (see
+:mod:`hnclip.training.distributed` for what stays per process). Rank 0 alone writes files.
+
 What differs between fine-tuning frameworks (extra modules, data, loss terms, adapters, learning
 rates, evaluation score) lives behind :class:`hnclip.frameworks.base.Framework`; the loop never looks
 at the framework's name.
@@ -28,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 from tqdm import tqdm
 
 from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
-from hnclip.losses import contrastive_loss
 from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
 from hnclip.training.checkpoint import (
@@ -42,6 +47,16 @@ from hnclip.training.checkpoint import (
     load_checkpoint,
     restore_rng_state,
     save_checkpoint,
+)
+from hnclip.training.distributed import (
+    DistributedContext,
+    all_reduce_probe,
+    check_world_size,
+    global_contrastive_loss,
+    join_process_group,
+    rank_seed,
+    sync_gradients,
+    wrap_data_parallel,
 )
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe
 from hnclip.training.logs import CsvLog
@@ -162,7 +177,8 @@ def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standar
     The trained objective is the sum of ``framework.loss_terms`` (default framework: the global term,
     HN when gamma > 0, plus the token term), computed in float32 outside autocast. The standard value
     is plain InfoNCE on the global features: the trained objective itself when the two coincide
-    (gamma = 0 and no other term), else computed alongside, with a graph only if asked for.
+    (gamma = 0 and no other term), else computed alongside, with a graph only if asked for. Under
+    data parallelism both span the global micro-batch (every rank must call this: it gathers).
     """
     framework = framework if framework is not None else Framework(cfg)
     terms = framework.loss_terms(out, batch, margin_features)
@@ -174,9 +190,9 @@ def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standar
         return loss, loss
     images, texts, scale = out["image_features"].float(), out["text_features"].float(), out["logit_scale"].float()
     if standard_with_grad:
-        return loss, contrastive_loss(images, texts, scale)
+        return loss, global_contrastive_loss(images, texts, scale)
     with torch.no_grad():
-        return loss, contrastive_loss(images.detach(), texts.detach(), scale.detach())
+        return loss, global_contrastive_loss(images.detach(), texts.detach(), scale.detach())
 
 
 def _clamp_logit_scale(model) -> None:
@@ -227,6 +243,28 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+class _TrainStep(nn.Module):
+    """One micro-batch's forward and objective, over the model and the framework's modules together.
+
+    One module so that DistributedDataParallel covers every trainable parameter (the framework's own
+    modules too) and a framework's several forward passes per micro-batch (short captions, crops,
+    edge maps) run inside one DDP forward. On a single process it is called directly.
+    """
+
+    def __init__(self, model: nn.Module, framework: Framework, cfg: TrainConfig, device: torch.device,
+                 amp_dtype: torch.dtype | None):
+        super().__init__()
+        self.model, self.framework = model, framework
+        self.cfg, self.device, self.amp_dtype = cfg, device, amp_dtype
+
+    def forward(self, batch: Batch, margin_features, standard_with_grad: bool):
+        with _autocast(self.device, self.amp_dtype):
+            out = self.framework.encode(self.model, batch)
+        loss, standard = compute_objective(out, self.cfg, margin_features, standard_with_grad=standard_with_grad,
+                                           framework=self.framework, batch=batch)
+        return loss, standard, out["logit_scale"].detach()
+
+
 # ------------------------------------------------------------------------------------------- the loop
 def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data=None,
                 data_fingerprint: str | None = None, run_info: dict | None = None, products=None) -> dict:
@@ -237,18 +275,33 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     data alone). ``products`` maps the framework's preprocessing products (e.g. ``"segments"``) to
     their files or folders. Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` (``model/`` holds
     the framework's modules too) and keeps ``checkpoint_dir/last.pt`` for resuming.
+
+    Under torchrun every process calls this with the same arguments (the folders on a filesystem
+    they share); ``cfg.micro_batch`` is then the global micro-batch, only rank 0 writes (and
+    evaluates), and every rank returns rank 0's summary.
     """
+    device, amp_dtype = resolve_runtime(cfg)
+    context, device = join_process_group(device)
+    return _train_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
+                          eval_data, data_fingerprint, run_info, products)
+
+
+def _train_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
+                   data: TrainingSet, store, out_dir, checkpoint_dir, eval_data, data_fingerprint, run_info,
+                   products) -> dict:
     from hnclip.evaluate import check_store_matches_model, evaluate_model
     from hnclip.models import save_model
 
     session_start = time.perf_counter()
+    is_main = context.is_main
     out_dir, checkpoint_dir = Path(out_dir), Path(checkpoint_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = checkpoint_dir / CHECKPOINT_NAME
-    device, amp_dtype = resolve_runtime(cfg)
     configure_determinism(device)
-    seed_everything(cfg.seed)
+    seed_everything(cfg.seed)  # the same on every rank: new modules start identical
 
+    context.local_batch(cfg.micro_batch)  # refuses a global micro-batch that does not split evenly
     steps_per_epoch = len(data) // cfg.effective_batch  # the last incomplete effective batch is dropped
     if steps_per_epoch == 0:
         raise ValueError(f"the training set has {len(data)} samples, fewer than one effective batch "
@@ -260,12 +313,14 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     config_dict, config_hash = cfg.to_dict(), cfg.config_hash()
     check_store_matches_model(store, model, getattr(store, "root", store))
 
-    for stale in checkpoint_dir.glob(CHECKPOINT_NAME + ".*.tmp"):  # left by a kill during a checkpoint write
-        stale.unlink(missing_ok=True)
+    if is_main:
+        for stale in checkpoint_dir.glob(CHECKPOINT_NAME + ".*.tmp"):  # left by a kill during a checkpoint write
+            stale.unlink(missing_ok=True)
     checkpoint = None
-    if checkpoint_path.is_file():
+    if checkpoint_path.is_file():  # every rank reads it (weights, its own RNG stream)
         checkpoint = load_checkpoint(checkpoint_path)
         check_resumable(checkpoint_path, checkpoint, config_dict, config_hash, fingerprint)
+        check_world_size(checkpoint_path, checkpoint, context.world_size)
 
     model = model.to(device)
     # new modules draw their initial weights here, from the run's seed (resume overwrites them below)
@@ -287,7 +342,9 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
         if checkpoint is not None:
             margin_features = checkpoint["margin_features"].to(device)
         else:  # from the initial weights, before any adapter or update
-            margin_features = encode_captions(model, data.tokens, device, amp_dtype)
+            # every rank encodes every caption (no extra wall time); rank 0's copy makes G bit-identical
+            # across ranks even where kernels differ between devices
+            margin_features = context.broadcast_(encode_captions(model, data.tokens, device, amp_dtype))
     model = framework.wrap_model(model).to(device)
     model.train()
     framework.train()
@@ -296,50 +353,66 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     optimizer = build_optimizer(framework.param_groups(model), cfg)
     scheduler = build_scheduler(optimizer, cfg, total_steps)
     state = TrainState()
-    dynamics_log = CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS)
-    epochs_log = CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS)
-    if checkpoint is None:
-        dynamics_log.start()
-        epochs_log.start()
-    else:
+    if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         framework.load_state_dict(checkpoint["framework"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         scheduler.load_state_dict(checkpoint["scheduler"])
         state = TrainState(**checkpoint["state"])
-        dynamics_log.start(checkpoint["logs"]["dynamics"])
-        epochs_log.start(checkpoint["logs"]["epochs"])
-        restore_rng_state(checkpoint["rng"])  # last: nothing between here and the loop may draw numbers
+    # after the weights are final: DDP's constructor broadcasts rank 0's parameters
+    runner = wrap_data_parallel(_TrainStep(model, framework, cfg, device, amp_dtype), context)
+    dynamics_log = CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS)
+    epochs_log = CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS)
+    if checkpoint is None:
+        if is_main:
+            dynamics_log.start()
+            epochs_log.start()
+        if context.is_distributed:  # a dropout stream per rank; identical streams would repeat masks
+            seed_everything(rank_seed(cfg.seed, context.rank))
+    else:
+        if is_main:
+            dynamics_log.start(checkpoint["logs"]["dynamics"])
+            epochs_log.start(checkpoint["logs"]["epochs"])
+        rng = checkpoint["rng_by_rank"][context.rank] if context.is_distributed else checkpoint["rng"]
+        restore_rng_state(rng)  # last: nothing between here and the loop may draw numbers
         log.info("resuming %s at step %d/%d (epoch %d, batch %d)", checkpoint_path, state.step, total_steps,
                  state.epoch + 1, state.batch_in_epoch)
         del checkpoint
     evaluate_each_epoch = eval_data is not None and cfg.eval_every_epoch
 
     def write_checkpoint() -> None:
+        # every rank's RNG stream goes in (a collective); rank 0 writes, the others wait for the file
+        rng_states = context.all_gather_object(capture_rng_state())
         state.wall_time_s = base_wall_time + time.perf_counter() - session_start
-        save_checkpoint(checkpoint_path, {
-            "config": config_dict, "config_hash": config_hash, "data_fingerprint": fingerprint,
-            "state": asdict(state),
-            "data_position": {"epoch": state.epoch, "micro_batch": state.batch_in_epoch * cfg.accum_steps,
-                              "samples_seen": state.samples_seen},
-            "model": model.state_dict(), "framework": framework.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "rng": capture_rng_state(),
-            "margin_features": None if margin_features is None else margin_features.cpu(),
-            "logs": {"dynamics": dynamics_log.read_text(), "epochs": epochs_log.read_text()},
-        })
+        if is_main:
+            save_checkpoint(checkpoint_path, {
+                "config": config_dict, "config_hash": config_hash, "data_fingerprint": fingerprint,
+                "state": asdict(state), "world_size": context.world_size,
+                "data_position": {"epoch": state.epoch, "micro_batch": state.batch_in_epoch * cfg.accum_steps,
+                                  "samples_seen": state.samples_seen},
+                "model": model.state_dict(), "framework": framework.state_dict(),
+                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "rng": rng_states[0], **({"rng_by_rank": rng_states} if context.is_distributed else {}),
+                "margin_features": None if margin_features is None else margin_features.cpu(),
+                "logs": {"dynamics": dynamics_log.read_text(), "epochs": epochs_log.read_text()},
+            })
+        context.barrier()
 
     base_wall_time, session_samples = state.wall_time_s, 0
     loop_start = time.perf_counter()
     # DataLoader draws a base seed from a generator each time it is iterated; a private one keeps the
     # global RNG (dropout) independent of where a resumed run re-creates its loader
     loader_generator = torch.Generator()
-    bar = tqdm(total=total_steps, initial=state.step, desc="train", unit="step", dynamic_ncols=True)
+    bar = tqdm(total=total_steps, initial=state.step, desc="train", unit="step", dynamic_ncols=True,
+               disable=not is_main)
     while state.step < total_steps:
-        order = epoch_order(len(data), cfg.seed, state.epoch)
+        order = epoch_order(len(data), cfg.seed, state.epoch)  # the same on every rank
         micro_batches = [order[i * cfg.micro_batch:(i + 1) * cfg.micro_batch]
                          for i in range(state.batch_in_epoch * cfg.accum_steps, steps_per_epoch * cfg.accum_steps)]
+        global_rows = iter(micro_batches)
         batches = iter(torch.utils.data.DataLoader(
-            MicroBatchImages(store, data.store_rows, model.image_mean, model.image_std), sampler=micro_batches,
+            MicroBatchImages(store, data.store_rows, model.image_mean, model.image_std),
+            sampler=[context.shard(rows) for rows in micro_batches],
             batch_size=None, num_workers=cfg.num_workers, pin_memory=device.type == "cuda",
             generator=loader_generator))
         while state.batch_in_epoch < steps_per_epoch and state.step < total_steps:
@@ -349,29 +422,30 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
             losses, standard_losses = [], []
             for micro_index in range(cfg.accum_steps):
                 pixels, positions = next(batches)
+                rows = next(global_rows)
                 pixels = pixels.to(device, non_blocking=True)
                 tokens = data.tokens[positions].to(device, non_blocking=True)
                 batch = Batch(pixels, tokens, positions, progress=state.step / total_steps,
                               extras=framework.batch_extras(positions, device))
-                with _autocast(device, amp_dtype):
-                    out = framework.encode(model, batch)
                 margin = None if margin_features is None else margin_features[positions.to(device)]
-                loss, standard = compute_objective(out, cfg, margin, standard_with_grad=probe is not None,
-                                                   framework=framework, batch=batch)
-                value = float(loss.detach())  # a sync per micro-batch, so a NaN is pinned to its micro-batch
-                if not math.isfinite(value):
-                    kept = f"the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.is_file() \
-                        else f"no checkpoint was written yet in {checkpoint_dir}"
-                    raise FloatingPointError(
-                        f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
-                        f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {positions.tolist()}); {kept}")
-                if probe is not None:
-                    probe.add(standard, loss, 1.0 / cfg.accum_steps)
-                # divided so that the accumulated .grad is that of the mean micro-batch loss
-                (loss / cfg.accum_steps).backward()
+                with sync_gradients(runner, micro_index == cfg.accum_steps - 1):
+                    loss, standard, logit_scale = runner(batch, margin, probe is not None)
+                    # a sync per micro-batch, so a NaN is pinned to its micro-batch; the mean over ranks,
+                    # so that every rank sees the same value and stops together
+                    value, standard_value = context.mean([float(loss.detach()), float(standard.detach())])
+                    if not math.isfinite(value):
+                        kept = f"the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.is_file() \
+                            else f"no checkpoint was written yet in {checkpoint_dir}"
+                        raise FloatingPointError(
+                            f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
+                            f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {rows.tolist()}); {kept}")
+                    if probe is not None:
+                        probe.add(standard, loss, 1.0 / cfg.accum_steps)
+                    # divided so that the accumulated .grad is that of the mean micro-batch loss
+                    (loss / cfg.accum_steps).backward()
                 losses.append(value)
-                standard_losses.append(float(standard.detach()))
-            logit_scale = float(out["logit_scale"].detach())
+                standard_losses.append(standard_value)
+            logit_scale = float(logit_scale)
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
@@ -387,9 +461,11 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
             row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": logit_scale,
                    "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses)}
             if probe is not None:
+                all_reduce_probe(probe, context)
                 row.update(probe.summary())
                 del probe
-            dynamics_log.append(row)
+            if is_main:
+                dynamics_log.append(row)
             rate = session_samples / max(1e-9, time.perf_counter() - loop_start)
             bar.update(1)
             bar.set_postfix(loss=f"{state.last_loss:.4f}", samples_s=f"{rate:.1f}")
@@ -398,7 +474,7 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
         if state.batch_in_epoch == steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
             state.epoch += 1
             state.batch_in_epoch = 0
-            if evaluate_each_epoch:
+            if evaluate_each_epoch and is_main:  # the other ranks wait in write_checkpoint
                 metrics = evaluate_model(model, eval_data[0], eval_data[1], device=device, framework=framework)
                 epochs_log.append({"epoch": state.epoch, "step": state.step, **metrics})
                 log.info("epoch %d: %s", state.epoch, metrics)
@@ -407,31 +483,36 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     if state.batch_in_epoch:  # a max_steps stop mid-epoch: epoch ends already wrote theirs
         write_checkpoint()
 
-    wall_time_s = base_wall_time + time.perf_counter() - session_start
-    model_dir = save_model(framework.export_model(model), out_dir / "model")
-    save_framework(framework, model_dir)
-    summary = {
-        "config": config_dict,
-        "config_hash": config_hash,
-        "seed": cfg.seed,
-        "steps": state.step,
-        "epochs": state.epoch,
-        "steps_per_epoch": steps_per_epoch,
-        "samples_seen": state.samples_seen,
-        "n_train": len(data),
-        "wall_time_s": wall_time_s,
-        "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
-        "peak_memory_mb": _peak_memory_mb(device),
-        "final_loss": state.last_loss,
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch_version": torch.__version__,
-        "checkpoint_sha256": _sha256(Path(model_dir) / "model.safetensors"),
-        "git_commit": _git_commit(),
-        "data_fingerprint": fingerprint,
-        **({"run": run_info} if run_info else {}),
-    }
-    _write_json(out_dir / "summary.json", summary)
-    return summary
+    summary = None
+    if is_main:
+        wall_time_s = base_wall_time + time.perf_counter() - session_start
+        model_dir = save_model(framework.export_model(model), out_dir / "model")
+        save_framework(framework, model_dir)
+        summary = {
+            "config": config_dict,
+            "config_hash": config_hash,
+            "seed": cfg.seed,
+            "steps": state.step,
+            "epochs": state.epoch,
+            "steps_per_epoch": steps_per_epoch,
+            "samples_seen": state.samples_seen,
+            "n_train": len(data),
+            "world_size": context.world_size,
+            "wall_time_s": wall_time_s,
+            "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
+            "peak_memory_mb": _peak_memory_mb(device),
+            "final_loss": state.last_loss,
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "device_type": device.type,
+            "torch_version": torch.__version__,
+            "checkpoint_sha256": _sha256(Path(model_dir) / "model.safetensors"),
+            "git_commit": _git_commit(),
+            "data_fingerprint": fingerprint,
+            **({"run": run_info} if run_info else {}),
+        }
+        _write_json(out_dir / "summary.json", summary)
+    # the other ranks wait here until rank 0 has written the model and the summary
+    return context.broadcast_object(summary)
 
 
 def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,

@@ -77,7 +77,9 @@ class TrainConfig:
         "weight of the FILIP token loss (>= 0); full HN-CLIP uses 0.5, set by the workflow config"))
     margin: str = field(default="recompute", metadata=_help("recompute | frozen: source of G's text features"))
     epochs: int = field(default=1, metadata=_help("passes over the training set (>= 1)"))
-    micro_batch: int = field(default=16, metadata=_help("samples per forward pass and per contrastive loss"))
+    micro_batch: int = field(default=16, metadata=_help(
+        "samples per contrastive loss; under torchrun the global micro-batch, split evenly over processes "
+        "(token and framework terms see each process's share)"))
     accum_steps: int = field(default=8, metadata=_help("micro-batches per optimizer step"))
     lr: float = field(default=1e-5, metadata=_help("peak learning rate, full fine-tuning"))
     adapter_lr: float = field(default=1e-4, metadata=_help("peak learning rate, LoRA/DoRA"))

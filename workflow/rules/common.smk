@@ -124,6 +124,16 @@ def get_products(wildcards):
     }
 
 
+def get_train_launcher():
+    """Several GPUs per training job (resources.train.gpu > 1): one process per GPU through torchrun;
+    the configured micro-batch is then the global one, split evenly over the processes.
+    """
+    gpus = int(config["resources"]["train"].get("gpu", 0) or 0)
+    if gpus <= 1:
+        return ""
+    return f"torchrun --standalone --nproc-per-node {gpus} --no-python "
+
+
 def get_resources(kind):
     return config["resources"][kind]
 

@@ -38,10 +38,11 @@ rule train:
         products=lambda w, input: " ".join(
             f"--product {name}={input[name]}" for name in get_product_names(w)
         ),
+        launcher=get_train_launcher(),
         out_dir=lambda w, output: Path(output.summary).parent,
         checkpoint_dir="results/checkpoints/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}",
     shell:
-        "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
+        "{params.launcher}hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
         "{params.subset} {params.epoch_eval} --out {params.out_dir} "
         "--checkpoint-dir {params.checkpoint_dir} --threads {threads} {params.products} "
         "{params.overrides} 2> {log}"

@@ -296,14 +296,23 @@ def _run_path(parts: tuple[str, ...]) -> str:
     return "{}/{}/g{}/f{}/s{}".format(*parts)
 
 
+def _on_gpu(summary: Mapping) -> bool:
+    # ``device_type`` is "cuda"/"cpu"; ``device`` holds the GPU's name (e.g. "NVIDIA H200") or "cpu"
+    kind = summary.get("device_type")
+    if kind is not None:
+        return kind == "cuda"
+    device = str(summary.get("device", "cpu"))
+    return device != "cpu" and not device.startswith("cpu")
+
+
 def _n_gpus(summary: Mapping) -> int:
     """GPUs a run used: world size when it says so, else one if it ran on CUDA, zero on CPU."""
     config = summary.get("config") or {}
     for source in (summary, config):
         for key in ("world_size", "n_gpus", "gpus"):
             if isinstance(source.get(key), int) and not isinstance(source.get(key), bool):
-                return source[key] if str(summary.get("device", "")).startswith("cuda") else 0
-    return 1 if str(summary.get("device", "")).startswith("cuda") else 0
+                return source[key] if _on_gpu(summary) else 0
+    return 1 if _on_gpu(summary) else 0
 
 
 def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str | None = None,

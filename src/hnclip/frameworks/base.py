@@ -48,7 +48,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from hnclip.losses import contrastive_loss, token_loss
+from hnclip.losses import token_loss
+from hnclip.training.distributed import global_contrastive_loss
 
 __all__ = ["Batch", "Framework"]
 
@@ -171,9 +172,14 @@ class Framework(nn.Module):
         Features are cast to float32 and the loss runs outside autocast: in bf16, cosines near 0.9
         (dense-caption G entries) have a resolution of ~0.004, ~0.4 in logits at s = 100, which
         would drown the margin being studied.
+
+        Under data parallelism (torchrun) the term spans the global micro-batch: local rows against
+        every rank's features, with G from the gathered margin features
+        (:func:`hnclip.training.distributed.global_contrastive_loss`); on one process it is exactly
+        ``contrastive_loss``. The token term and :meth:`extra_terms` stay per process.
         """
-        return contrastive_loss(out["image_features"].float(), out["text_features"].float(),
-                                out["logit_scale"].float(), self.cfg.gamma, margin_features)
+        return global_contrastive_loss(out["image_features"].float(), out["text_features"].float(),
+                                       out["logit_scale"].float(), self.cfg.gamma, margin_features)
 
     def loss_terms(self, out: Mapping[str, torch.Tensor], batch: Batch,
                    margin_features: torch.Tensor | None = None) -> dict[str, torch.Tensor]:

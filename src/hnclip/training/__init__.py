@@ -5,6 +5,8 @@
 - :mod:`.dynamics` standard vs boosted gradient probe (the dynamics.csv columns).
 - :mod:`.checkpoint` atomic, ``weights_only``-readable resume checkpoints with RNG states.
 - :mod:`.logs` append-only CSV logs that are cut back to the checkpoint on resume.
+- :mod:`.distributed` torchrun/DDP: process group, per-rank shares of the global micro-batch, the global
+  contrastive term over gathered features.
 """
 
 from .batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
@@ -15,6 +17,7 @@ from .checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
+from .distributed import DistributedContext, global_contrastive_loss
 from .dynamics import DYNAMICS_COLUMNS, GradientProbe
 from .logs import CsvLog
 from .schedule import build_optimizer, build_scheduler, is_no_decay, lr_multiplier, param_groups
@@ -23,6 +26,7 @@ __all__ = [
     "CHECKPOINT_NAME",
     "DYNAMICS_COLUMNS",
     "CsvLog",
+    "DistributedContext",
     "GradientProbe",
     "MicroBatchImages",
     "TrainingSet",
@@ -31,6 +35,7 @@ __all__ = [
     "capture_rng_state",
     "epoch_order",
     "fingerprint_files",
+    "global_contrastive_loss",
     "is_no_decay",
     "load_checkpoint",
     "lr_multiplier",
