@@ -118,7 +118,7 @@ def test_repeated_scene_is_redrawn(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"family": "mnist"}, "mnist"), ({"n_train": 0}, "n_train"), ({"n_test": -1}, "n_test"),
+    ({"family": "mnist"}, "mnist"), ({"n_train": -1}, "n_train"), ({"n_test": 0}, "n_test"),
     ({"image_size": 16}, "image_size"),
 ])
 def test_generate_rejects_bad_arguments(tmp_path, kwargs, match):
@@ -340,3 +340,9 @@ def test_read_manifest_names_file_and_missing_column(tmp_path):
         read_manifest(path)
     with pytest.raises(FileNotFoundError, match="absent.csv"):
         read_manifest(tmp_path / "absent.csv")
+
+
+def test_an_evaluation_only_family_may_have_no_training_scenes(tmp_path):
+    generate_synthetic(tmp_path, "synthetic_shift", n_train=0, n_test=3, image_size=32, seed=1)
+    assert len(load_synthetic_shift(tmp_path, "test")) == 3
+    assert len(load_synthetic_shift(tmp_path, "train")) == 0
