@@ -35,28 +35,9 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
+from synthetic_jpegs import write_synthetic_jpegs  # benchmarks/ is on sys.path when run as a script
 from tqdm import tqdm
-
-
-def write_synthetic_jpegs(folder: Path, n: int, width: int, height: int, seed: int = 0) -> list[Path]:
-    """Smooth colour fields plus sensor-like noise (~0.3 bytes/pixel at quality 90); every third portrait."""
-    rng = np.random.default_rng(seed)
-    # one noise field, windows of it per image: fresh noise per image would dominate the setup time
-    side = max(width, height) + 64
-    noise = rng.normal(0.0, 10.0, size=(side, side, 3)).astype(np.int16)
-    paths = []
-    for i in tqdm(range(n), desc="write JPEGs", unit="img"):
-        w, h = (width, height) if i % 3 else (height, width)
-        coarse = Image.fromarray(rng.integers(0, 256, size=(12, 16, 3), dtype=np.uint8))
-        base = np.asarray(coarse.resize((w, h), Image.Resampling.BICUBIC), dtype=np.int16)
-        dy, dx = rng.integers(0, 64, size=2)
-        pixels = np.clip(base + noise[dy:dy + h, dx:dx + w], 0, 255).astype(np.uint8)
-        path = folder / f"img_{i:05d}.jpg"
-        Image.fromarray(pixels).save(path, format="JPEG", quality=90)
-        paths.append(path)
-    return paths
 
 
 class RssSampler(threading.Thread):
