@@ -29,21 +29,14 @@ def _set_threads(n: int | None) -> None:
         torch.set_num_threads(n)
 
 
-def _write_json(path, data) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-
-
 # ---------------------------------------------------------------------------------------------- data
 def cmd_fetch(args) -> None:
     """Make the benchmark's files exist at its root: render (synthetic), download, or verify them."""
     from hnclip.data.fetch import fetch_benchmark
+    from hnclip.fileio import write_json_atomic
 
     source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings)
-    _write_json(args.out, source)
+    write_json_atomic(args.out, source, sort_keys=True)
 
 
 def cmd_prepare(args) -> None:

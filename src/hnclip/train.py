@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import math
 import os
@@ -36,6 +35,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
 from hnclip.train_config import TrainConfig
@@ -235,12 +235,6 @@ def _fingerprint_product(path: Path, name: str) -> str:
     for item in sorted(p for p in path.rglob("*") if p.is_file()):
         digest.update(f"{item.relative_to(path).as_posix()}\0{_sha256(item)}\n".encode())
     return digest.hexdigest()
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 class _TrainStep(nn.Module):
@@ -510,7 +504,7 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
             "data_fingerprint": fingerprint,
             **({"run": run_info} if run_info else {}),
         }
-        _write_json(out_dir / "summary.json", summary)
+        write_json_atomic(out_dir / "summary.json", summary, sort_keys=True)
     # the other ranks wait here until rank 0 has written the model and the summary
     return context.broadcast_object(summary)
 

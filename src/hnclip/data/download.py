@@ -39,6 +39,8 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from hnclip.fileio import write_json_atomic
+
 __all__ = [
     "SOURCES_FILE",
     "ArchiveError",
@@ -175,11 +177,7 @@ class ChecksumLock:
         return digest
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        payload = {"version": LOCK_VERSION, "files": dict(sorted(self.files.items()))}
-        tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, {"version": LOCK_VERSION, "files": dict(sorted(self.files.items()))})
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
-import os
 from fractions import Fraction
 from pathlib import Path
+
+from hnclip.fileio import write_text_atomic
 
 __all__ = ["read_subset", "subset_ids", "subset_size", "write_subset"]
 
@@ -64,12 +65,7 @@ def write_subset(ids, path) -> None:
         if not text or text != text.strip() or "\n" in text or "\r" in text:
             raise ValueError(f"id {item!r} cannot be written one per line to {path}")
         lines.append(text + "\n")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.writelines(lines)
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(lines))
 
 
 def read_subset(path) -> list[str]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from pathlib import Path
+
+from hnclip.fileio import write_text_atomic
 
 __all__ = ["CsvLog"]
 
@@ -40,10 +41,7 @@ class CsvLog:
         elif not text.startswith(self.header):
             raise ValueError(f"saved log for {self.path} starts with {text.splitlines()[0]!r}, expected "
                              f"{self.header.strip()!r}; the checkpoint comes from another version of the loop")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, text)
 
     def read_text(self) -> str:
         return self.path.read_text(encoding="utf-8")
