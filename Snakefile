@@ -16,6 +16,8 @@ include: "workflow/rules/backbone.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/convergence.smk"
+include: "workflow/rules/protocols.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -160,7 +160,7 @@ def cmd_evaluate(args) -> None:
     _set_threads(args.threads)
     evaluate_checkpoint(Path(args.model), Path(args.manifest), Path(args.images), Path(args.out),
                         run_info=args.run_info, eval_benchmark=args.eval_benchmark,
-                        batch_size=args.batch_size)
+                        batch_size=args.batch_size, ks=args.ks, split=args.split)
 
 
 # -------------------------------------------------------------------------------- analysis and report
@@ -192,6 +192,27 @@ def cmd_table_epochs(args) -> None:
     write_table(build_epochs_table(args.spec), args.out_prefix, caption="R@1 per epoch: " + _caption(args.spec))
 
 
+def cmd_table_convergence(args) -> None:
+    from hnclip.analysis.tables import build_convergence_table, write_table
+
+    write_table(build_convergence_table(args.spec), args.out_prefix,
+                caption="R@1 and retrieval error per epoch and direction, beside the epoch's standard InfoNCE: "
+                + _caption(args.spec))
+
+
+def cmd_table_protocols(args) -> None:
+    from hnclip.analysis.tables import build_protocols_table, write_table
+
+    spec = args.spec
+    variants = {f"{c['split']} ({c['benchmark']})": c["split_description"] for c in spec["cells"]
+                if c["split"] != "test"}
+    caption = ("evaluation protocols side by side: R@1/5/10 are the paper's cut-offs, R@1/5/25/50 GOAL's "
+               "(one ranking serves both); split 'test' is the paper's protocol"
+               + "".join(f"; {name}: {text}" for name, text in variants.items()))
+    scale = "toy-scale run" if spec.get("scale") == "toy" else "paper-scale run"
+    write_table(build_protocols_table(spec), args.out_prefix, caption=f"{caption} ({scale})")
+
+
 def cmd_table_cost(args) -> None:
     from hnclip.analysis.tables import build_cost_table, write_table
 
@@ -207,6 +228,7 @@ def cmd_figure(args) -> None:
         "fractions": figures.plot_fractions,
         "gamma_sweep": figures.plot_gamma_sweep,
         "epochs": figures.plot_epochs,
+        "convergence": figures.plot_convergence,
     }[args.name]
     draw(args.spec, args.out_prefix)
 
@@ -255,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("prepare", cmd_prepare, "write a split's manifest and its pre-resized image store")
     p.add_argument("--source", required=True, help="source record written by `hnclip fetch`")
-    p.add_argument("--split", required=True, choices=["train", "test"])
+    p.add_argument("--split", required=True,
+                   help="train, test, or a test variant of another published protocol (hnclip.data.test_variants)")
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
@@ -325,6 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-info", type=_json_arg, default={})
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10, 25, 50],
+                   help="Recall@K cut-offs (default: the paper's 1/5/10 and GOAL's 25/50, from one ranking)")
+    p.add_argument("--split", default="test",
+                   help="protocol split the manifest holds, recorded in the result (test, or a test variant)")
     p.add_argument("--out", required=True)
 
     p = verb("geometry", cmd_geometry, "caption geometry of a benchmark under a model's text encoder")
@@ -339,7 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-figure", required=True)
 
     for name, func, text in (("table", cmd_table, "one experiment's retrieval table"),
-                             ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs")):
+                             ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs"),
+                             ("table-convergence", cmd_table_convergence,
+                              "R@1 and error per epoch and direction beside InfoNCE (main runs)"),
+                             ("table-protocols", cmd_table_protocols,
+                              "the main models under every published evaluation protocol")):
         p = verb(name, func, text)
         p.add_argument("--spec", type=_json_arg, required=True, help="experiment spec (JSON, from hnclip.plan)")
         p.add_argument("--out-prefix", required=True)
@@ -351,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-prefix", required=True)
 
     p = verb("figure", cmd_figure, "one figure of the paper")
-    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs"])
+    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence"])
     p.add_argument("--spec", type=_json_arg, required=True)
     p.add_argument("--out-prefix", required=True)
 

@@ -13,16 +13,23 @@ from dataclasses import asdict, dataclass
 __all__ = [
     "EXPERIMENTS",
     "Evaluation",
+    "ZEROSHOT_ROW",
     "Run",
     "all_evaluations",
     "all_runs",
     "check_config",
     "experiment_spec",
     "format_number",
+    "is_zeroshot",
     "train_overrides",
+    "zeroshot_eval_path",
+    "zeroshot_run",
 ]
 
 EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds")
+# The backbone before fine-tuning: the first row of the main and transfer tables, a reference every
+# fine-tuned model is compared with (not a training run: its cells name no run folder).
+ZEROSHOT_ROW = "Zero-shot backbone"
 
 
 def format_number(x: float) -> str:
@@ -128,6 +135,26 @@ def _check_preprocess(config: dict, experiments: dict) -> None:
             _fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a local SAM folder")
 
 
+def zeroshot_eval_path(eval_benchmark: str) -> str:
+    return f"results/evals/zeroshot/{eval_benchmark}.json"
+
+
+def is_zeroshot(cell: dict) -> bool:
+    return bool(cell.get("zeroshot"))
+
+
+def zeroshot_run(config: dict) -> dict:
+    """Run fields of the backbone's evaluation records (no train set, fraction 0): they key its record
+    the way a run's fields key a fine-tuned model's."""
+    return {"train_set": "none", "method": "zeroshot", "gamma": 0.0, "fraction": 0.0, "seed": config["seeds"][0]}
+
+
+def _zeroshot_cell(config: dict, eval_benchmark: str, group: str) -> dict:
+    return {"row": ZEROSHOT_ROW, "group": group, "variant": None, "x": None, "run": zeroshot_run(config),
+            "eval_benchmark": eval_benchmark, "eval_path": zeroshot_eval_path(eval_benchmark), "run_dir": None,
+            "zeroshot": True}
+
+
 def _cell_run(cell: dict) -> Run:
     info = cell["run"]
     return Run(info["train_set"], info["method"], format_number(info["gamma"]), format_number(info["fraction"]),
@@ -135,7 +162,7 @@ def _cell_run(cell: dict) -> Run:
 
 
 def _runs_of(config: dict, name: str) -> list[Run]:
-    return [_cell_run(c) for c in experiment_spec(config, name)["cells"]]
+    return [_cell_run(c) for c in experiment_spec(config, name)["cells"] if not is_zeroshot(c)]
 
 
 def _run(config: dict, train_set: str, method: str, gamma: float | None = None, fraction: float = 1.0,
@@ -174,9 +201,13 @@ def experiment_spec(config: dict, name: str) -> dict:
         return config["benchmarks"][bench]["train_set"]
 
     if name == "main":
+        cells += [_zeroshot_cell(config, b, bench_label[b]) for b in exp["benchmarks"]]
         for m in exp["methods"]:
             for b in exp["benchmarks"]:
-                cells.append(_cell(config, _run(config, in_domain(b), m), b, method_label[m], bench_label[b]))
+                cell = _cell(config, _run(config, in_domain(b), m), b, method_label[m], bench_label[b])
+                # which benchmark the run's epochs.csv scores (Long-DCI's runs log DOCCI's test split)
+                cell["epochs_benchmark"] = in_domain_eval_benchmark(config, in_domain(b))
+                cells.append(cell)
     elif name == "plugin":
         for pair in exp["pairs"]:
             for b in exp["benchmarks"]:
@@ -184,6 +215,9 @@ def experiment_spec(config: dict, name: str) -> dict:
                     run = _run(config, in_domain(b), pair[key])
                     cells.append(_cell(config, run, b, pair["label"], bench_label[b], variant=variant))
     elif name == "transfer":
+        for pair in exp["pairs"]:
+            group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
+            cells.append(_zeroshot_cell(config, pair["eval"], group))
         for m in exp["methods"]:
             for pair in exp["pairs"]:
                 group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
@@ -217,10 +251,12 @@ def experiment_spec(config: dict, name: str) -> dict:
 
 
 def all_evaluations(config: dict) -> list[Evaluation]:
-    """Every (run, eval benchmark) any experiment needs, each once, in a stable order."""
+    """Every (run, eval benchmark) any experiment needs, each once, in a stable order (the zero-shot
+    backbone's evaluations are not runs': :func:`zeroshot_eval_path`)."""
     evals = set()
     for name in config.get("experiments", {}):
-        evals.update(Evaluation(_cell_run(c), c["eval_benchmark"]) for c in experiment_spec(config, name)["cells"])
+        evals.update(Evaluation(_cell_run(c), c["eval_benchmark"]) for c in experiment_spec(config, name)["cells"]
+                     if not is_zeroshot(c))
     return sorted(evals)
 
 

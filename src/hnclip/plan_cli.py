@@ -256,11 +256,12 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
         row = ExperimentCost(name)
         runs, evals = set(), set()
         for cell in plan.experiment_spec(config, name)["cells"]:
+            evals.add(cell["eval_path"])  # the zero-shot backbone's evaluations too (no run behind them)
+            if plan.is_zeroshot(cell):
+                continue
             info = cell["run"]
-            run = plan.Run(info["train_set"], info["method"], plan.format_number(info["gamma"]),
-                           plan.format_number(info["fraction"]), info["seed"])
-            runs.add(run)
-            evals.add(plan.Evaluation(run, cell["eval_benchmark"]))
+            runs.add(plan.Run(info["train_set"], info["method"], plan.format_number(info["gamma"]),
+                              plan.format_number(info["fraction"]), info["seed"]))
         row.runs = sorted(runs - seen_runs)
         row.train_jobs, row.new_train_jobs = len(runs), len(row.runs)
         row.eval_jobs, row.new_eval_jobs = len(evals), len(evals - seen_evals)

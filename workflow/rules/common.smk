@@ -62,8 +62,14 @@ def get_report_inputs():
     ]
     figures = []
     if is_active("main"):
-        tables.append("results/tables/epochs.csv")
-        figures += ["results/figures/epochs.png", "results/figures/gallery.png"]
+        tables += ["results/tables/epochs.csv", "results/tables/convergence.csv"]
+        figures += [
+            "results/figures/epochs.png",
+            "results/figures/convergence.png",
+            "results/figures/gallery.png",
+        ]
+    if is_active("main") or is_active("transfer"):
+        tables.append("results/tables/protocols.csv")
     if is_active("fractions"):
         figures += ["results/figures/dynamics.png", "results/figures/fractions.png"]
     if is_active("gamma_sweep"):
@@ -169,7 +175,7 @@ def spec_runs(experiment):
     if experiment not in config["experiments"]:
         return []
     spec = plan.experiment_spec(config, experiment)
-    return sorted({c["run_dir"] for c in spec["cells"]})
+    return sorted({c["run_dir"] for c in spec["cells"] if not plan.is_zeroshot(c)})
 
 
 def geometry_split(benchmark):

@@ -35,7 +35,8 @@ from hnclip.analysis.records import (
 )
 from hnclip.analysis.table_format import write_table
 
-__all__ = ["build_cost_table", "build_epochs_table", "build_table", "write_table", "STAT"]
+__all__ = ["build_convergence_table", "build_cost_table", "build_epochs_table", "build_protocols_table",
+           "build_table", "epoch_infonce", "load_protocol_records", "write_table", "STAT"]
 
 STAT = ("mean", "std", "n")
 DIRECTION_LABELS = tuple(DIRECTIONS.values())
@@ -246,16 +247,16 @@ def _seed_order(seed: str):
 def build_epochs_table(spec) -> pd.DataFrame:
     """Retrieval after each epoch (epochs.csv) of the spec's runs: rows (method, benchmark, epoch).
 
-    Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch.
+    Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch. The zero-shot row has
+    no epochs; a cell whose run logs another benchmark's test split after each epoch (its
+    ``epochs_benchmark``: Long-DCI's runs train on DOCCI and log DOCCI) is left out, not mislabelled.
     """
     spec = load_spec(spec)
     grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
     seen = set()
     per_run: dict[tuple, list[pd.DataFrame]] = {}
-    for cell in spec["cells"]:
-        run_dir = cell.get("run_dir")
-        if not run_dir:
-            raise ValueError(f"epochs table: cell of run {run_name(cell['run'])} has no run_dir")
+    for cell in _epoch_cells(spec):
+        run_dir = cell["run_dir"]
         if (cell["row"], cell["group"], run_dir) in seen:
             continue
         seen.add((cell["row"], cell["group"], run_dir))
@@ -371,3 +372,113 @@ def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str 
         scales = {(s.get("config") or {}).get("scale") for s in loaded} - {None}
         scale = scales.pop() if len(scales) == 1 else None
     return _to_frame(grid, "cost", scale)
+
+
+# ------------------------------------------------------------------------------------------ protocols
+PROTOCOL_KS = (1, 5, 10, 25, 50)  # the paper's R@1/5/10 and GOAL's R@1/5/25/50, from one ranking
+COUNT_COLUMNS = (("pairs", "images"), ("pairs", "captions"))
+
+
+def load_protocol_records(spec: Mapping) -> dict[str, dict]:
+    """The protocol spec's evaluation records by path; a missing one raises naming the model and split."""
+    from hnclip.analysis.records import load_eval
+
+    records = {}
+    for cell in spec["cells"]:
+        path = cell["eval_path"]
+        if path in records:
+            continue
+        if not Path(path).is_file():
+            raise MissingRecordError(f"protocols table: no evaluation of {cell['row']!r} on {cell['benchmark']!r} "
+                                     f"split {cell['split']!r} (expected {path})")
+        records[path] = load_eval(path)
+    return records
+
+
+def build_protocols_table(spec: Mapping, records: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+    """Rows (benchmark, split, method): Recall@K at the paper's and GOAL's cut-offs, and the pairs scored.
+
+    ``records`` maps each cell's ``eval_path`` to its record (default: read from disk). A record lacking
+    R@25/R@50 (made before they were recorded) shows a dash there rather than a guess.
+    """
+    if spec.get("experiment") != "protocols" or not spec.get("cells"):
+        raise ValueError("protocols table: expected a spec from hnclip.protocols.protocol_spec with cells")
+    records = load_protocol_records(spec) if records is None else records
+    grid = _Grid(("benchmark", "split", "method"), ("direction", "metric"))
+    for cell in spec["cells"]:
+        record = records.get(cell["eval_path"])
+        if record is None:
+            raise MissingRecordError(f"protocols table: no record {cell['eval_path']} ({cell['row']!r}, "
+                                     f"{cell['benchmark']!r}, split {cell['split']!r})")
+        row = (cell["benchmark"], cell["split"], cell["row"])
+        metrics = record["metrics"]
+        for d in DIRECTION_LABELS:
+            for k in PROTOCOL_KS:
+                value = metrics.get(_metric(d, k))
+                grid.add(row, (d, f"R@{k}"), [] if value is None else [float(value)])
+        grid.add(row, COUNT_COLUMNS[0], [float(record["n_images"])])
+        grid.add(row, COUNT_COLUMNS[1], [float(record["n_texts"])])
+    columns = [(d, f"R@{k}") for d in DIRECTION_LABELS for k in PROTOCOL_KS] + list(COUNT_COLUMNS)
+    grid.unranked = set(columns)  # rows mix benchmarks and splits: a best over them would say nothing
+    grid.decimals = {c: 0 for c in COUNT_COLUMNS}
+    return _to_frame(grid, "protocols", spec.get("scale"), columns)
+
+
+# ------------------------------------------------------------------------------- per-direction convergence
+def epoch_infonce(dynamics: pd.DataFrame) -> pd.Series:
+    """Standard InfoNCE (dynamics.csv ``infonce``, one value per optimizer step) averaged per epoch."""
+    logged = dynamics[["epoch", "infonce"]].apply(pd.to_numeric, errors="coerce").dropna()
+    return logged.groupby(logged["epoch"].astype(int))["infonce"].mean()
+
+
+def build_convergence_table(spec) -> pd.DataFrame:
+    """Per-direction convergence of the main runs: rows (method, benchmark, epoch); columns R@1 and
+    retrieval error (100 - R@1) per direction, and the epoch's mean standard InfoNCE (the paper's §2.4:
+    error keeps falling after InfoNCE flattens; appendix E.3's split-direction view).
+
+    Reads each run's epochs.csv and dynamics.csv; a cell whose epochs.csv scores another benchmark
+    (``epochs_benchmark``: Long-DCI's runs log DOCCI's test split) is left out rather than mislabelled.
+    Seeds of one (method, benchmark) are averaged per epoch.
+    """
+    from hnclip.analysis.records import load_dynamics
+
+    spec = load_spec(spec)
+    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
+    columns = [(d, q) for d in DIRECTION_LABELS for q in ("R@1", "error")] + [("both", "InfoNCE")]
+    per_run: dict[tuple, list[tuple[pd.DataFrame, pd.Series]]] = {}
+    seen = set()
+    for cell in _epoch_cells(spec):
+        key = (cell["row"], cell["group"], cell["run_dir"])
+        if key in seen:
+            continue
+        seen.add(key)
+        dynamics = load_dynamics(cell["run_dir"])
+        per_run.setdefault(key[:2], []).append((load_epochs(cell["run_dir"]), epoch_infonce(dynamics)))
+    for (row, group), runs in per_run.items():
+        epochs = sorted(set().union(*(set(e["epoch"].astype(int)) for e, _ in runs)))
+        for epoch in epochs:
+            for d in DIRECTION_LABELS:
+                r1 = [float(e.loc[e["epoch"].astype(int) == epoch, _metric(d, 1)].iloc[-1]) for e, _ in runs
+                      if (e["epoch"].astype(int) == epoch).any()]
+                grid.add((row, group, epoch), (d, "R@1"), r1)
+                grid.add((row, group, epoch), (d, "error"), [100.0 - v for v in r1])
+            grid.add((row, group, epoch), ("both", "InfoNCE"),
+                     [float(s[epoch]) for _, s in runs if epoch in s.index])
+    grid.lower_is_better = {(d, "error") for d in DIRECTION_LABELS} | {("both", "InfoNCE")}
+    grid.unranked = {("both", "InfoNCE")}
+    grid.decimals = {("both", "InfoNCE"): None}
+    return _to_frame(grid, "convergence", spec["scale"], columns)
+
+
+def _epoch_cells(spec: Mapping) -> list[dict]:
+    """Cells with a run whose epochs.csv scores the cell's own benchmark (zero-shot cells have no run)."""
+    cells = []
+    for cell in spec["cells"]:
+        if cell.get("zeroshot"):
+            continue
+        if not cell.get("run_dir"):
+            raise ValueError(f"{spec['experiment']} spec: cell of run {run_name(cell['run'])} has no run_dir")
+        if cell.get("epochs_benchmark", cell["eval_benchmark"]) != cell["eval_benchmark"]:
+            continue
+        cells.append(cell)
+    return cells
