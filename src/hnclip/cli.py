@@ -247,6 +247,7 @@ def cmd_report(args) -> None:
         out_html=Path(args.out), title=args.title, scale=args.scale, specs=args.specs,
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
+        premise=Path(args.premise) if args.premise else None,
     )
 
 
@@ -400,6 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--figures", nargs="*", default=[])
     p.add_argument("--geometry", nargs="*", default=[])
     p.add_argument("--summaries", nargs="*", default=[])
+    p.add_argument("--premise", default=None,
+                   help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
     p.add_argument("--out", required=True)
 
     p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")

@@ -36,7 +36,7 @@ from hnclip.analysis.records import (
 from hnclip.analysis.table_format import write_table
 
 __all__ = ["build_convergence_table", "build_cost_table", "build_epochs_table", "build_protocols_table",
-           "build_table", "epoch_infonce", "load_protocol_records", "write_table", "STAT"]
+           "build_table", "epoch_cells", "epoch_infonce", "load_protocol_records", "write_table", "STAT"]
 
 STAT = ("mean", "std", "n")
 DIRECTION_LABELS = tuple(DIRECTIONS.values())
@@ -255,7 +255,7 @@ def build_epochs_table(spec) -> pd.DataFrame:
     grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
     seen = set()
     per_run: dict[tuple, list[pd.DataFrame]] = {}
-    for cell in _epoch_cells(spec):
+    for cell in epoch_cells(spec):
         run_dir = cell["run_dir"]
         if (cell["row"], cell["group"], run_dir) in seen:
             continue
@@ -447,7 +447,7 @@ def build_convergence_table(spec) -> pd.DataFrame:
     columns = [(d, q) for d in DIRECTION_LABELS for q in ("R@1", "error")] + [("both", "InfoNCE")]
     per_run: dict[tuple, list[tuple[pd.DataFrame, pd.Series]]] = {}
     seen = set()
-    for cell in _epoch_cells(spec):
+    for cell in epoch_cells(spec):
         key = (cell["row"], cell["group"], cell["run_dir"])
         if key in seen:
             continue
@@ -470,7 +470,7 @@ def build_convergence_table(spec) -> pd.DataFrame:
     return _to_frame(grid, "convergence", spec["scale"], columns)
 
 
-def _epoch_cells(spec: Mapping) -> list[dict]:
+def epoch_cells(spec: Mapping) -> list[dict]:
     """Cells with a run whose epochs.csv scores the cell's own benchmark (zero-shot cells have no run)."""
     cells = []
     for cell in spec["cells"]:
