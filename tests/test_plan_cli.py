@@ -128,9 +128,10 @@ PAPER_SAMPLES = {
 }
 # (train jobs needed, new, eval jobs needed, new): hand-derived as in test_workflow_dag.py
 PAPER_JOBS = {
-    "main": (12, 12, 16, 16),
+    "main": (12, 12, 20, 20),  # + the zero-shot backbone on the 4 benchmarks (evaluations, no runs)
     "plugin": (18, 9, 24, 12),
-    "transfer": (12, 0, 16, 8),  # DCI -> DOCCI and DOCCI -> DCI are new evaluations, 4 methods each
+    # DCI -> DOCCI and DOCCI -> DCI are new evaluations, 4 methods each; the zero-shot row's are main's
+    "transfer": (12, 0, 20, 8),
     "fractions": (24, 18, 32, 24),
     "gamma_sweep": (15, 12, 20, 16),
     "ablation": (15, 3, 20, 4),
@@ -158,10 +159,13 @@ def test_job_counts_match_the_plan_modules_runs_and_evaluations(paper, tmp_path)
     rows, _ = run_plan(paper, tmp_path)
     config = load_config(paper)
     assert sum(r.new_train_jobs for r in rows.values()) == len(plan.all_runs(config)) == 66
-    assert sum(r.new_eval_jobs for r in rows.values()) == len(plan.all_evaluations(config)) == 96
+    # 96 evaluations of runs + the zero-shot backbone on the 4 test benchmarks
+    assert len(plan.all_evaluations(config)) == 96
+    assert sum(r.new_eval_jobs for r in rows.values()) == 96 + 4
     for name, row in rows.items():
         cells = plan.experiment_spec(config, name)["cells"]
-        assert row.train_jobs == len({json.dumps(c["run"], sort_keys=True) for c in cells}), name
+        runs = {json.dumps(c["run"], sort_keys=True) for c in cells if not plan.is_zeroshot(c)}
+        assert row.train_jobs == len(runs), name
         assert row.eval_jobs == len({c["eval_path"] for c in cells}), name
         assert (row.train_jobs, row.new_train_jobs, row.eval_jobs, row.new_eval_jobs) == PAPER_JOBS[name], name
 
@@ -261,7 +265,9 @@ def test_profile_runtime_below_the_longest_run_is_flagged(paper, tmp_path):
 
 def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     config = load_config(PAPER)  # the real paper grid, whatever it holds today
-    runs, evaluations = len(plan.all_runs(config)), len(plan.all_evaluations(config))
+    # evaluations of runs, and of the zero-shot backbone on each test benchmark of the main table
+    zeroshot = len(config["experiments"]["main"]["benchmarks"])
+    runs, evaluations = len(plan.all_runs(config)), len(plan.all_evaluations(config)) + zeroshot
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "hnclip.cli", "plan", "--configfile", str(PAPER),
@@ -272,3 +278,18 @@ def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     assert f"total: {runs} training jobs, {evaluations} evaluation jobs" in proc.stdout
     assert "default calibration" in proc.stdout  # an empty results folder: nothing measured
     assert elapsed < 20, f"hnclip plan took {elapsed:.1f} s"
+
+
+def test_zero_shot_backbone_is_the_first_row_of_main_and_transfer_and_never_a_training_run(paper):
+    config = load_config(paper)
+    main = plan.experiment_spec(config, "main")["cells"]
+    benchmarks = config["experiments"]["main"]["benchmarks"]
+    assert [c["row"] for c in main[:len(benchmarks)]] == [plan.ZEROSHOT_ROW] * len(benchmarks)
+    assert [c["eval_path"] for c in main[:len(benchmarks)]] == [f"results/evals/zeroshot/{b}.json" for b in benchmarks]
+    assert all(c["run_dir"] is None and c["run"]["method"] == "zeroshot" for c in main if plan.is_zeroshot(c))
+    transfer = plan.experiment_spec(config, "transfer")["cells"]
+    assert {c["eval_benchmark"] for c in transfer if plan.is_zeroshot(c)} == {"docci", "dci", "long_dci", "urban1k"}
+    assert all(r.method != "zeroshot" for r in plan.all_runs(config))
+    # which benchmark each main run's epochs.csv scores: Long-DCI's runs train on DOCCI and log DOCCI
+    long_dci = next(c for c in main if c["eval_benchmark"] == "long_dci" and not plan.is_zeroshot(c))
+    assert long_dci["epochs_benchmark"] == "docci"

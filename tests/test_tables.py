@@ -288,3 +288,80 @@ def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
     assert "(paper-scale run)" in md and "| 8.00 |" in md
     md = write_table(df, tmp_path / "cost", caption="training cost: paper-scale runs")["md"].read_text()
     assert md.startswith("*training cost: paper-scale runs*")  # already labelled: nothing appended
+
+
+def test_epochs_table_leaves_out_the_zero_shot_row_and_runs_that_log_another_benchmark(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run("hnclip", 0, 0.5)
+    docci = cell("HN-CLIP", "DOCCI", r, "docci") | {"epochs_benchmark": "docci"}
+    long_dci = cell("HN-CLIP", "Long-DCI", r, "long_dci") | {"epochs_benchmark": "docci"}  # same run
+    zeroshot = {**cell("Zero-shot backbone", "DOCCI", run("zeroshot", fraction=0.0, train_set="none"), "docci"),
+                "run_dir": None, "zeroshot": True}
+    (tmp_path / docci["run_dir"]).mkdir(parents=True)
+    pd.DataFrame([{"epoch": 1, "step": 5, **dict.fromkeys(METRICS, 33.0)}]).to_csv(
+        tmp_path / docci["run_dir"] / "epochs.csv", index=False)
+    df = build_epochs_table({"experiment": "main", "scale": "toy", "cells": [zeroshot, docci, long_dci]})
+    assert list(df.index) == [("HN-CLIP", "DOCCI", 1)]  # its DOCCI log is not shown as Long-DCI's
+
+
+def test_convergence_table_has_r1_error_per_direction_and_the_epochs_mean_infonce(tmp_path, monkeypatch):
+    from hnclip.analysis.tables import build_convergence_table
+
+    monkeypatch.chdir(tmp_path)
+    c = cell("HN-CLIP", "DOCCI", run("hnclip", 0, 0.5), "docci")
+    d = tmp_path / c["run_dir"]
+    d.mkdir(parents=True)
+    pd.DataFrame([{"epoch": 1, "step": 2, "i2t_r1": 70.0, "i2t_r5": 1, "i2t_r10": 1, "t2i_r1": 75.0, "t2i_r5": 1,
+                   "t2i_r10": 1},
+                  {"epoch": 2, "step": 4, "i2t_r1": 80.0, "i2t_r5": 1, "i2t_r10": 1, "t2i_r1": 84.5, "t2i_r5": 1,
+                   "t2i_r10": 1}]).to_csv(d / "epochs.csv", index=False)
+    # steps 1-2 in epoch 1 (InfoNCE 0.3, 0.1), 3-4 in epoch 2 (0.002, 0.004); an unlogged value is skipped
+    pd.DataFrame({"step": [1, 2, 3, 4], "epoch": [1, 1, 2, 2], "lr": 1e-4, "logit_scale": 100.0, "loss": 1.0,
+                  "infonce": [0.3, 0.1, 0.002, 0.004]}).to_csv(d / "dynamics.csv", index=False)
+    df = build_convergence_table({"experiment": "main", "scale": "toy", "cells": [c]})
+    assert df.loc[("HN-CLIP", "DOCCI", 1), ("I->T", "error", "mean")] == pytest.approx(30.0)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("T->I", "error", "mean")] == pytest.approx(15.5)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("T->I", "R@1", "mean")] == pytest.approx(84.5)
+    assert df.loc[("HN-CLIP", "DOCCI", 1), ("both", "InfoNCE", "mean")] == pytest.approx(0.2)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("both", "InfoNCE", "mean")] == pytest.approx(0.003)
+    paths = write_table(df, tmp_path / "conv", caption="convergence")
+    tidy = read_table_csv(paths["csv"])
+    assert set(tidy["metric"]) == {"R@1", "error", "InfoNCE"}
+
+
+def _protocol_cells():
+    hn, zs = run("hnclip", 0, 0.5), run("zeroshot", fraction=0.0, train_set="none")
+    cells = []
+    for row, r in (("Zero-shot backbone", zs), ("HN-CLIP", hn)):
+        for split, path in (("test", f"{r['method']}-test.json"), ("test_goal", f"{r['method']}-goal.json")):
+            cells.append({"row": row, "benchmark": "DOCCI", "eval_benchmark": "docci", "split": split,
+                          "split_description": "x", "run": r, "eval_path": path, "model_dir": "m",
+                          "zeroshot": row != "HN-CLIP"})
+    return {"experiment": "protocols", "scale": "toy", "cells": cells}
+
+
+def test_protocols_table_puts_each_split_and_both_k_sets_side_by_side(tmp_path):
+    from hnclip.analysis.tables import build_protocols_table
+
+    spec = _protocol_cells()
+    records = {}
+    for c in spec["cells"]:
+        n = 5000 if c["split"] == "test" else 5100
+        records[c["eval_path"]] = record(c["run"], "docci", i2t_r25=91.0, t2i_r50=97.0) | {"n_images": n,
+                                                                                         "n_texts": n}
+    del records["zeroshot-goal.json"]["metrics"]["t2i_r50"]  # a record made before R@50 was recorded
+    df = build_protocols_table(spec, records)
+    assert list(df.index) == [("DOCCI", "test", "Zero-shot backbone"), ("DOCCI", "test_goal", "Zero-shot backbone"),
+                              ("DOCCI", "test", "HN-CLIP"), ("DOCCI", "test_goal", "HN-CLIP")]
+    assert df.loc[("DOCCI", "test_goal", "HN-CLIP"), ("pairs", "images", "mean")] == 5100
+    assert df.loc[("DOCCI", "test", "HN-CLIP"), ("I->T", "R@25", "mean")] == 91.0
+    assert df.loc[("DOCCI", "test", "HN-CLIP"), ("T->I", "R@10", "mean")] == 15.0  # the filler of t2i_r10
+    assert math.isnan(df.loc[("DOCCI", "test_goal", "Zero-shot backbone"), ("T->I", "R@50", "mean")])
+    paths = write_table(df, tmp_path / "protocols", caption="protocols")
+    assert "<strong>" not in paths["html"].read_text()  # rows mix splits: no best to bold
+    tidy = read_table_csv(paths["csv"])
+    hit = tidy[(tidy["split"] == "test_goal") & (tidy["method"] == "HN-CLIP") & (tidy["metric"] == "images")]
+    assert list(hit["mean"]) == [5100]
+    del records["hnclip-goal.json"]
+    with pytest.raises(MissingRecordError, match="hnclip-goal.json"):
+        build_protocols_table(spec, records)

@@ -30,18 +30,27 @@ def job_counts(output: str) -> dict[str, int]:
 def test_paper_grid_job_counts_match_the_hand_derived_expansion():
     # Hand derivation for config/paper.yaml (train sets: docci, dci, vg; Long-DCI trains on DOCCI,
     # Urban-1K on VG):
-    #   main 7 methods x 3 train sets = 21; plugin adds 6 +HN methods x 3 = 18 (39); transfer reuses
-    #   main runs (0); fractions 2 methods x 3 fractions < 1 x 3 = 18 (57); gamma sweep 4 new gammas x 3
-    #   = 12 (69); ablation adds the frozen-G variant x 3 = 3 (72); seeds 4 methods x seed 1 x 3 = 12 (84).
-    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 4 each (60); fractions
-    #   2 x 3 x 4 = 24 (84); gamma 4 x 4 = 16 (100); frozen-G 4 (104); seeds 4 x 4 = 16 (120).
+    #   main 7 methods x 3 train sets = 21; plugin adds 6 +HN methods x 3 = 18 (39); transfer's longclip,
+    #   lora, dora, hnclip are main runs and its hnclip_frozen the ablation's (0); fractions 3 methods
+    #   (longclip, goal, hnclip) x 3 fractions < 1 x 3 = 27 (66); gamma sweep 4 new gammas x 3 = 12 (78);
+    #   ablation adds the frozen-G variant x 3 = 3 (81); seeds 4 methods x seed 1 x 3 = 12 (93).
+    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 5 methods each (62; its
+    #   DOCCI->Long-DCI and VG->Urban-1K are main's and the ablation's); fractions 3 x 3 x 4 = 36 (98);
+    #   gamma 4 x 4 = 16 (114); frozen-G in-domain 4 (118, its two transfers counted above); seeds
+    #   4 x 4 = 16 (134). The zero-shot backbone on the 4 test benchmarks: 4 more (evaluate_zeroshot).
+    # Protocol variants (DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty): 3 splits prepared, each
+    #   scored for the 7 main methods (21) and the backbone (3).
     start = time.perf_counter()
     proc = dry_run("--configfile", "config/paper.yaml")
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["train"] == 84
-    assert counts["evaluate"] == 120
+    assert counts["train"] == 93
+    assert counts["evaluate"] == 134
+    assert counts["evaluate_zeroshot"] == 4
+    assert counts["prepare_protocol_split"] == 3
+    assert counts["evaluate_protocol"] == 21 and counts["evaluate_protocol_zeroshot"] == 3
+    assert counts["table_protocols"] == 1 and counts["table_convergence"] == 1
     assert counts["segments"] == 3 and counts["edges"] == 3  # GOAL/StructXLIP products per train set
     assert counts["fetch_benchmark"] == 5  # docci, dci, long_dci, urban1k, vg
     assert counts["prepare"] == 7  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k
@@ -56,10 +65,12 @@ def test_embedded_default_expands_every_experiment():
     proc = dry_run()
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    # main 7 + plugin 6 + fractions 2 x 3 + gamma 4 + frozen 1 + seeds 2 = 26 runs
-    assert counts["train"] == 26
-    # 26 in-domain evaluations + transfer of longclip and hnclip to synthetic_shift
-    assert counts["evaluate"] == 28
+    # main 7 + plugin 6 + fractions 3 x 3 + gamma 4 + frozen 1 + seeds 2 = 29 runs
+    assert counts["train"] == 29
+    # 29 in-domain evaluations + transfer of longclip, hnclip and hnclip_frozen to synthetic_shift
+    assert counts["evaluate"] == 32
+    # the backbone before fine-tuning on both test benchmarks; no protocol variants of synthetic data
+    assert counts["evaluate_zeroshot"] == 2 and "evaluate_protocol" not in counts
     assert counts["pretrain_backbone"] == 1 and counts["stretch_backbone"] == 1
     assert counts["table"] == 7
 

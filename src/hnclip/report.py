@@ -355,7 +355,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
 
 def _epochs_table(specs: Mapping[str, Mapping]):
     """The main runs' per-epoch retrieval, when every run logged it (``train.eval_every_epoch``)."""
-    from hnclip.analysis.tables import epoch_cells, build_epochs_table
+    from hnclip.analysis.tables import build_epochs_table, epoch_cells
 
     spec = specs.get("main")
     if not spec:

@@ -2,14 +2,9 @@
 # epoch's standard InfoNCE (the paper's §2.4 and appendix E.3), as a table and a figure.
 
 
-def get_convergence_inputs():
-    runs = spec_runs("main")
-    return [f"{d}/epochs.csv" for d in runs] + [f"{d}/dynamics.csv" for d in runs]
-
-
 rule table_convergence:
     input:
-        get_convergence_inputs(),
+        [f"{d}/{log}.csv" for d in spec_runs("main") for log in ("epochs", "dynamics")],
     output:
         report(
             "results/tables/convergence.html",
@@ -24,14 +19,18 @@ rule table_convergence:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=json.dumps(plan.experiment_spec(config, "main")) if is_active("main") else "{}",
+        spec=(
+            json.dumps(plan.experiment_spec(config, "main"))
+            if is_active("main")
+            else "{}"
+        ),
     shell:
         "hnclip table-convergence --spec {params.spec:q} --out-prefix results/tables/convergence 2> {log}"
 
 
 rule figure_convergence:
     input:
-        get_convergence_inputs(),
+        rules.table_convergence.input,
     output:
         report(
             "results/figures/convergence.png",

@@ -6,10 +6,6 @@ from hnclip import protocols
 PROTOCOL_SPEC = protocols.protocol_spec(config)
 
 
-def get_protocol_inputs():
-    return sorted({c["eval_path"] for c in PROTOCOL_SPEC["cells"]})
-
-
 rule prepare_protocol_split:
     input:
         "results/data/{benchmark}/source.json",
@@ -83,7 +79,7 @@ rule evaluate_protocol_zeroshot:
 
 rule table_protocols:
     input:
-        get_protocol_inputs(),
+        sorted({c["eval_path"] for c in PROTOCOL_SPEC["cells"]}),
     output:
         report(
             "results/tables/protocols.html",
