@@ -92,7 +92,7 @@ def test_micro_report_shows_each_claim_with_the_papers_sentence_criterion_number
         assert verdicts[key] != "no data", key
     assert verdicts["a3_dci_to_docci"] == "no data" and verdicts["premise_saturation"] == "no data"
     rows = re.findall(r'<tr class="comparison" data-key="([^"]+)">(.*?)</tr>', html, re.S)
-    ours = {k: re.sub(r"<[^>]+>", "", re.findall(r"<td>(.*?)</td>", body, re.S)[2]).strip() for k, body in rows}
+    ours = {k: re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)[2]).strip() for k, body in rows}
     assert ours["a1.columns"].endswith("toy") and ours["train.gamma"] == "0.5 toy"
     assert ours["a1.first_epoch_docci"].endswith("toy")  # the synthetic benchmark standing in for DOCCI
 

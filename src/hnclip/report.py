@@ -229,9 +229,10 @@ def _difference(entry: Mapping, ours) -> str:
             return "within range"
         gap = ours - high if ours > high else ours - low
         return f"{gap:+.3g} {'above' if gap > 0 else 'below'}"
-    if entry.get("value") is None:
+    paper = entry.get("value")
+    if not isinstance(paper, int | float) or isinstance(paper, bool):  # none, or a list of settings in words
         return ""
-    return f"{ours - entry['value']:+.3g}"
+    return f"{ours - paper:+.3g}"
 
 
 def compare_published(published: list[dict], context: Mapping) -> tuple[list[dict], list[dict]]:

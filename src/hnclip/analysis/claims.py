@@ -390,7 +390,9 @@ def _a1_second_epoch(main, epochs, hn_row, scale, noise) -> dict:
     finals = {b: _avg_r1(main, b, group) for b in _competitors(_rows(main), hn_row)}
     finals = {b: v for b, v in finals.items() if not math.isnan(v)}
     if math.isnan(e2) or not finals:
-        return _no_data("a1_second_epoch", scale, criterion, f"no epoch-2 evaluation of {hn_row} on {group}")
+        return _verdict("a1_second_epoch", scale, criterion, None, measures={
+            "first-epoch average R@1": {} if math.isnan(e1) else {str(group): _round(e1)}},
+            missing=f"no epoch-2 evaluation of {hn_row} on {group} (or no baseline)")
     strongest = max(finals, key=finals.get)
     evidence = {f"{group}: epoch-1 average R@1": _round(e1), f"{group}: epoch-2 average R@1": _round(e2),
                 f"{group}: strongest baseline ({strongest}), final": _round(finals[strongest]),
