@@ -175,7 +175,6 @@ def _verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[float
     evidence = dict(evidence or {})
     if missing is not None:
         holds, margins = None, None
-        evidence["missing"] = missing
     elif holds is None and margins:
         holds = all(m > 0 or (ties and m == 0) for m, ties in margins)
     within = False
@@ -186,8 +185,6 @@ def _verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[float
             within = bool(leads) and min(leads) < noise
         else:  # a failure within noise: every failing margin is smaller than the noise
             within = all(abs(m) < noise for m, ties in margins if not (m > 0 or (ties and m == 0)))
-    if noise is not None and holds is not None and margins:
-        evidence["seed noise (largest R@1 change between seeds)"] = round(noise, 2)
     if holds is None:
         verdict = "no data"
     elif within:
@@ -197,7 +194,7 @@ def _verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[float
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
             "holds": holds, "within_noise": within, "verdict": verdict, "evidence": evidence,
             "measures": dict(measures or {}), "noise": noise if margins else None, "scale": scale,
-            "coverage": coverage}
+            "coverage": coverage, "missing": missing}
 
 
 def _no_data(key: str, scale: str, criterion: str, missing: str) -> dict:
@@ -968,7 +965,8 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
     caption length per benchmark label; ``dynamics``: HN runs' logs (the gradient-ratio peak, a measure).
 
     Each verdict: ``id, section, quote, claim, criterion, holds (True/False/None), within_noise, verdict
-    (one of VERDICTS), evidence, measures, noise, scale, coverage``.
+    (one of VERDICTS), evidence, measures, noise (the seed floor it was judged against), scale, coverage
+    (what a partly tested claim left out), missing (why there is no data)``.
     """
     specs = specs or {}
     noise = seed_noise(tables.get("seeds"))
