@@ -349,6 +349,9 @@ def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str = "HN-
         ax_loss.set_ylabel("InfoNCE (log)", fontsize=8)
         if ax_loss.lines:
             ax_loss.set_yscale("log")
+            # plain numbers: an InfoNCE that has not saturated spans less than a decade (1e-4 when it has)
+            ax_loss.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+            ax_loss.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
         for ax in (ax_err, ax_loss):
             ax.set_xlabel("epoch", fontsize=8)
             ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))

@@ -464,8 +464,7 @@ def build_convergence_table(spec) -> pd.DataFrame:
                 grid.add((row, group, epoch), (d, "error"), [100.0 - v for v in r1])
             grid.add((row, group, epoch), ("both", "InfoNCE"),
                      [float(s[epoch]) for _, s in runs if epoch in s.index])
-    grid.lower_is_better = {(d, "error") for d in DIRECTION_LABELS} | {("both", "InfoNCE")}
-    grid.unranked = {("both", "InfoNCE")}
+    grid.unranked = set(columns)  # rows are trajectories (method x epoch): a "best" over them says nothing
     grid.decimals = {("both", "InfoNCE"): None}
     return _to_frame(grid, "convergence", spec["scale"], columns)
 
