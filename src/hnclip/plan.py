@@ -237,9 +237,15 @@ def in_domain_eval_benchmark(config: dict, train_set: str) -> str | None:
 
 
 def train_overrides(config: dict, run: Run) -> list[str]:
-    """``key=value`` fields of TrainConfig for one run: shared settings, then the method's and the run's."""
+    """``key=value`` items of TrainConfig for one run: the shared ``train`` section, the method's own recipe
+    over it (``methods.<m>.train``, null = shared), then the method's and the run's keys. Only the run's
+    framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.train_config.override_items`.
+    """
+    from hnclip.train_config import override_items
+
     method = config["methods"][run.method]
     settings = dict(config["train"])
+    settings.update({k: v for k, v in (method.get("train") or {}).items() if v is not None})
     token_weight = method.get("token_weight")
     settings.update(
         framework=method["framework"],
@@ -248,4 +254,4 @@ def train_overrides(config: dict, run: Run) -> list[str]:
         margin=method.get("margin", "recompute"),
         seed=run.seed,
     )
-    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in settings.items()]
+    return override_items(settings)

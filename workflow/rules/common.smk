@@ -18,6 +18,7 @@ if "conda" not in {
     shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 from hnclip import plan  # noqa: E402
 from hnclip.frameworks.registry import FRAMEWORK_PRODUCTS  # noqa: E402
+from hnclip.train_config import override_items  # noqa: E402
 
 if workflow.config_settings.configfiles:
     # A --configfile is a complete configuration (config/paper.yaml, a test's micro config): it replaces
