@@ -14,9 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 METRICS = {"i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10"}
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, configfile: Path = REPO / "tests/e2e/micro.yaml") -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
-           str(workdir), "--configfile", str(REPO / "tests/e2e/micro.yaml"), "--cores", "2", *args]
+           str(workdir), "--configfile", str(configfile), "--cores", "2", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
 
 
@@ -95,3 +95,34 @@ def test_finished_runs_are_not_retrained_when_a_table_rule_reruns(micro_run):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-2000:]
     assert "table" in out and "\ntrain " not in out and "rule train:" not in out
+
+
+@pytest.mark.e2e
+def test_each_run_records_its_methods_recipe_and_what_hn_meant(micro_run):
+    runs = micro_run / "results/runs/synthetic"
+    longclip = json.loads((runs / "longclip/g0/f1/s0/summary.json").read_text())
+    recipe = longclip["recipe"]  # micro.yaml: Long-CLIP's recipe for its family over the shared train section
+    assert (recipe["lr"], recipe["weight_decay"], recipe["label_smoothing"]) == (0.0002, 0.01, 0.1)
+    hnclip = json.loads((runs / "hnclip/g0.5/f1/s0/summary.json").read_text())
+    assert (hnclip["recipe"]["lr"], hnclip["recipe"]["label_smoothing"]) == (0.0005, 0.0)  # the shared values
+    finelip = json.loads((runs / "finelip/g0/f1/s0/summary.json").read_text())
+    assert {g["lr"] for g in finelip["recipe"]["groups"] if g["name"].startswith("module_")} == {0.002}
+    assert "adds the HN global term" in finelip["hn_plugin"]
+    assert set(finelip["config"]["finelip"]) >= {"margin", "ramp", "hn"} and "lora" not in finelip["config"]
+
+
+@pytest.mark.e2e
+def test_a_finished_run_whose_config_changed_retrains_cleanly(micro_run, tmp_path):
+    """Snakemake reruns the job on the params change and deletes its outputs; training starts over (it used
+    to stop on the finished run's checkpoint of the old config)."""
+    config = (REPO / "tests/e2e/micro.yaml").read_text()
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(config.replace("{lr: 0.0002, weight_decay: 0.01, label_smoothing: 0.1}",
+                                      "{lr: 0.0003, weight_decay: 0.01, label_smoothing: 0.1}"))
+    target = "results/runs/synthetic/longclip/g0/f1/s0/summary.json"
+    before = json.loads((micro_run / target).read_text())
+    proc = snakemake(micro_run, target, configfile=changed)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    after = json.loads((micro_run / target).read_text())
+    assert after["recipe"]["lr"] == 0.0003 and after["config_hash"] != before["config_hash"]
+    assert after["steps"] == before["steps"] and after["checkpoint_sha256"] != before["checkpoint_sha256"]
