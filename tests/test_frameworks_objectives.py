@@ -232,6 +232,17 @@ def test_finelip_hinge_reading_puts_the_margin_inside_the_hinge_and_trains_no_gl
     assert "hinge" in framework.hn_meaning
 
 
+@pytest.mark.parametrize(("gamma", "hn", "token_weight", "trained"), [
+    (0.0, "global", 0.0, False), (0.5, "hinge", 0.0, False), (0.5, "global", 0.0, True), (0.0, "global", 0.5, True)])
+def test_finelip_freezes_the_logit_scale_only_when_nothing_reads_it(gamma, hn, token_weight, trained):
+    cfg = TrainConfig(framework="finelip", gamma=gamma, token_weight=token_weight, framework_settings={"hn": hn})
+    model = micro_model()
+    framework = build_framework(cfg, model)
+    assert framework.wrap_model(model).logit_scale.requires_grad is trained
+    grouped = {id(p) for g in framework.param_groups(model) for p in g["params"]}
+    assert (id(model.logit_scale) in grouped) is trained
+
+
 # ----------------------------------------------------------------------------------------- StructXLIP
 def cosine_anneal_warm_decay(base_weight, epoch, *, warm=1, decay_start=3, decay_end=8, floor=0.2) -> float:
     """structxlip/losses.py cosine_anneal_warm_decay."""

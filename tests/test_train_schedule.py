@@ -78,7 +78,9 @@ def test_the_recorded_recipe_reads_the_optimizer_as_built():
     model = Tiny()
     cfg = TrainConfig(lr=1e-6, weight_decay=0.01, warmup_steps=200, label_smoothing=0.1, beta2=0.999, eps=1e-8)
     optimizer = build_optimizer(Framework(cfg).param_groups(model), cfg)
-    build_scheduler(optimizer, cfg, total_steps=1000).step()  # the lr moved: the recipe keeps the peak
+    scheduler = build_scheduler(optimizer, cfg, total_steps=1000)
+    optimizer.step()
+    scheduler.step()  # the lr moved: the recipe keeps the peak
     recipe = describe_recipe(cfg, optimizer, 1000)
     assert {k: recipe[k] for k in ("lr", "weight_decay", "warmup_steps", "schedule", "label_smoothing", "eps")} == \
         {"lr": 1e-6, "weight_decay": 0.01, "warmup_steps": 200, "schedule": "cosine", "label_smoothing": 0.1, "eps": 1e-8}

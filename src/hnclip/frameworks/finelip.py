@@ -149,6 +149,17 @@ class FineLIP(Framework):
             return "gamma * G is added to the negatives of FineLIP's hinge (no global term)"
         return self.hn_plugin
 
+    def wrap_model(self, model):
+        """Without a global or token term nothing reads the logit scale: freeze it.
+
+        FineLIP keeps it in its optimizer, where it never receives a gradient and so never moves; frozen,
+        it stays out of the optimizer, and DistributedDataParallel (which expects every trainable
+        parameter to receive a gradient) can wrap the run.
+        """
+        if not self.trains_global_term and self.cfg.token_weight == 0:
+            model.logit_scale.requires_grad_(False)
+        return model
+
     def image_slots(self, image_features: torch.Tensor, image_tokens: torch.Tensor) -> torch.Tensor:
         """[B, 1 + K, D]: the global feature, then K aggregates of the raw patch tokens; normalised."""
         aggregated = self.image_aggregator(image_tokens)
