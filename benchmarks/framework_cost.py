@@ -192,7 +192,7 @@ def main() -> None:
     print(
         "Why the toy ratios differ from the paper's: there, Long-CLIP-L's ViT-L/14 encoders at 224 px on a "
         "GPU dominate a step, so cost follows the images and texts encoded per sample (GOAL 2 + 2, "
-        "StructXLIP 6 + 3, HN-CLIP 1 + 1). Here the encoders are tiny, so costs every framework pays "
+        "StructXLIP 5 + 2, HN-CLIP 1 + 1). Here the encoders are tiny, so costs every framework pays "
         "alike (AdamW over the 49k-row token table, Python, data indexing) are a large share of each step "
         f"and pull the ratios towards 1, while HN-CLIP's own FILIP token term over 248 positions weighs more "
         f"(HN-CLIP costs {token_share:.2f}x plain Long-CLIP fine-tuning here); the paper's timings may also "
