@@ -17,7 +17,7 @@ from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"
-PROFILE = REPO / "workflow/profiles/slurm"
+PROFILE = REPO / "profiles/slurm"
 
 # The arithmetic below is pinned to these grids, frozen here: config/paper.yaml and the e2e micro
 # config grow with the project (more frameworks), the hand counts must not move with them.
