@@ -245,7 +245,8 @@ def spec_digest(config: dict, name: str) -> str:
 
 def write_spec(config: dict, name: str, path, log=None) -> Path:
     """Write experiment ``name``'s spec (``results/specs/{name}.json``): the file the tables, figures and
-    report of that experiment read, so no spec travels on a command line (the paper grid's are ~10 KB each).
+    report of that experiment read, so no spec travels on a command line (the paper grid's are 6-18 KB each,
+    ~60 KB together, half of Linux's 128 KB limit on one argument).
     """
     from hnclip.fileio import write_text_atomic
 
