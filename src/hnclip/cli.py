@@ -419,10 +419,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hnclip.config_validation import ConfigError
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args.func(args)
+    try:
+        args.func(args)
+    except ConfigError as error:  # `hnclip plan` on a bad config: the key and the problem, no traceback
+        print(f"hnclip {args.verb}: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
