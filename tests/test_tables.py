@@ -288,3 +288,58 @@ def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
     assert "(paper-scale run)" in md and "| 8.00 |" in md
     md = write_table(df, tmp_path / "cost", caption="training cost: paper-scale runs")["md"].read_text()
     assert md.startswith("*training cost: paper-scale runs*")  # already labelled: nothing appended
+
+
+# ------------------------------------------------------------------------------- runs behind each line
+def _line(tidy: pd.DataFrame, **labels) -> dict:
+    mask = pd.Series(True, index=tidy.index)
+    for column, value in labels.items():
+        mask &= tidy[column] == value
+    rows = tidy[mask]
+    assert len(rows) == 1, (labels, len(rows))
+    return rows.iloc[0].to_dict()
+
+
+def test_every_csv_line_names_its_runs_seeds_and_config_hashes(tmp_path):
+    spec, records = main_fixture(seeds=(0, 1))
+    summaries = {c["run_dir"]: {"config_hash": f"h-{c['run']['method']}-s{c['run']['seed']}"} for c in spec["cells"]}
+    paths = write_table(build_table(spec, records, summaries=summaries), tmp_path / "main", caption="main")
+    tidy = pd.read_csv(paths["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")
+    assert float(line["mean"]) == pytest.approx(41.5)  # seeds 40 and 43, the two runs below
+    assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"
+    assert (line["run_train_set"], line["run_method"], line["run_gamma"], line["run_fraction"],
+            line["run_seeds"]) == ("docci", "hnclip", "0.5", "1", "0;1")
+    assert line["run_config_hash"] == "h-hnclip-s0;h-hnclip-s1"
+    line = _line(tidy, method="Long-CLIP FT", group="DCI", direction="T->I", metric="R@10")
+    assert line["runs"] == "dci/longclip/g0/f1/s0;dci/longclip/g0/f1/s1" and line["run_gamma"] == "0"
+    # without summaries the runs are still named; the hashes are left empty, one slot per run
+    tidy = pd.read_csv(write_table(build_table(spec, records), tmp_path / "bare", caption="main")["csv"],
+                       keep_default_na=False, dtype=str)
+    assert _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")["run_config_hash"] == ";"
+
+
+def test_a_plugin_difference_names_the_runs_of_both_sides(tmp_path):
+    cells, records = [], []
+    for method, variant, gamma in (("lora", "plain", 0.0), ("lora_hn", "+HN", 0.5)):
+        r = run(method, gamma=gamma)
+        records.append(record(r, "docci"))
+        cells.append(cell("LoRA", "DOCCI", r, "docci", variant=variant))
+    spec = {"experiment": "plugin", "scale": "toy", "cells": cells}
+    summaries = {c["run_dir"]: {"config_hash": c["run"]["method"]} for c in cells}
+    tidy = pd.read_csv(write_table(build_table(spec, records, summaries), tmp_path / "plugin", caption="p")["csv"],
+                       keep_default_na=False, dtype=str)
+    delta = _line(tidy, framework="LoRA", direction="I->T", variant="Δ")
+    assert delta["runs"] == "docci/lora/g0/f1/s0;docci/lora_hn/g0.5/f1/s0"
+    assert (delta["run_method"], delta["run_gamma"], delta["run_config_hash"]) == ("lora;lora_hn", "0;0.5", "lora;lora_hn")
+    assert _line(tidy, framework="LoRA", direction="I->T", variant="+HN")["runs"] == "docci/lora_hn/g0.5/f1/s0"
+
+
+def test_cost_table_lines_carry_the_config_hash_of_their_own_summaries(tmp_path):
+    summaries = [_summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0, config_hash="aaa"),
+                 _summary(tmp_path, "docci/hnclip/g0.5/f1/s1", 3600.0, config_hash="bbb")]
+    tidy = pd.read_csv(write_table(build_cost_table(summaries, scale="toy"), tmp_path / "cost", caption="c")["csv"],
+                       keep_default_na=False, dtype=str)
+    line = _line(tidy, quantity="wall time (h)")
+    assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"
+    assert line["run_seeds"] == "0;1" and line["run_config_hash"] == "aaa;bbb"

@@ -8,7 +8,13 @@ is trained once.
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hnclip.config_validation import ConfigError
 
 __all__ = [
     "EXPERIMENTS",
@@ -19,7 +25,9 @@ __all__ = [
     "check_config",
     "experiment_spec",
     "format_number",
+    "spec_digest",
     "train_overrides",
+    "write_spec",
 ]
 
 EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds")
@@ -59,7 +67,15 @@ class Evaluation:
 
 
 def _fail(key: str, message: str):
-    raise ValueError(f"config key {key}: {message}")
+    raise ConfigError(f"config key {key}: {message}")
+
+
+def _unknown(kind: str, name: str, known) -> str:
+    """``unknown method 'hnclp'; did you mean 'hnclip'?`` (or the known names when none is close)."""
+    known = list(known)
+    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+    return f"unknown {kind} {name!r}; {hint}"
 
 
 def _label(config: dict, section: str, key: str) -> str:
@@ -73,35 +89,37 @@ def check_config(config: dict) -> None:
         train_set = bench.get("train_set")
         if train_set is not None:
             if train_set not in benchmarks:
-                _fail(f"benchmarks.{name}.train_set", f"unknown benchmark {train_set!r}")
+                _fail(f"benchmarks.{name}.train_set", _unknown("benchmark", train_set, benchmarks))
             if "train" not in benchmarks[train_set].get("splits", ["train", "test"]):
                 _fail(f"benchmarks.{name}.train_set", f"benchmark {train_set!r} has no train split")
     if config["backbone"]["source"] == "pretrain":
         bench = config["pretrain"]["benchmark"]
         if bench not in benchmarks:
-            _fail("pretrain.benchmark", f"unknown benchmark {bench!r}")
+            _fail("pretrain.benchmark", _unknown("benchmark", bench, benchmarks))
     elif not config["backbone"].get("checkpoint"):
         _fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
     experiments = config.get("experiments", {})
     for exp_name, exp in experiments.items():
         for i, bench in enumerate(exp.get("benchmarks", [])):
             if bench not in benchmarks:
-                _fail(f"experiments.{exp_name}.benchmarks[{i}]", f"unknown benchmark {bench!r}")
+                _fail(f"experiments.{exp_name}.benchmarks[{i}]", _unknown("benchmark", bench, benchmarks))
             if benchmarks[bench].get("train_set") is None:
                 _fail(f"experiments.{exp_name}.benchmarks[{i}]",
                       f"benchmark {bench!r} has no train_set, so it has no in-domain runs")
-        referenced = list(exp.get("methods", []))
+        where = f"experiments.{exp_name}"
+        referenced = [(f"{where}.methods[{i}]", m) for i, m in enumerate(exp.get("methods", []))]
         if "method" in exp:
-            referenced.append(exp["method"])
-        referenced += [p[k] for p in exp.get("pairs", []) for k in ("plain", "hn") if k in p]
-        referenced += [v["method"] for v in exp.get("variants", [])]
-        for method in referenced:
+            referenced.append((f"{where}.method", exp["method"]))
+        referenced += [(f"{where}.pairs[{i}].{k}", p[k]) for i, p in enumerate(exp.get("pairs", []))
+                       for k in ("plain", "hn") if k in p]
+        referenced += [(f"{where}.variants[{i}].method", v["method"]) for i, v in enumerate(exp.get("variants", []))]
+        for key, method in referenced:
             if method not in methods:
-                _fail(f"experiments.{exp_name}", f"unknown method {method!r}; known: {', '.join(methods)}")
+                _fail(key, _unknown("method", method, methods))
         for i, pair in enumerate(exp.get("pairs", [])):
             for k in ("train", "eval"):
                 if k in pair and pair[k] not in benchmarks:
-                    _fail(f"experiments.{exp_name}.pairs[{i}].{k}", f"unknown benchmark {pair[k]!r}")
+                    _fail(f"experiments.{exp_name}.pairs[{i}].{k}", _unknown("benchmark", pair[k], benchmarks))
             if "train" in pair and "train" not in benchmarks[pair["train"]].get("splits", ["train", "test"]):
                 _fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
     _check_preprocess(config, experiments)
@@ -213,7 +231,33 @@ def experiment_spec(config: dict, name: str) -> dict:
                     cells.append(_cell(config, run, b, method_label[m], bench_label[b]))
     else:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    return {"experiment": name, "scale": config["scale"], "cells": cells}
+    return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells}
+
+
+def _spec_text(config: dict, name: str) -> str:
+    return json.dumps(experiment_spec(config, name), indent=1, sort_keys=True) + "\n"
+
+
+def spec_digest(config: dict, name: str) -> str:
+    """SHA-256 of the spec file :func:`write_spec` would write: changes exactly when the file would."""
+    return hashlib.sha256(_spec_text(config, name).encode()).hexdigest()
+
+
+def write_spec(config: dict, name: str, path, log=None) -> Path:
+    """Write experiment ``name``'s spec (``results/specs/{name}.json``): the file the tables, figures and
+    report of that experiment read, so no spec travels on a command line (the paper grid's are 6-18 KB each,
+    ~60 KB together, half of Linux's 128 KB limit on one argument).
+    """
+    from hnclip.fileio import write_text_atomic
+
+    text = _spec_text(config, name)
+    path = write_text_atomic(path, text)
+    if log is not None:
+        cells = json.loads(text)["cells"]
+        runs = {c["run_dir"] for c in cells}
+        write_text_atomic(log, f"{path}: {len(cells)} cells, {len(runs)} runs, sha256 "
+                               f"{hashlib.sha256(text.encode()).hexdigest()}\n")
+    return path
 
 
 def all_evaluations(config: dict) -> list[Evaluation]:

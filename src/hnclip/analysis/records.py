@@ -27,10 +27,12 @@ __all__ = [
     "load_epochs",
     "load_eval",
     "load_records",
+    "load_run_summaries",
     "load_spec",
     "load_summary",
     "record_key",
     "run_name",
+    "summary_config_hash",
 ]
 
 RUN_FIELDS = ("train_set", "method", "gamma", "fraction", "seed")
@@ -168,6 +170,25 @@ def load_summary(run_dir) -> dict:
         raise ValueError(f"run summary {path}: no key(s) {missing}")
     summary.setdefault("run_dir", str(path.parent))
     return summary
+
+
+def summary_config_hash(summary: Mapping) -> str:
+    """The config hash a run's summary.json records (empty when it records none)."""
+    return str(summary.get("config_hash") or "")
+
+
+def load_run_summaries(spec) -> dict[str, dict]:
+    """summary.json of every run a spec's cells name, keyed by the cells' ``run_dir``.
+
+    A table's lines carry these runs' config hashes, so a missing summary fails here naming the file.
+    """
+    spec = load_spec(spec)
+    summaries = {}
+    for cell in spec["cells"]:
+        run_dir = cell.get("run_dir")
+        if run_dir and str(run_dir) not in summaries:
+            summaries[str(run_dir)] = load_summary(run_dir)
+    return summaries
 
 
 def _read_csv(path: Path, what: str, columns: Iterable[str], **kwargs) -> pd.DataFrame:
