@@ -17,7 +17,7 @@ from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"
-PROFILE = REPO / "workflow/profiles/slurm"
+PROFILE = REPO / "profiles/slurm"
 
 # The arithmetic below is pinned to these grids, frozen here: config/paper.yaml and the e2e micro
 # config grow with the project (more frameworks), the hand counts must not move with them.
@@ -293,3 +293,26 @@ def test_zero_shot_backbone_is_the_first_row_of_main_and_transfer_and_never_a_tr
     # which benchmark each main run's epochs.csv scores: Long-DCI's runs train on DOCCI and log DOCCI
     long_dci = next(c for c in main if c["eval_benchmark"] == "long_dci" and not plan.is_zeroshot(c))
     assert long_dci["epochs_benchmark"] == "docci"
+
+
+def test_several_configfiles_layer_as_snakemake_layers_them(paper, tmp_path):
+    overlay = tmp_path / "two_epochs.yaml"
+    overlay.write_text("train: {epochs: 2}\nexperiments: {gamma_sweep: {gammas: [0.5]}}\n")
+    config = load_config([paper, overlay])
+    assert config["train"]["epochs"] == 2 and config["train"]["micro_batch"] == 16  # merged, not replaced
+    assert config["experiments"]["gamma_sweep"]["gammas"] == [0.5]  # a list replaces the earlier one
+    rows, text = run_plan([paper, overlay], tmp_path)
+    assert f"hnclip plan for {paper} + {overlay}" in text
+    assert rows["gamma_sweep"].new_train_jobs == 0  # gamma 0.5 alone: main's hnclip runs
+    # 2 of 10 epochs: a fifth of the paper grid's samples per main run
+    assert rows["main"].samples == PAPER_SAMPLES["main"] // 5
+
+
+def test_hnclip_plan_reports_a_bad_config_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PAPER_GRID + "\ntrian: {epochs: 2}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "plan", "--configfile", str(bad)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "hnclip plan: config key trian: unknown key; did you mean 'train'?"

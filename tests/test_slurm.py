@@ -2,7 +2,7 @@
 
 `workflow/scripts/slurm_cluster.sh` starts munge, slurmctld and slurmd on this machine, with partitions
 named like the profile's and fake GPUs. The micro configuration then runs through
-`--profile workflow/profiles/slurm`; the test overrides only what one small node cannot grant (memory,
+`--workflow-profile profiles/slurm` (which replaces profiles/default); the test overrides only what one small node cannot grant (memory,
 CPUs per task) and what a cluster without accounting needs (`--slurm-status-command squeue`).
 
 Cost: one cluster and one SLURM run shared by the tests, a local reference run overlapped with it, a
@@ -30,7 +30,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "workflow/scripts/slurm_cluster.sh"
-PROFILE = REPO / "workflow/profiles/slurm"
+PROFILE = REPO / "profiles/slurm"
 MICRO = REPO / "tests/e2e/micro.yaml"
 
 # what one small node grants every job, whatever the profile asks for
@@ -96,7 +96,7 @@ def snakemake_cmd(workdir: Path, configfile: Path, targets, *, cluster: bool, co
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
            str(workdir), "--configfile", str(configfile)]
     if cluster:
-        cmd += ["--profile", str(PROFILE), *cluster_overrides()]
+        cmd += ["--workflow-profile", str(PROFILE), *cluster_overrides()]
     else:
         cmd += ["--cores", str(cores), "--scheduler", "greedy"]
     return [*cmd, *targets]

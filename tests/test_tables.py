@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hnclip.analysis.records import MissingRecordError, load_records
-from hnclip.analysis.table_format import read_table_csv, write_table
+from hnclip.analysis.table_format import RUN_COLUMNS, read_table_csv, write_table
 from hnclip.analysis.tables import build_cost_table, build_epochs_table, build_table
 
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
@@ -365,3 +365,101 @@ def test_protocols_table_puts_each_split_and_both_k_sets_side_by_side(tmp_path):
     del records["hnclip-goal.json"]
     with pytest.raises(MissingRecordError, match="hnclip-goal.json"):
         build_protocols_table(spec, records)
+
+
+# ------------------------------------------------------------------------------- runs behind each line
+def _line(tidy: pd.DataFrame, **labels) -> dict:
+    mask = pd.Series(True, index=tidy.index)
+    for column, value in labels.items():
+        mask &= tidy[column] == value
+    rows = tidy[mask]
+    assert len(rows) == 1, (labels, len(rows))
+    return rows.iloc[0].to_dict()
+
+
+def test_every_csv_line_names_its_runs_seeds_and_config_hashes(tmp_path):
+    spec, records = main_fixture(seeds=(0, 1))
+    summaries = {c["run_dir"]: {"config_hash": f"h-{c['run']['method']}-s{c['run']['seed']}"} for c in spec["cells"]}
+    paths = write_table(build_table(spec, records, summaries=summaries), tmp_path / "main", caption="main")
+    tidy = pd.read_csv(paths["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")
+    assert float(line["mean"]) == pytest.approx(41.5)  # seeds 40 and 43, the two runs below
+    assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"
+    assert (line["run_train_set"], line["run_method"], line["run_gamma"], line["run_fraction"],
+            line["run_seeds"]) == ("docci", "hnclip", "0.5", "1", "0;1")
+    assert line["run_config_hash"] == "h-hnclip-s0;h-hnclip-s1"
+    line = _line(tidy, method="Long-CLIP FT", group="DCI", direction="T->I", metric="R@10")
+    assert line["runs"] == "dci/longclip/g0/f1/s0;dci/longclip/g0/f1/s1" and line["run_gamma"] == "0"
+    # without summaries the runs are still named; the hashes are left empty, one slot per run
+    tidy = pd.read_csv(write_table(build_table(spec, records), tmp_path / "bare", caption="main")["csv"],
+                       keep_default_na=False, dtype=str)
+    assert _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")["run_config_hash"] == ";"
+
+
+def test_a_plugin_difference_names_the_runs_of_both_sides(tmp_path):
+    cells, records = [], []
+    for method, variant, gamma in (("lora", "plain", 0.0), ("lora_hn", "+HN", 0.5)):
+        r = run(method, gamma=gamma)
+        records.append(record(r, "docci"))
+        cells.append(cell("LoRA", "DOCCI", r, "docci", variant=variant))
+    spec = {"experiment": "plugin", "scale": "toy", "cells": cells}
+    summaries = {c["run_dir"]: {"config_hash": c["run"]["method"]} for c in cells}
+    tidy = pd.read_csv(write_table(build_table(spec, records, summaries), tmp_path / "plugin", caption="p")["csv"],
+                       keep_default_na=False, dtype=str)
+    delta = _line(tidy, framework="LoRA", direction="I->T", variant="Δ")
+    assert delta["runs"] == "docci/lora/g0/f1/s0;docci/lora_hn/g0.5/f1/s0"
+    assert (delta["run_method"], delta["run_gamma"], delta["run_config_hash"]) == ("lora;lora_hn", "0;0.5", "lora;lora_hn")
+    assert _line(tidy, framework="LoRA", direction="I->T", variant="+HN")["runs"] == "docci/lora_hn/g0.5/f1/s0"
+
+
+def test_cost_table_lines_carry_the_config_hash_of_their_own_summaries(tmp_path):
+    summaries = [_summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0, config_hash="aaa"),
+                 _summary(tmp_path, "docci/hnclip/g0.5/f1/s1", 3600.0, config_hash="bbb")]
+    tidy = pd.read_csv(write_table(build_cost_table(summaries, scale="toy"), tmp_path / "cost", caption="c")["csv"],
+                       keep_default_na=False, dtype=str)
+    line = _line(tidy, quantity="wall time (h)")
+    assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"
+    assert line["run_seeds"] == "0;1" and line["run_config_hash"] == "aaa;bbb"
+
+
+def test_the_zero_shot_row_names_no_run_and_the_fine_tuned_rows_keep_theirs(tmp_path):
+    spec, records = main_fixture()
+    zs = run("zeroshot", fraction=0.0, train_set="none")
+    spec["cells"].insert(0, {**cell("Zero-shot backbone", "DOCCI", zs, "docci"), "run_dir": None, "zeroshot": True})
+    records.append(record(zs, "docci", i2t_r1=12.0))
+    summaries = {c["run_dir"]: {"config_hash": c["run"]["method"]} for c in spec["cells"] if c["run_dir"]}
+    tidy = pd.read_csv(write_table(build_table(spec, records, summaries), tmp_path / "main", caption="m")["csv"],
+                       keep_default_na=False, dtype=str)
+    line = _line(tidy, method="Zero-shot backbone", group="DOCCI", direction="I->T", metric="R@1")
+    assert float(line["mean"]) == 12.0
+    # the backbone before fine-tuning: no results/runs folder, so every run column is empty
+    assert [line[c] for c in RUN_COLUMNS] == [""] * len(RUN_COLUMNS)
+    line = _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")
+    assert (line["runs"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "hnclip")
+
+
+def test_convergence_and_protocol_lines_carry_their_runs_and_config_hashes(tmp_path, monkeypatch):
+    from hnclip.analysis.tables import build_convergence_table, build_protocols_table
+
+    monkeypatch.chdir(tmp_path)
+    c = cell("HN-CLIP", "DOCCI", run("hnclip", 0, 0.5), "docci")
+    d = tmp_path / c["run_dir"]
+    d.mkdir(parents=True)
+    pd.DataFrame([{"epoch": 1, "step": 2, **dict.fromkeys(METRICS, 50.0)}]).to_csv(d / "epochs.csv", index=False)
+    pd.DataFrame({"step": [1, 2], "epoch": [1, 1], "lr": 1e-4, "logit_scale": 100.0, "loss": 1.0,
+                  "infonce": [0.3, 0.1]}).to_csv(d / "dynamics.csv", index=False)
+    df = build_convergence_table({"experiment": "main", "scale": "toy", "cells": [c]},
+                                 summaries={c["run_dir"]: {"config_hash": "abc"}})
+    tidy = pd.read_csv(write_table(df, tmp_path / "conv", caption="c")["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, method="HN-CLIP", direction="both", metric="InfoNCE")
+    assert (line["runs"], line["run_seeds"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "0", "abc")
+
+    spec = _protocol_cells()
+    for pc in spec["cells"]:
+        pc["run_dir"] = None if pc["zeroshot"] else c["run_dir"]
+    records = {pc["eval_path"]: record(pc["run"], "docci") for pc in spec["cells"]}
+    df = build_protocols_table(spec, records, summaries={c["run_dir"]: {"config_hash": "abc"}})
+    tidy = pd.read_csv(write_table(df, tmp_path / "prot", caption="p")["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, split="test_goal", method="HN-CLIP", direction="I->T", metric="R@1")
+    assert (line["runs"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "abc")
+    assert _line(tidy, split="test_goal", method="Zero-shot backbone", metric="images")["runs"] == ""

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 log = logging.getLogger("hnclip")
+SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
 
 
 def _json_arg(text: str):
@@ -123,6 +124,24 @@ def cmd_edges(args) -> None:
     build_edges(Path(args.images), Path(args.segments), Path(args.out))
 
 
+def _verify_stores(*dirs) -> None:
+    """Re-hash each image store a job reads against the checksum recorded when it was built: a corrupted
+    file fails the job before it trains on it (~1 s per GB, once per job; see hnclip.data.image_store)."""
+    from hnclip.data.image_store import ImageStore
+
+    for store_dir in dirs:
+        if store_dir:
+            ImageStore(store_dir).verify()
+
+
+def cmd_verify_store(args) -> None:
+    from hnclip.data.image_store import ImageStore
+
+    for store_dir in args.images:
+        checked = ImageStore(store_dir).verify()
+        log.info("%s: %s", store_dir, "sha256 matches" if checked else "size matches (no checksum recorded)")
+
+
 # ------------------------------------------------------------------------------------- train, evaluate
 def _parse_sets(items: list[str]) -> dict[str, str]:
     overrides = {}
@@ -140,6 +159,7 @@ def cmd_train(args) -> None:
 
     _set_threads(args.threads)
     cfg = TrainConfig.from_overrides(_parse_sets(args.set))
+    _verify_stores(args.images, args.eval_images)
     train(
         cfg,
         init_model_dir=Path(args.init),
@@ -158,6 +178,7 @@ def cmd_evaluate(args) -> None:
     from hnclip.evaluate import evaluate_checkpoint
 
     _set_threads(args.threads)
+    _verify_stores(args.images)
     evaluate_checkpoint(Path(args.model), Path(args.manifest), Path(args.images), Path(args.out),
                         run_info=args.run_info, eval_benchmark=args.eval_benchmark,
                         batch_size=args.batch_size, ks=args.ks, split=args.split)
@@ -174,11 +195,12 @@ def cmd_geometry(args) -> None:
 
 
 def cmd_table(args) -> None:
-    from hnclip.analysis.records import load_records
+    from hnclip.analysis.records import load_records, load_run_summaries, load_spec
     from hnclip.analysis.tables import build_table, write_table
 
-    records = load_records(args.spec)
-    write_table(build_table(args.spec, records), args.out_prefix, caption=_caption(args.spec))
+    spec = load_spec(args.spec)
+    table = build_table(spec, load_records(spec), summaries=load_run_summaries(spec))
+    write_table(table, args.out_prefix, caption=_caption(spec))
 
 
 def _caption(spec: dict) -> str:
@@ -187,30 +209,37 @@ def _caption(spec: dict) -> str:
 
 
 def cmd_table_epochs(args) -> None:
+    from hnclip.analysis.records import load_run_summaries, load_spec
     from hnclip.analysis.tables import build_epochs_table, write_table
 
-    write_table(build_epochs_table(args.spec), args.out_prefix, caption="R@1 per epoch: " + _caption(args.spec))
+    spec = load_spec(args.spec)
+    table = build_epochs_table(spec, summaries=load_run_summaries(spec))
+    write_table(table, args.out_prefix, caption="R@1 per epoch: " + _caption(spec))
 
 
 def cmd_table_convergence(args) -> None:
+    from hnclip.analysis.records import load_run_summaries, load_spec
     from hnclip.analysis.tables import build_convergence_table, write_table
 
-    write_table(build_convergence_table(args.spec), args.out_prefix,
+    spec = load_spec(args.spec)
+    write_table(build_convergence_table(spec, summaries=load_run_summaries(spec)), args.out_prefix,
                 caption="R@1 and retrieval error per epoch and direction, beside the epoch's standard InfoNCE: "
-                + _caption(args.spec))
+                + _caption(spec))
 
 
 def cmd_table_protocols(args) -> None:
-    from hnclip.analysis.tables import build_protocols_table, write_table
+    from hnclip.analysis.records import load_protocol_spec
+    from hnclip.analysis.tables import build_protocols_table, load_protocol_summaries, write_table
 
-    spec = args.spec
+    spec = load_protocol_spec(args.spec)
     variants = {f"{c['split']} ({c['benchmark']})": c["split_description"] for c in spec["cells"]
                 if c["split"] != "test"}
     caption = ("evaluation protocols side by side: R@1/5/10 are the paper's cut-offs, R@1/5/25/50 GOAL's "
                "(one ranking serves both); split 'test' is the paper's protocol"
                + "".join(f"; {name}: {text}" for name, text in variants.items()))
     scale = "toy-scale run" if spec.get("scale") == "toy" else "paper-scale run"
-    write_table(build_protocols_table(spec), args.out_prefix, caption=f"{caption} ({scale})")
+    table = build_protocols_table(spec, summaries=load_protocol_summaries(spec))
+    write_table(table, args.out_prefix, caption=f"{caption} ({scale})")
 
 
 def cmd_table_cost(args) -> None:
@@ -241,10 +270,17 @@ def cmd_gallery(args) -> None:
 
 
 def cmd_report(args) -> None:
+    from hnclip.analysis.records import load_spec
     from hnclip.report import render_report_from_files
 
+    specs = {}
+    for path in args.specs:
+        spec = load_spec(path)
+        if spec["experiment"] in specs:
+            raise SystemExit(f"hnclip report: two specs of experiment {spec['experiment']!r} (second: {path})")
+        specs[spec["experiment"]] = spec
     render_report_from_files(
-        out_html=Path(args.out), title=args.title, scale=args.scale, specs=args.specs,
+        out_html=Path(args.out), title=args.title, scale=args.scale, specs=specs,
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
@@ -254,8 +290,9 @@ def cmd_report(args) -> None:
 def cmd_plan(args) -> None:
     from hnclip.plan_cli import print_plan
 
-    print_plan(Path(args.configfile), profile=args.profile, samples_per_s=args.samples_per_s,
-               results_dir=Path(args.results))
+    configfiles = [Path(p) for p in args.configfile]
+    print_plan(configfiles[0] if len(configfiles) == 1 else configfiles, profile=args.profile,
+               samples_per_s=args.samples_per_s, results_dir=Path(args.results))
 
 
 # ------------------------------------------------------------------------------------------- parser
@@ -283,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
+
+    p = verb("verify-store", cmd_verify_store, "check image stores against the sha256 recorded when built")
+    p.add_argument("images", nargs="+", help="image store folders")
 
     p = verb("subset", cmd_subset, "write a nested, deterministic fraction of a training manifest's ids")
     p.add_argument("--manifest", required=True)
@@ -366,14 +406,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-figure", required=True)
 
-    for name, func, text in (("table", cmd_table, "one experiment's retrieval table"),
-                             ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs"),
-                             ("table-convergence", cmd_table_convergence,
-                              "R@1 and error per epoch and direction beside InfoNCE (main runs)"),
-                             ("table-protocols", cmd_table_protocols,
-                              "the main models under every published evaluation protocol")):
+    protocols_help = "protocol spec file (results/specs/protocols.json, written by hnclip.protocols.write_protocol_spec)"
+    for name, func, text, spec_help in (
+            ("table", cmd_table, "one experiment's retrieval table", SPEC_HELP),
+            ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs", SPEC_HELP),
+            ("table-convergence", cmd_table_convergence,
+             "R@1 and error per epoch and direction beside InfoNCE (main runs)", SPEC_HELP),
+            ("table-protocols", cmd_table_protocols, "the main models under every published evaluation protocol",
+             protocols_help)):
         p = verb(name, func, text)
-        p.add_argument("--spec", type=_json_arg, required=True, help="experiment spec (JSON, from hnclip.plan)")
+        p.add_argument("--spec", type=Path, required=True, help=spec_help)
         p.add_argument("--out-prefix", required=True)
 
     p = verb("table-cost", cmd_table_cost, "training cost per run")
@@ -384,11 +426,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("figure", cmd_figure, "one figure of the paper")
     p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence"])
-    p.add_argument("--spec", type=_json_arg, required=True)
+    p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
     p.add_argument("--out-prefix", required=True)
 
     p = verb("gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
-    p.add_argument("--spec", type=_json_arg, required=True, help="main experiment spec")
+    p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
     p.add_argument("--captions", type=int, default=4)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
@@ -396,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)
     p.add_argument("--scale", choices=["toy", "paper"], required=True)
-    p.add_argument("--specs", type=_json_arg, required=True)
+    p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments shown")
     p.add_argument("--tables", nargs="*", default=[])
     p.add_argument("--figures", nargs="*", default=[])
     p.add_argument("--geometry", nargs="*", default=[])
@@ -406,8 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
 
     p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")
-    p.add_argument("--configfile", default="config/config.yaml")
-    p.add_argument("--profile", default=None, help="profile folder whose train resources are shown")
+    p.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
+                   help="config file(s); several layer in order, as with snakemake --configfile")
+    p.add_argument("--profile", default=None,
+                   help="profile folder whose train resources are shown (e.g. profiles/slurm, the cluster profile)")
     p.add_argument("--samples-per-s", type=float, default=None,
                    help="training samples/s per GPU (default: measured runs, else the Long-CLIP-L estimate)")
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
@@ -415,10 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hnclip.config_validation import ConfigError
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args.func(args)
+    try:
+        args.func(args)
+    except ConfigError as error:  # `hnclip plan` on a bad config: the key and the problem, no traceback
+        print(f"hnclip {args.verb}: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -84,18 +84,24 @@ def _schema_path() -> Path:
                             + " or ".join(str(p.parent.parent.parent) for p in candidates))
 
 
-def load_config(configfile) -> dict:
-    """The config exactly as the workflow sees it: the file alone (a --configfile replaces the embedded
-    default), validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
-    from snakemake.utils import validate  # the rules' own validator, so defaults are filled identically
+def load_config(configfiles) -> dict:
+    """The config exactly as the workflow sees it: the file(s) alone (a --configfile replaces the embedded
+    default; several layer in order, later keys winning and mappings merging, as Snakemake layers them),
+    validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
+    from snakemake.utils import update_config  # Snakemake's own merge of several --configfile
 
-    configfile = Path(configfile)
-    if not configfile.is_file():
-        raise FileNotFoundError(f"hnclip plan: config file {configfile} does not exist")
-    config = yaml.safe_load(configfile.read_text())
-    if not isinstance(config, dict):
-        raise ValueError(f"{configfile}: expected a YAML mapping, got {type(config).__name__}")
-    validate(config, str(_schema_path()))
+    from hnclip.config_validation import validate_config
+
+    paths = [Path(configfiles)] if isinstance(configfiles, str | Path) else [Path(p) for p in configfiles]
+    config: dict = {}
+    for configfile in paths:
+        if not configfile.is_file():
+            raise FileNotFoundError(f"hnclip plan: config file {configfile} does not exist")
+        layer = yaml.safe_load(configfile.read_text())
+        if not isinstance(layer, dict):
+            raise ValueError(f"{configfile}: expected a YAML mapping, got {type(layer).__name__}")
+        update_config(config, layer)
+    validate_config(config, _schema_path())
     plan.check_config(config)
     return config
 
@@ -320,7 +326,8 @@ def format_plan(rows: list[ExperimentCost], throughput: Throughput, sizes: dict[
 
 def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir="results",
                file=None) -> list[ExperimentCost]:
-    """Print the plan of ``configfile`` (with ``profile``'s train resources, if given); return its rows."""
+    """Print the plan of ``configfile`` (one path, or several layered in order) with ``profile``'s train
+    resources, if given; return its rows."""
     config = load_config(configfile)
     runs = plan.all_runs(config)
     train_sets = {r.train_set for r in runs}
@@ -331,5 +338,6 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     resources = profile_train_resources(profile) if profile else None
     gpus = int((resources or {}).get("gpu", 1) or 1)
     rows = build_plan(config, throughput, sizes, gpus_per_job=gpus)
-    print(format_plan(rows, throughput, sizes, configfile, resources, profile), file=file or sys.stdout)
+    label = configfile if isinstance(configfile, str | Path) else " + ".join(map(str, configfile))
+    print(format_plan(rows, throughput, sizes, label, resources, profile), file=file or sys.stdout)
     return rows

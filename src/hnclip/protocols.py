@@ -20,10 +20,12 @@ tests; nothing here touches torch.
 
 from __future__ import annotations
 
+import hashlib
+
 from hnclip import plan
 
 __all__ = ["DEFAULT_SPLIT", "all_variants", "benchmark_variants", "protocol_eval_path", "protocol_spec",
-           "variant_pattern"]
+           "protocol_spec_digest", "variant_pattern", "write_protocol_spec"]
 
 DEFAULT_SPLIT = "test"
 _NEVER = "(?!)"  # a wildcard constraint no path matches: a config without split variants
@@ -79,7 +81,9 @@ def protocol_spec(config: dict) -> dict:
     """Cells of the protocol table: per model cell, one per split (the paper's ``test`` first).
 
     Each cell: ``row`` (the model's row label), ``benchmark`` (label), ``eval_benchmark``, ``split``,
-    ``split_description``, ``run`` and ``eval_path`` (the record to read), ``model_dir`` (what is scored).
+    ``split_description``, ``run`` and ``eval_path`` (the record to read), ``model_dir`` (what is scored),
+    ``run_dir`` (the run's folder, whose summary.json gives the table's config hash; None for the zero-shot
+    backbone).
     """
     labels = {b: config["benchmarks"][b].get("label") or b for b in config["benchmarks"]}
     cells, seen = [], set()
@@ -95,5 +99,16 @@ def protocol_spec(config: dict) -> dict:
             cells.append({"row": cell["row"], "benchmark": labels[bench], "eval_benchmark": bench, "split": split,
                           "split_description": description, "run": cell["run"],
                           "eval_path": protocol_eval_path(cell, split), "model_dir": model_dir,
-                          "zeroshot": plan.is_zeroshot(cell)})
+                          "run_dir": cell["run_dir"], "zeroshot": plan.is_zeroshot(cell)})
     return {"experiment": "protocols", "scale": config["scale"], "cells": cells}
+
+
+def protocol_spec_digest(config: dict) -> str:
+    """SHA-256 of the file :func:`write_protocol_spec` would write (the spec rule's params trigger)."""
+    return hashlib.sha256(plan.spec_text(protocol_spec(config)).encode()).hexdigest()
+
+
+def write_protocol_spec(config: dict, path, log=None):
+    """Write the protocol table's spec (``results/specs/protocols.json``), as :func:`hnclip.plan.write_spec`
+    writes an experiment's."""
+    return plan.write_spec_file(protocol_spec(config), path, log=log)

@@ -281,12 +281,36 @@ def _strip_suffix(path) -> str:
     return str(path.with_suffix("")) if path.suffix in (".csv", ".html", ".md", ".tex") else str(path)
 
 
+def _recipe_text(recipe: Mapping | None) -> str:
+    """A run's effective optimisation recipe (``summary.json``'s ``recipe``) in one line."""
+    if not recipe:
+        return ""
+    parts = [f"lr {recipe['lr']:g}"]
+    if any(str(g.get("name", "")).startswith("module_") for g in recipe.get("groups", [])):
+        parts.append(f"modules {recipe['module_lr']:g}")
+    parts += [f"wd {recipe['weight_decay']:g}", f"warmup {recipe['warmup_steps']}", str(recipe["schedule"]),
+              f"label smoothing {recipe['label_smoothing']:g}"]
+    if recipe.get("grad_clip"):
+        parts.append(f"clip {recipe['grad_clip']:g}")
+    return ", ".join(parts)
+
+
+def _hn_meanings(provenance: Iterable[Mapping]) -> list[dict]:
+    """What "+HN" trained for each framework of the runs shown (the plug-in table's legend)."""
+    meanings = {}
+    for s in provenance:
+        if s.get("framework") and s.get("hn_plugin"):
+            meanings.setdefault(s["framework"], s["hn_plugin"])
+    return [{"framework": k, "meaning": v} for k, v in meanings.items()]
+
+
 def _provenance_rows(provenance: Iterable[Mapping]) -> list[dict]:
     rows = []
     for s in provenance:
         run = s.get("run_dir") or s.get("run") or "?"
         rows.append({
             "run": str(run).removeprefix("results/runs/"),
+            "recipe": _recipe_text(s.get("recipe")),
             "config_hash": str(s.get("config_hash", "")),
             "git_commit": str(s.get("git_commit", "")),
             "seed": s.get("seed", ""),
@@ -344,7 +368,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         verdict_counts={v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS},
         verdict_class=VERDICT_CLASS,
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
-        provenance=_provenance_rows(provenance),
+        provenance=_provenance_rows(provenance), hn_meanings=_hn_meanings(provenance),
         geometry=[{"name": n, **g} for n, g in (geometry or {}).items()],
         fmt=_fmt,
     )

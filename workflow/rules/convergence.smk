@@ -4,7 +4,13 @@
 
 rule table_convergence:
     input:
-        [f"{d}/{log}.csv" for d in spec_runs("main") for log in ("epochs", "dynamics")],
+        spec=spec_path("main"),
+        logs=[
+            f"{d}/{log}.csv"
+            for d in spec_runs("main")
+            for log in ("epochs", "dynamics")
+        ],
+        summaries=run_summaries("main"),
     output:
         report(
             "results/tables/convergence.html",
@@ -19,18 +25,15 @@ rule table_convergence:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=(
-            json.dumps(plan.experiment_spec(config, "main"))
-            if is_active("main")
-            else "{}"
-        ),
+        prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
-        "hnclip table-convergence --spec {params.spec:q} --out-prefix results/tables/convergence 2> {log}"
+        "python -m hnclip table-convergence --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
 
 
 rule figure_convergence:
     input:
-        rules.table_convergence.input,
+        spec=spec_path("main"),
+        logs=rules.table_convergence.input.logs,
     output:
         report(
             "results/figures/convergence.png",
@@ -44,6 +47,6 @@ rule figure_convergence:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=rules.table_convergence.params.spec,
+        prefix=lambda w, output: output[0].removesuffix(".png"),
     shell:
-        "hnclip figure convergence --spec {params.spec:q} --out-prefix results/figures/convergence 2> {log}"
+        "python -m hnclip figure convergence --spec {input.spec} --out-prefix {params.prefix} 2> {log}"

@@ -22,7 +22,7 @@ rule evaluate:
         run=lambda w: json.dumps(run_of(w).info()),
         batch_size=lookup(dpath="evaluate/batch_size", within=config),
     shell:
-        "hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
+        "python -m hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
         "--eval-benchmark {wildcards.eval_benchmark} --run-info {params.run:q} "
         "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
 
@@ -47,6 +47,6 @@ rule evaluate_zeroshot:
         run=json.dumps(plan.zeroshot_run(config)),
         batch_size=lookup(dpath="evaluate/batch_size", within=config),
     shell:
-        "hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
+        "python -m hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
         "--eval-benchmark {wildcards.eval_benchmark} --run-info {params.run:q} "
         "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
