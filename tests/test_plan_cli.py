@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip import plan
+from hnclip import plan, protocols
 from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_samples
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,6 +125,7 @@ PAPER_SAMPLES = {
     "gamma_sweep": 4 * PER_METHOD,  # gammas 0, 0.25, 0.75, 1 (0.5 is main's hnclip)
     "ablation": PER_METHOD,  # frozen G
     "seeds": 4 * PER_METHOD,  # seed 1 of the four main methods
+    "protocols": 0,  # evaluations only
 }
 # (train jobs needed, new, eval jobs needed, new): hand-derived as in test_workflow_dag.py
 PAPER_JOBS = {
@@ -136,6 +137,10 @@ PAPER_JOBS = {
     "gamma_sweep": (15, 12, 20, 16),
     "ablation": (15, 3, 20, 4),
     "seeds": (24, 12, 32, 16),
+    # The protocol table: main's 5 rows (zero-shot + 4 methods) on each main benchmark under the paper's
+    # split and each test variant: DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty, Urban-1K none
+    # -> 5 x (2 + 2 + 2 + 1) = 35 evaluations, of which the 5 x 3 = 15 variant ones are new.
+    "protocols": (0, 0, 35, 15),
 }
 
 
@@ -159,15 +164,20 @@ def test_job_counts_match_the_plan_modules_runs_and_evaluations(paper, tmp_path)
     rows, _ = run_plan(paper, tmp_path)
     config = load_config(paper)
     assert sum(r.new_train_jobs for r in rows.values()) == len(plan.all_runs(config)) == 66
-    # 96 evaluations of runs + the zero-shot backbone on the 4 test benchmarks
+    # 96 evaluations of runs + the zero-shot backbone on the 4 test benchmarks + 15 protocol variants
     assert len(plan.all_evaluations(config)) == 96
-    assert sum(r.new_eval_jobs for r in rows.values()) == 96 + 4
+    assert sum(r.new_eval_jobs for r in rows.values()) == 96 + 4 + 15
     for name, row in rows.items():
+        assert (row.train_jobs, row.new_train_jobs, row.eval_jobs, row.new_eval_jobs) == PAPER_JOBS[name], name
+        if name == "protocols":
+            cells = protocols.protocol_spec(config)["cells"]
+            assert row.eval_jobs == len({c["eval_path"] for c in cells})
+            assert row.new_eval_jobs == len({c["eval_path"] for c in cells if c["split"] != "test"})
+            continue
         cells = plan.experiment_spec(config, name)["cells"]
         runs = {json.dumps(c["run"], sort_keys=True) for c in cells if not plan.is_zeroshot(c)}
         assert row.train_jobs == len(runs), name
         assert row.eval_jobs == len({c["eval_path"] for c in cells}), name
-        assert (row.train_jobs, row.new_train_jobs, row.eval_jobs, row.new_eval_jobs) == PAPER_JOBS[name], name
 
 
 def test_paper_gpu_hours_equal_the_hand_computation(paper, tmp_path):
@@ -265,9 +275,13 @@ def test_profile_runtime_below_the_longest_run_is_flagged(paper, tmp_path):
 
 def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     config = load_config(PAPER)  # the real paper grid, whatever it holds today
-    # evaluations of runs, and of the zero-shot backbone on each test benchmark of the main table
+    # evaluations of runs, of the zero-shot backbone on each test benchmark of the main table, and of the
+    # protocol table's test-split variants (its paper-split cells are evaluations counted already)
     zeroshot = len(config["experiments"]["main"]["benchmarks"])
-    runs, evaluations = len(plan.all_runs(config)), len(plan.all_evaluations(config)) + zeroshot
+    variants = {c["eval_path"] for c in protocols.protocol_spec(config)["cells"] if c["split"] != "test"}
+    assert variants  # DOCCI, DCI and Long-DCI each have one
+    runs = len(plan.all_runs(config))
+    evaluations = len(plan.all_evaluations(config)) + zeroshot + len(variants)
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "hnclip.cli", "plan", "--configfile", str(PAPER),

@@ -1,7 +1,9 @@
 """``hnclip plan``: what a config will submit, and what it will cost, before anything is submitted.
 
 For each experiment: its training and evaluation jobs (a run or evaluation shared by several experiments
-is counted once, for the first experiment in the config that needs it, so the rows add up to the total),
+is counted once, for the first experiment in the config that needs it, so the rows add up to the total;
+the zero-shot backbone's evaluations count with the main and transfer tables, the protocol table's
+test-split variants in a row of their own),
 the samples its new runs train on, and the GPU-hours they take at a samples/s rate. The rate comes, in
 order, from ``--samples-per-s``, from earlier runs (``results/runs/**/summary.json`` whose model has the
 config's backbone; the median), or from :data:`DEFAULT_SAMPLES_PER_S`; the output names its source.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from hnclip import plan
+from hnclip import plan, protocols
 from hnclip.data import BENCHMARKS
 from hnclip.data.subsets import subset_size
 
@@ -246,7 +248,8 @@ def run_samples(train: dict, n_train: int, fraction: str) -> int:
 
 def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int, str]],
                gpus_per_job: int = 1) -> list[ExperimentCost]:
-    """One row per experiment (config order), plus a ``backbone`` row when the DAG pretrains it.
+    """One row per experiment (config order), plus a ``backbone`` row when the DAG pretrains it and a
+    ``protocols`` row (evaluations only) when the config has the protocol table.
 
     GPU-hours assume samples/s is per GPU and that a job with several GPUs scales linearly, so the
     GPU-hours do not depend on ``gpus_per_job``; a job's wall time does (longest_run_hours).
@@ -275,6 +278,13 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
         seen_runs |= runs
         seen_evals |= evals
         rows.append(row)
+    # the protocol table's evaluations (hnclip.protocols): the main models on other papers' test-split
+    # variants; their paper-protocol cells are the evaluations counted above, so only the variants are new
+    protocol_evals = {c["eval_path"] for c in protocols.protocol_spec(config)["cells"]}
+    if protocol_evals:
+        rows.append(ExperimentCost("protocols", eval_jobs=len(protocol_evals),
+                                   new_eval_jobs=len(protocol_evals - seen_evals)))
+        per_run["protocols"] = []
     for row in rows:
         row.samples = sum(per_run[row.name])
         row.gpu_hours = row.samples / throughput.samples_per_s / 3600
