@@ -38,8 +38,11 @@ class MicroRun:
 
 
 def snakemake(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """`snakemake ...` at a repository root, as a user types it (no --snakefile, --directory or --cores)."""
-    return subprocess.run([sys.executable, "-m", "snakemake", *RUN_ARGS, *args], cwd=root, env=user_env(),
+    """`snakemake ...` at a repository root, as a user types it (no --snakefile, --directory or --cores).
+
+    ``args`` (targets included) come before RUN_ARGS: after ``--config``, which takes any number of
+    values, a target would be read as one more config entry."""
+    return subprocess.run([sys.executable, "-m", "snakemake", *args, *RUN_ARGS], cwd=root, env=user_env(),
                           capture_output=True, text=True, timeout=1800)
 
 
