@@ -56,11 +56,12 @@ def test_embedded_default_expands_every_experiment():
     proc = dry_run()
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    # main 7 + plugin 6 + fractions 2 x 3 + gamma 4 + frozen 1 + seeds 2 = 26 runs
-    assert counts["train"] == 26
-    # 26 in-domain evaluations + transfer of longclip and hnclip to synthetic_shift
-    assert counts["evaluate"] == 28
+    # main 7 + plugin 6 + fractions 2 x 3 + gamma 4 + frozen 1 + seeds 2 x 2 (seeds 1 and 2) = 28 runs
+    assert counts["train"] == 28
+    # 28 in-domain evaluations + transfer of longclip and hnclip to synthetic_shift
+    assert counts["evaluate"] == 30
     assert counts["pretrain_backbone"] == 1 and counts["stretch_backbone"] == 1
+    assert counts["pretrain_pool"] == 1 and counts["pretrain_long_backbone"] == 1
     assert counts["table"] == 7
 
 

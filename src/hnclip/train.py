@@ -58,7 +58,7 @@ from hnclip.training.distributed import (
     sync_gradients,
     wrap_data_parallel,
 )
-from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe
+from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, step_saturation
 from hnclip.training.logs import CsvLog
 from hnclip.training.schedule import build_optimizer, build_scheduler
 
@@ -256,7 +256,9 @@ class _TrainStep(nn.Module):
             out = self.framework.encode(self.model, batch)
         loss, standard = compute_objective(out, self.cfg, margin_features, standard_with_grad=standard_with_grad,
                                            framework=self.framework, batch=batch)
-        return loss, standard, out["logit_scale"].detach()
+        # detached features feed the probe's exact-zero measurements (hnclip.training.dynamics)
+        features = (out["image_features"].detach(), out["text_features"].detach(), out["logit_scale"].detach())
+        return loss, standard, out["logit_scale"].detach(), features
 
 
 # ------------------------------------------------------------------------------------------- the loop
@@ -423,7 +425,7 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
                               extras=framework.batch_extras(positions, device))
                 margin = None if margin_features is None else margin_features[positions.to(device)]
                 with sync_gradients(runner, micro_index == cfg.accum_steps - 1):
-                    loss, standard, logit_scale = runner(batch, margin, probe is not None)
+                    loss, standard, logit_scale, features = runner(batch, margin, probe is not None)
                     # a sync per micro-batch, so a NaN is pinned to its micro-batch; the mean over ranks,
                     # so that every rank sees the same value and stops together
                     value, standard_value = context.mean([float(loss.detach()), float(standard.detach())])
@@ -434,7 +436,7 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
                             f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
                             f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {rows.tolist()}); {kept}")
                     if probe is not None:
-                        probe.add(standard, loss, 1.0 / cfg.accum_steps)
+                        probe.add(standard, loss, 1.0 / cfg.accum_steps, features)
                     # divided so that the accumulated .grad is that of the mean micro-batch loss
                     (loss / cfg.accum_steps).backward()
                 losses.append(value)
@@ -453,7 +455,8 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
             state.last_loss = sum(losses) / len(losses)
             session_samples += cfg.effective_batch
             row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": logit_scale,
-                   "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses)}
+                   "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses),
+                   **step_saturation(losses, standard_losses)}
             if probe is not None:
                 all_reduce_probe(probe, context)
                 row.update(probe.summary())

@@ -1,8 +1,30 @@
-# The backbone every run fine-tunes: a random-init model pretrained on short captions with a 77-token
-# tower and stretched to 248 positions (embedded default), or a Long-CLIP/OpenAI checkpoint converted.
+# The backbone every run fine-tunes. Embedded default: Long-CLIP-L's history at toy scale: CLIP on the
+# short captions of a large pool of scenes with a 77-token tower, Long-CLIP's stretch to 248 positions,
+# then Long-CLIP-style training on the pool's long captions (the role ShareGPT4V plays). The pool is
+# rendered like the benchmark and never holds one of its scenes. Otherwise: a Long-CLIP/OpenAI checkpoint.
 
 
 if config["backbone"]["source"] == "pretrain":
+
+    rule pretrain_pool:
+        input:
+            f"results/data/{config['pretrain']['benchmark']}/source.json",
+        output:
+            manifest="results/backbone/pool/train.csv",
+            images=directory("results/backbone/pool/train_images"),
+        log:
+            "results/logs/backbone/pool.log",
+        benchmark:
+            "results/benchmarks/backbone/pool.tsv"
+        conda:
+            "../../envs/data.yaml"
+        params:
+            size=lookup(dpath="pretrain/pool/size", within=config),
+            seed=lookup(dpath="pretrain/pool/seed", within=config),
+            image_size=lookup(dpath="backbone/image_size", within=config),
+        shell:
+            "hnclip pool --source {input} --count {params.size} --seed {params.seed} "
+            "--image-size {params.image_size} --manifest {output.manifest} --images {output.images} 2> {log}"
 
     rule init_backbone:
         output:
@@ -22,8 +44,8 @@ if config["backbone"]["source"] == "pretrain":
     rule pretrain_backbone:
         input:
             model="results/backbone/init",
-            manifest=f"results/data/{config['pretrain']['benchmark']}/train.csv",
-            images=f"results/data/{config['pretrain']['benchmark']}/train_images",
+            manifest=rules.pretrain_pool.output.manifest,
+            images=rules.pretrain_pool.output.images,
         output:
             model=directory("results/backbone/pretrained/model"),
             summary="results/backbone/pretrained/summary.json",
@@ -55,7 +77,7 @@ if config["backbone"]["source"] == "pretrain":
         input:
             "results/backbone/pretrained/model",
         output:
-            directory("results/backbone/model"),
+            directory("results/backbone/stretched"),
         log:
             "results/logs/backbone/stretch.log",
         conda:
@@ -63,9 +85,43 @@ if config["backbone"]["source"] == "pretrain":
         params:
             keep=lookup(dpath="backbone/frozen_positions", within=config),
             context_length=lookup(dpath="backbone/context_length", within=config),
+            logit_scale=lookup(dpath="pretrain/long/logit_scale", within=config),
         shell:
             "hnclip stretch --model {input} --keep {params.keep} "
-            "--context-length {params.context_length} --out {output} 2> {log}"
+            "--context-length {params.context_length} --logit-scale {params.logit_scale} "
+            "--out {output} 2> {log}"
+
+    rule pretrain_long_backbone:
+        input:
+            model="results/backbone/stretched",
+            manifest=rules.pretrain_pool.output.manifest,
+            images=rules.pretrain_pool.output.images,
+        output:
+            model=directory("results/backbone/model"),
+            summary="results/backbone/summary.json",
+        log:
+            "results/logs/backbone/pretrain_long.log",
+        benchmark:
+            "results/benchmarks/backbone/pretrain_long.tsv"
+        conda:
+            "../../envs/train.yaml"
+        threads: workflow.cores
+        resources:
+            **get_resources("train"),
+        params:
+            overrides=" ".join(
+                f"--set {k}={v}"
+                for k, v in {
+                    **config["pretrain"]["long"]["train"],
+                    "caption_column": config["pretrain"]["long"]["caption_column"],
+                    "seed": config["seeds"][0],
+                }.items()
+            ),
+            out_dir=lambda w, output: Path(output.summary).parent,
+        shell:
+            "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
+            "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone_long "
+            "--threads {threads} {params.overrides} 2> {log}"
 
 else:
 
