@@ -13,6 +13,7 @@ from hnclip.analysis.premise import (
     PREMISE_KEYS,
     classify_runs,
     infonce_flat_epoch,
+    objective_active_min_epoch,
     premise_figures,
     premise_sources,
     run_role,
@@ -44,20 +45,20 @@ def runs(tmp_path):
     # plain run A: 2 epochs x 2 steps; epoch-1 saturated shares 0.5, 1.0; probed steps 1 and 3
     plain_a = write_run(tmp_path, "plain_a", {"gamma": 0.0, "token_weight": 0.0}, {
         "step": [1, 2, 3, 4], "epoch": [1, 1, 2, 2], "infonce": [2.0, 1.0, 0.2, 0.2],
-        "saturated_share": [0.5, 1.0, 1.0, 1.0], "active_share": [0.5, 0.0, 0.0, 0.0],
+        "saturated_share": [0.5, 1.0, 1.0, 1.0], "objective_active_share": [0.5, 0.0, 0.0, 0.0],
         "grad_cosine": [1.0, NAN, 1.0, NAN], "grad_ratio": [1.0, NAN, 1.0, NAN],
         "grad_norm_standard_fp32": [1.0, NAN, 0.0, NAN], **zero_columns([0.0, NAN, 1.0, NAN]),
     })
     # plain run B: 2 epochs x 1 step; epoch-1 share 0.0; one probed step with zero shares 0.5
     plain_b = write_run(tmp_path, "plain_b", {"gamma": 0.0, "token_weight": 0.0}, {
         "step": [1, 2], "epoch": [1, 2], "infonce": [1.0, 0.4], "saturated_share": [0.0, 1.0],
-        "active_share": [1.0, 0.0], "grad_cosine": [1.0, NAN], "grad_ratio": [1.0, NAN],
+        "objective_active_share": [1.0, 0.0], "grad_cosine": [1.0, NAN], "grad_ratio": [1.0, NAN],
         "grad_norm_standard_fp32": [2.0, NAN], **zero_columns([0.5, NAN]),
     })
     # HN-only run: epoch 1 active 0.5, 0.25 (mean 0.375); epoch 2 active 1.0, 0.5 (mean 0.75)
     hn = write_run(tmp_path, "hn", {"gamma": 0.5, "token_weight": 0.0}, {
         "step": [1, 2, 3, 4], "epoch": [1, 1, 2, 2], "infonce": [1.0, 0.5, 0.1, 0.1],
-        "saturated_share": [0.5, 0.75, 1.0, 1.0], "active_share": [0.5, 0.25, 1.0, 0.5],
+        "saturated_share": [0.5, 0.75, 1.0, 1.0], "objective_active_share": [0.5, 0.25, 1.0, 0.5],
         "grad_cosine": [0.5, -0.25, 0.75, NAN], "grad_ratio": [100.0, 300.0, 1e6, 5.0],
         "grad_norm_standard_fp32": [1e-3, 2e-3, 0.0, 1.0], **zero_columns([0.0, 0.0, 0.0, 0.0]),
     })
@@ -94,8 +95,9 @@ def test_premise_figures_match_the_hand_computed_values(runs):
     for key in ("loss", "positive_logit_grad", "feature_grad", "param_grad"):
         for dtype in ("fp32", "bf16"):
             assert figures[f"exact_zero.{key}.{dtype}"] == pytest.approx(0.5)
-    # HN run: epoch means 0.375 and 0.75 -> min 0.375
-    assert figures["hn_active_share_min_epoch"] == pytest.approx(0.375)
+    # HN run: standard InfoNCE active 0.375 in epoch 1, 0.0 in epoch 2 -> min 0.0; the objective's own 0.375
+    assert figures["hn_active_share_min_epoch"] == pytest.approx(0.0)
+    assert objective_active_min_epoch(classify_runs(runs)["hn"]) == pytest.approx(0.375)
     # ratios where the fp32 standard norm is > 0: epoch 1 {100, 300} median 200; epoch 2 {5} (1e6 had norm 0)
     assert figures["ratio_median_per_epoch_min"] == pytest.approx(5.0)
     assert figures["ratio_median_per_epoch_max"] == pytest.approx(200.0)
@@ -131,10 +133,11 @@ def test_a_log_from_before_the_new_columns_is_refused_naming_the_run(tmp_path):
 
 
 @pytest.mark.parametrize(("curve", "expected"), [
-    ([3.0, 1.0, 0.5, 0.49, 0.49], 3.0),  # fall 2.51; epoch 3 is 0.01 above the rest's minimum (< 0.1255)
+    ([3.0, 1.0, 0.5, 0.49, 0.49], 3.0),  # 1.0 still falls to 0.49 (< 1.0 / 2); 0.5 never falls below 0.25
     ([1e-2, 1e-4, 1e-4], 2.0),           # saturated after epoch 1's fall
     ([0.5, 0.6, 0.7], 1.0),              # never falls: flat from the start
+    ([1.16e-2, 1.25e-2, 0.98e-2], 1.0),  # noise around a saturated level: the later minimum is above half
     ([2.0, 1.0, 0.0], 3.0),              # falls to the end
 ])
-def test_infonce_flat_epoch_is_the_first_epoch_after_which_the_fall_is_done(curve, expected):
+def test_infonce_flat_epoch_is_the_first_epoch_after_which_it_never_halves(curve, expected):
     assert infonce_flat_epoch(curve) == expected

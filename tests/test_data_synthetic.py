@@ -130,14 +130,9 @@ def test_generate_rejects_bad_arguments(tmp_path, kwargs, match):
 
 # ------------------------------------------------------------------------------------ near-duplicate clusters
 
-def _object_details(objects) -> set[tuple]:
-    """(colour, shape) identity is what a caption names an object by; every detail of every object."""
-    return {(o["cell"], o["colour"], o["shape"], o["size"], o["pattern"]) for o in objects}
-
-
 def _n_details_apart(a: list[dict], b: list[dict]) -> int:
-    """Detail changes turning object list a into b, counted by hand: objects matched by position in a chain of
-    single-detail edits is hard in general, so match each object of a to the object of b it shares most with."""
+    """Details that differ between two object lists, each object of ``a`` matched greedily to the object of
+    ``b`` it shares most details with (with 4+ objects and at most two edits, the edited objects' partners)."""
     keys = ("cell", "colour", "shape", "size", "pattern")
     remaining, changes = list(b), 0
     for obj in a:

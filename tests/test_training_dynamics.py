@@ -82,7 +82,7 @@ def test_norm_of_no_gradient_at_all_is_zero():
 def test_step_saturation_counts_micro_batches_on_each_side_of_one_in_a_thousand():
     trained = [0.5, 2e-4, 1e-3, 3.0]
     standard = [1e-4, 9.99e-4, 1e-3, 0.2]
-    assert step_saturation(trained, standard) == {"saturated_share": 0.5, "active_share": 0.75}
+    assert step_saturation(trained, standard) == {"saturated_share": 0.5, "objective_active_share": 0.75}
     with pytest.raises(ValueError, match="one trained and one standard loss"):
         step_saturation([1.0], [])
 

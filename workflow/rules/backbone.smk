@@ -5,6 +5,17 @@
 
 
 if config["backbone"]["source"] == "pretrain":
+    # The long-caption stage runs data-parallel on the CPU (torchrun, gloo): one single-threaded process
+    # per core, each on an even share of the global micro-batch (the contrastive loss spans all of it).
+    # Measured on the 2-core machine: the same CPU time per step as one process, so half the wall time,
+    # whereas two intra-op threads cost several times the CPU on these small matrices when other jobs
+    # run. The short-caption stage stays one process: its steps are so cheap that the gradient
+    # all-reduce doubles their CPU time.
+    LONG_PRETRAIN_PROCESSES = max(
+        n
+        for n in range(1, workflow.cores + 1)
+        if config["pretrain"]["long"]["train"]["micro_batch"] % n == 0
+    )
 
     rule pretrain_pool:
         input:
@@ -55,7 +66,7 @@ if config["backbone"]["source"] == "pretrain":
             "results/benchmarks/backbone/pretrain.tsv"
         conda:
             "../../envs/train.yaml"
-        threads: workflow.cores
+        threads: 1
         resources:
             **get_resources("train"),
         params:
@@ -71,7 +82,7 @@ if config["backbone"]["source"] == "pretrain":
         shell:
             "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
             "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone "
-            "--threads {threads} {params.overrides} 2> {log}"
+            "--threads 1 {params.overrides} 2> {log}"
 
     rule stretch_backbone:
         input:
@@ -118,10 +129,12 @@ if config["backbone"]["source"] == "pretrain":
                 }.items()
             ),
             out_dir=lambda w, output: Path(output.summary).parent,
+            processes=LONG_PRETRAIN_PROCESSES,
         shell:
+            "torchrun --standalone --nproc-per-node {params.processes} --no-python "
             "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
             "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone_long "
-            "--threads {threads} {params.overrides} 2> {log}"
+            "--threads 1 {params.overrides} 2> {log}"
 
 else:
 

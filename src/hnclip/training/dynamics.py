@@ -10,7 +10,7 @@ Two kinds of columns:
 
 - every step, from the micro-batch losses the loop computes anyway (:func:`step_saturation`):
   ``saturated_share``, the share of the step's micro-batches whose standard InfoNCE is below
-  :data:`SATURATION_LOSS`, and ``active_share``, the share whose trained loss is not;
+  :data:`SATURATION_LOSS`, and ``objective_active_share``, the share whose trained loss is not;
 - probed steps (:class:`GradientProbe`): gradient norms, their ratio and cosine, and the exact-zero
   measurements (:func:`exact_zero_flags`, :func:`is_zero_norm`): for each micro-batch, whether the
   standard InfoNCE's loss, its positive-logit gradient, its feature gradient and its parameter
@@ -41,7 +41,8 @@ SATURATION_LOSS = 1e-3  # a micro-batch whose standard loss is below this counts
 EXACT_ZERO_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 EXACT_ZERO_QUANTITIES = ("loss", "positive_logit_grad", "feature_grad", "param_grad")
 EXACT_ZERO_COLUMNS = tuple(f"zero_{q}_{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPES)
-DYNAMICS_COLUMNS = ("step", "epoch", "lr", "logit_scale", "loss", "infonce", "saturated_share", "active_share",
+DYNAMICS_COLUMNS = ("step", "epoch", "lr", "logit_scale", "loss", "infonce", "saturated_share",
+                    "objective_active_share",
                     "grad_norm_standard", "grad_norm_boosted", "grad_ratio", "grad_cosine", "standard_grad_zero",
                     "saturated_fraction", "grad_norm_standard_fp32", *EXACT_ZERO_COLUMNS)
 
@@ -50,7 +51,7 @@ def step_saturation(trained_losses: list[float], standard_losses: list[float]) -
     """Every step's saturation columns, from its micro-batches' trained and standard losses.
 
     ``saturated_share``: share of micro-batches with standard InfoNCE < :data:`SATURATION_LOSS` (the
-    paper's "loss below 1e-3 on 80 % of batches"). ``active_share``: share whose *trained* loss is
+    paper's "loss below 1e-3 on 80 % of batches"). ``objective_active_share``: share whose *trained* loss is
     still >= :data:`SATURATION_LOSS` (for an HN run, the boosted objective still has signal there).
     """
     if len(trained_losses) != len(standard_losses) or not trained_losses:
@@ -58,7 +59,7 @@ def step_saturation(trained_losses: list[float], standard_losses: list[float]) -
                          f"and {len(standard_losses)}")
     n = len(standard_losses)
     return {"saturated_share": sum(v < SATURATION_LOSS for v in standard_losses) / n,
-            "active_share": sum(v >= SATURATION_LOSS for v in trained_losses) / n}
+            "objective_active_share": sum(v >= SATURATION_LOSS for v in trained_losses) / n}
 
 
 def exact_zero_flags(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale,
