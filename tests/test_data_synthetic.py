@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -119,12 +120,73 @@ def test_repeated_scene_is_redrawn(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"family": "mnist"}, "mnist"), ({"n_train": -1}, "n_train"), ({"n_test": 0}, "n_test"),
-    ({"image_size": 16}, "image_size"),
+    ({"image_size": 16}, "image_size"), ({"cluster_size": 0}, "cluster_size"), ({"max_changes": 0}, "max_changes"),
 ])
 def test_generate_rejects_bad_arguments(tmp_path, kwargs, match):
     args = {"family": "synthetic", "n_train": 2, "n_test": 1, "image_size": SIZE} | kwargs
     with pytest.raises(ValueError, match=match):
         generate_synthetic(tmp_path, **args)
+
+
+# ------------------------------------------------------------------------------------ near-duplicate clusters
+
+def _n_details_apart(a: list[dict], b: list[dict]) -> int:
+    """Details that differ between two object lists, each object of ``a`` matched greedily to the object of
+    ``b`` it shares most details with (with 4+ objects and at most two edits, the edited objects' partners)."""
+    keys = ("cell", "colour", "shape", "size", "pattern")
+    remaining, changes = list(b), 0
+    for obj in a:
+        best = max(remaining, key=lambda o: sum(o[k] == obj[k] for k in keys))
+        changes += sum(best[k] != obj[k] for k in keys)
+        remaining.remove(best)
+    return changes
+
+
+@pytest.mark.parametrize(("cluster_size", "max_changes"), [(4, 2), (3, 1)])
+def test_clusters_are_near_duplicates_of_their_base_and_stay_in_one_split(tmp_path, cluster_size, max_changes):
+    generate_synthetic(tmp_path, "synthetic", 12, 7, image_size=SIZE, seed=5, cluster_size=cluster_size,
+                       max_changes=max_changes)
+    records = [json.loads(line) for line in (tmp_path / "captions.jsonl").read_text().splitlines()]
+    clusters: dict[str, list[dict]] = {}
+    for record in records:
+        clusters.setdefault(record["cluster"], []).append(record)
+    for name, members in clusters.items():
+        assert {m["split"] for m in members} == {name.split("_")[0]}  # never straddles two splits
+        base = members[0]
+        for variant in members[1:]:
+            assert base["background"] == variant["background"] and len(base["objects"]) == len(variant["objects"])
+            assert 1 <= _n_details_apart(base["objects"], variant["objects"]) <= max_changes, (base, variant)
+            assert variant["caption"] != base["caption"]
+    sizes = sorted(len(m) for m in clusters.values())
+    expected = [12 % cluster_size or cluster_size, 7 % cluster_size or cluster_size]  # last cluster of a split
+    assert sizes.count(cluster_size) == len(clusters) - sum(e != cluster_size for e in expected)
+    assert len({r["caption"] for r in records}) == len(records)  # still one caption per scene
+
+
+def test_variant_changes_exactly_the_requested_number_of_details_and_keeps_captions_unambiguous():
+    for k in range(300):
+        base = sample_scene("synthetic", random.Random(k))
+        n = 1 + k % 2
+        variant = syn.vary_scene(base, random.Random(f"v{k}"), n)
+        a = [dataclasses.asdict(o) for o in base.objects]
+        b = [dataclasses.asdict(o) for o in variant.objects]
+        assert _n_details_apart(a, b) <= n  # a colour and a shape change of one object can look like one swap
+        assert variant.signature() != base.signature()
+        kinds = [(o.colour, o.shape) for o in variant.objects]
+        cells = [o.cell for o in variant.objects]
+        assert len(set(kinds)) == len(kinds) and cells == sorted(set(cells))
+        # the relation chain still links the same objects, by their (possibly new) names
+        assert len(variant.relations) == len(base.relations)
+        assert describe_scene(variant) != describe_scene(base)
+
+
+def test_one_scene_clusters_reproduce_independent_scenes(tmp_path):
+    generate_synthetic(tmp_path / "one", "synthetic", 5, 3, image_size=SIZE, seed=2, cluster_size=1)
+    generate_synthetic(tmp_path / "default", "synthetic", 5, 3, image_size=SIZE, seed=2)
+    assert (tmp_path / "one/captions.jsonl").read_bytes() == (tmp_path / "default/captions.jsonl").read_bytes()
+    expected = [describe_scene(sample_scene("synthetic", syn._scene_rng("synthetic", 2, "test", i, 0)))
+                for i in range(3)]
+    assert list(load_synthetic(tmp_path / "one", "test")["caption"]) == expected
 
 
 # ------------------------------------------------------------------------------------ captions

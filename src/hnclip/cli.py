@@ -57,6 +57,19 @@ def cmd_subset(args) -> None:
     log.info("subset f=%s seed=%s: %d of %d ids", args.fraction, args.seed, len(ids), len(manifest))
 
 
+def cmd_pool(args) -> None:
+    """The backbone's pretraining pool: fresh scenes rendered like the benchmark's, none of them its own."""
+    from hnclip.data.pool import build_pool
+
+    source = json.loads(Path(args.source).read_text())
+    if source.get("adapter") not in ("synthetic", "synthetic_shift"):
+        raise SystemExit(f"hnclip pool: {args.source} describes adapter {source.get('adapter')!r}; the pool is "
+                         "rendered like a synthetic benchmark only")
+    render_size = source.get("origin", {}).get("settings", {}).get("image_size", 96)
+    build_pool(source["root"], args.count, args.seed, render_size, args.image_size, Path(args.manifest),
+               Path(args.images))
+
+
 # --------------------------------------------------------------------------------------------- models
 def cmd_init_model(args) -> None:
     from hnclip.models import create_model, save_model
@@ -89,9 +102,16 @@ def cmd_convert_checkpoint(args) -> None:
 
 
 def cmd_stretch(args) -> None:
+    import math
+
+    import torch
+
     from hnclip.models import load_model, save_model, stretch_model
 
     model = stretch_model(load_model(args.model), keep=args.keep, factor=args.factor)
+    if args.logit_scale is not None:  # Long-CLIP's train.py starts its long-caption stage at log scale 4.6052
+        with torch.no_grad():
+            model.logit_scale.fill_(math.log(args.logit_scale))
     if args.context_length is not None and model.context_length != args.context_length:
         raise SystemExit(
             f"hnclip stretch: stretching {args.model} with keep={args.keep}, factor={args.factor} gives "
@@ -330,6 +350,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--out", required=True)
 
+    p = verb("pool", cmd_pool, "render the backbone's pretraining pool: a manifest and an image store")
+    p.add_argument("--source", required=True, help="source record of the synthetic benchmark the pool avoids")
+    p.add_argument("--count", type=int, required=True, help="scenes in the pool")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
+    p.add_argument("--manifest", required=True, help="manifest CSV to write")
+    p.add_argument("--images", required=True, help="image store folder to write")
+
     p = verb("init-model", cmd_init_model, "build a randomly initialised dual encoder from a named config")
     p.add_argument("--name", required=True)
     p.add_argument("--context-length", type=int, default=None)
@@ -348,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", type=int, default=20)
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--context-length", type=int, default=None, help="expected positions after the stretch")
+    p.add_argument("--logit-scale", type=float, default=None,
+                   help="set the logit scale s (Long-CLIP restarts at 100); default: keep the model's")
     p.add_argument("--out", required=True)
 
     p = verb("segments", cmd_segments, "GOAL/StructXLIP preprocessing: segments matched to caption sentences")

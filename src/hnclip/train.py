@@ -50,7 +50,7 @@ from hnclip.training.distributed import (
     sync_gradients,
     wrap_data_parallel,
 )
-from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe
+from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, step_saturation
 from hnclip.training.logs import CsvLog
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
 
@@ -237,7 +237,9 @@ class _TrainStep(nn.Module):
             out = self.framework.encode(self.model, batch)
         loss, standard = compute_objective(out, self.cfg, margin_features, standard_with_grad=standard_with_grad,
                                            framework=self.framework, batch=batch)
-        return loss, standard, out["logit_scale"].detach()
+        # detached features feed the probe's exact-zero measurements (hnclip.training.dynamics)
+        features = (out["image_features"].detach(), out["text_features"].detach(), out["logit_scale"].detach())
+        return loss, standard, out["logit_scale"].detach(), features
 
 
 @dataclass
@@ -448,7 +450,7 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
                       extras=parts.framework.batch_extras(positions, session.device))
         margin = None if parts.margin_features is None else parts.margin_features[positions.to(session.device)]
         with sync_gradients(runner, micro_index == cfg.accum_steps - 1):
-            loss, standard, logit_scale = runner(batch, margin, probe is not None)
+            loss, standard, logit_scale, features = runner(batch, margin, probe is not None)
             # a sync per micro-batch, so a NaN is pinned to its micro-batch; the mean over ranks,
             # so that every rank sees the same value and stops together
             value, standard_value = context.mean([float(loss.detach()), float(standard.detach())])
@@ -458,7 +460,7 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
                     f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {rows.tolist()}); "
                     f"{session.checkpoint.describe()}")
             if probe is not None:
-                probe.add(standard, loss, 1.0 / cfg.accum_steps)
+                probe.add(standard, loss, 1.0 / cfg.accum_steps, features)
             # divided so that the accumulated .grad is that of the mean micro-batch loss
             (loss / cfg.accum_steps).backward()
         losses.append(value)
@@ -475,10 +477,12 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     state.samples_seen += cfg.effective_batch
     state.last_loss = sum(losses) / len(losses)
     row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": float(logit_scale),
-           "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses)}
+           "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses),
+           **step_saturation(losses, standard_losses)}
     if probe is not None:
         all_reduce_probe(probe, context)
         row.update(probe.summary())
+        del probe  # its gradient copies, before the next step's activations
     if context.is_main:
         parts.logs["dynamics"].append(row)
 

@@ -1,8 +1,41 @@
-# The backbone every run fine-tunes: a random-init model pretrained on short captions with a 77-token
-# tower and stretched to 248 positions (embedded default), or a Long-CLIP/OpenAI checkpoint converted.
+# The backbone every run fine-tunes. Embedded default: Long-CLIP-L's history at toy scale: CLIP on the
+# short captions of a large pool of scenes with a 77-token tower, Long-CLIP's stretch to 248 positions,
+# then Long-CLIP-style training on the pool's long captions (the role ShareGPT4V plays). The pool is
+# rendered like the benchmark and never holds one of its scenes. Otherwise: a Long-CLIP/OpenAI checkpoint.
 
 
 if config["backbone"]["source"] == "pretrain":
+    # The long-caption stage runs data-parallel on the CPU (torchrun, gloo): one single-threaded process
+    # per core, each on an even share of the global micro-batch (the contrastive loss spans all of it).
+    # Measured on the 2-core machine: the same CPU time per step as one process, so half the wall time,
+    # whereas two intra-op threads cost several times the CPU on these small matrices when other jobs
+    # run. The short-caption stage stays one process: its steps are so cheap that the gradient
+    # all-reduce doubles their CPU time.
+    LONG_PRETRAIN_PROCESSES = max(
+        n
+        for n in range(1, workflow.cores + 1)
+        if config["pretrain"]["long"]["train"]["micro_batch"] % n == 0
+    )
+
+    rule pretrain_pool:
+        input:
+            f"results/data/{config['pretrain']['benchmark']}/source.json",
+        output:
+            manifest="results/backbone/pool/train.csv",
+            images=directory("results/backbone/pool/train_images"),
+        log:
+            "results/logs/backbone/pool.log",
+        benchmark:
+            "results/benchmarks/backbone/pool.tsv"
+        conda:
+            "../../envs/data.yaml"
+        params:
+            size=lookup(dpath="pretrain/pool/size", within=config),
+            seed=lookup(dpath="pretrain/pool/seed", within=config),
+            image_size=lookup(dpath="backbone/image_size", within=config),
+        shell:
+            "python -m hnclip pool --source {input} --count {params.size} --seed {params.seed} "
+            "--image-size {params.image_size} --manifest {output.manifest} --images {output.images} 2> {log}"
 
     rule init_backbone:
         output:
@@ -22,8 +55,8 @@ if config["backbone"]["source"] == "pretrain":
     rule pretrain_backbone:
         input:
             model="results/backbone/init",
-            manifest=f"results/data/{config['pretrain']['benchmark']}/train.csv",
-            images=f"results/data/{config['pretrain']['benchmark']}/train_images",
+            manifest=rules.pretrain_pool.output.manifest,
+            images=rules.pretrain_pool.output.images,
         output:
             model=directory("results/backbone/pretrained/model"),
             summary="results/backbone/pretrained/summary.json",
@@ -33,7 +66,7 @@ if config["backbone"]["source"] == "pretrain":
             "results/benchmarks/backbone/pretrain.tsv"
         conda:
             "../../envs/train.yaml"
-        threads: workflow.cores
+        threads: 1
         resources:
             **get_resources("train"),
         params:
@@ -51,13 +84,13 @@ if config["backbone"]["source"] == "pretrain":
         shell:
             "python -m hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
             "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone "
-            "--threads {threads} {params.overrides} 2> {log}"
+            "--threads 1 {params.overrides} 2> {log}"
 
     rule stretch_backbone:
         input:
             "results/backbone/pretrained/model",
         output:
-            directory("results/backbone/model"),
+            directory("results/backbone/stretched"),
         log:
             "results/logs/backbone/stretch.log",
         conda:
@@ -65,9 +98,45 @@ if config["backbone"]["source"] == "pretrain":
         params:
             keep=lookup(dpath="backbone/frozen_positions", within=config),
             context_length=lookup(dpath="backbone/context_length", within=config),
+            logit_scale=lookup(dpath="pretrain/long/logit_scale", within=config),
         shell:
             "python -m hnclip stretch --model {input} --keep {params.keep} "
-            "--context-length {params.context_length} --out {output} 2> {log}"
+            "--context-length {params.context_length} --logit-scale {params.logit_scale} "
+            "--out {output} 2> {log}"
+
+    rule pretrain_long_backbone:
+        input:
+            model="results/backbone/stretched",
+            manifest=rules.pretrain_pool.output.manifest,
+            images=rules.pretrain_pool.output.images,
+        output:
+            model=directory("results/backbone/model"),
+            summary="results/backbone/summary.json",
+        log:
+            "results/logs/backbone/pretrain_long.log",
+        benchmark:
+            "results/benchmarks/backbone/pretrain_long.tsv"
+        conda:
+            "../../envs/train.yaml"
+        threads: workflow.cores
+        resources:
+            **get_resources("train"),
+        params:
+            overrides=" ".join(
+                f"--set {k}={v}"
+                for k, v in {
+                    **config["pretrain"]["long"]["train"],
+                    "caption_column": config["pretrain"]["long"]["caption_column"],
+                    "seed": config["seeds"][0],
+                }.items()
+            ),
+            out_dir=lambda w, output: Path(output.summary).parent,
+            processes=LONG_PRETRAIN_PROCESSES,
+        shell:
+            "torchrun --standalone --nproc-per-node {params.processes} -m "
+            "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
+            "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone_long "
+            "--threads 1 {params.overrides} 2> {log}"
 
 else:
 

@@ -36,7 +36,8 @@ from numpy.lib.format import open_memmap
 from PIL import Image
 from tqdm import tqdm
 
-__all__ = ["ImageStore", "build_store", "file_sha256", "manifest_digest", "resize_center_crop", "to_model_input"]
+__all__ = ["ImageStore", "build_store", "file_sha256", "manifest_digest", "resize_center_crop", "to_model_input",
+           "write_store"]
 
 log = logging.getLogger(__name__)
 
@@ -108,21 +109,36 @@ def build_store(manifest: pd.DataFrame, out_dir, image_size: int, resample: str 
     if len(duplicated):
         raise ValueError(f"manifest for the image store repeats image_id {duplicated.iloc[0]!r}")
 
+    tasks = [(str(p), i, image_size, resample) for i, p in zip(image_ids, manifest["image_path"], strict=True)]
+    if workers > 1:
+        # spawn, not fork: the caller may hold torch/OpenMP threads, which fork can deadlock.
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            write_store(image_ids, pool.imap(_load_image, tasks, chunksize=16), out_dir, image_size, resample,
+                        manifest_digest(manifest))
+    else:
+        write_store(image_ids, map(_load_image, tasks), out_dir, image_size, resample, manifest_digest(manifest))
+
+
+def write_store(image_ids: Sequence[str], arrays, out_dir, image_size: int, resample: str = "bicubic",
+                manifest_sha256: str = "") -> None:
+    """Write a store from ``arrays`` (uint8 [image_size, image_size, 3] each, in ``image_ids`` order).
+
+    For images that exist only in memory (the rendered pretraining pool); :func:`build_store` decodes
+    files into it. The array is written under a temporary name and ``index.json`` last, so a store
+    with an index is always complete; its size and sha256 go into the index for :meth:`ImageStore.verify`.
+    """
+    image_ids = [str(i) for i in image_ids]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp_images = out_dir / (IMAGES_FILE + ".tmp")
-    tasks = [(str(p), i, image_size, resample) for i, p in zip(image_ids, manifest["image_path"], strict=True)]
-    images = open_memmap(tmp_images, mode="w+", dtype=np.uint8, shape=(len(tasks), image_size, image_size, 3))
+    images = open_memmap(tmp_images, mode="w+", dtype=np.uint8, shape=(len(image_ids), image_size, image_size, 3))
     digest = hashlib.sha256()
     with open(tmp_images, "rb") as handle:  # the header open_memmap wrote; the rows follow it in order
         digest.update(handle.read(images.offset))
     try:
-        if workers > 1:
-            # spawn, not fork: the caller may hold torch/OpenMP threads, which fork can deadlock.
-            with multiprocessing.get_context("spawn").Pool(workers) as pool:
-                _fill(images, pool.imap(_load_image, tasks, chunksize=16), digest)
-        else:
-            _fill(images, map(_load_image, tasks), digest)
+        written = _fill(images, arrays, digest)
+        if written != len(image_ids):
+            raise ValueError(f"image store {out_dir}: got {written} images for {len(image_ids)} image_ids")
         images.flush()
     except BaseException:
         del images
@@ -131,19 +147,24 @@ def build_store(manifest: pd.DataFrame, out_dir, image_size: int, resample: str 
     del images  # closes the map before the rename
     os.replace(tmp_images, out_dir / IMAGES_FILE)
     index = {"image_ids": image_ids, "image_size": image_size, "count": len(image_ids), "resample": resample,
-             "manifest_sha256": manifest_digest(manifest), "images_sha256": digest.hexdigest(),
+             "manifest_sha256": manifest_sha256, "images_sha256": digest.hexdigest(),
              "images_bytes": (out_dir / IMAGES_FILE).stat().st_size}
     tmp_index = out_dir / (INDEX_FILE + ".tmp")
     tmp_index.write_text(json.dumps(index), encoding="utf-8")
     os.replace(tmp_index, out_dir / INDEX_FILE)
 
 
-def _fill(images: np.ndarray, arrays, digest) -> None:
+def _fill(images: np.ndarray, arrays, digest) -> int:
+    """Write ``arrays`` row by row, hashing the bytes as stored; returns how many there were."""
+    row = -1
     for row, array in enumerate(tqdm(arrays, total=len(images), desc="image store", unit="img")):
+        if row >= len(images):
+            raise ValueError(f"more images than the store's {len(images)} rows")
         images[row] = array
         digest.update(images[row].tobytes())  # the bytes as stored, in file order
         if (row + 1) % _FLUSH_EVERY == 0:
             images.flush()
+    return row + 1
 
 
 def file_sha256(path) -> str:

@@ -5,6 +5,12 @@ Every scene is a background plus 4-7 objects on a 3x3 grid; every caption enumer
 same template. So captions share most of their words, like DOCCI's, which is what makes the HN margin
 matter; yet each caption determines its image, because it names every object and scenes are unique.
 
+Scenes come in clusters of near-duplicates (``cluster_size`` scenes: a base scene and variants that
+each differ from it in one or two details: one object's colour, shape, size, fill pattern or cell), and
+a cluster never straddles two splits. A random micro-batch of a few scenes rarely holds two of a
+cluster, so it is easy once the encoders are strong; full-split retrieval, where every scene competes
+with its cluster, is decided by the near-duplicates. That is the regime the paper studies on DOCCI.
+
 Two families share the task but not the distribution: ``synthetic`` (solid pale backgrounds, one
 phrasing) and ``synthetic_shift`` (gradient and noise backgrounds, some shapes and colours of its own,
 another phrasing), the transfer target.
@@ -20,7 +26,7 @@ import math
 import os
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,20 +40,26 @@ __all__ = [
     "STYLES",
     "Scene",
     "SceneObject",
+    "DETAILS",
     "describe_scene",
     "describe_scene_short",
     "generate_synthetic",
+    "iter_scenes",
+    "read_records",
     "load_synthetic",
     "load_synthetic_shift",
     "render_scene",
+    "sample_pool",
     "sample_scene",
+    "scene_from_record",
+    "vary_scene",
 ]
 
 FAMILIES = ("synthetic", "synthetic_shift")
 SPLITS = ("train", "test")
 CAPTIONS_FILE = "captions.jsonl"
 IMAGES_DIR = "images"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: near-duplicate clusters (``cluster`` field)
 
 SIZES = ("small", "medium", "large")
 PATTERNS = ("solid", "striped", "dotted", "outlined")
@@ -56,6 +68,8 @@ PATTERNS = ("solid", "striped", "dotted", "outlined")
 SIZE_FRACTION = {"small": 0.5, "medium": 0.7, "large": 0.9}
 MIN_OBJECTS, MAX_OBJECTS = 4, 7
 NUMBER_WORDS = {4: "four", 5: "five", 6: "six", 7: "seven"}
+# What a near-duplicate variant may change about one object.
+DETAILS = ("colour", "shape", "size", "pattern", "cell")
 # Scenes are drawn at this multiple of the output size and box-filtered down: cheap anti-aliasing.
 SUPERSAMPLE = 2
 
@@ -164,6 +178,101 @@ def sample_scene(family: str, rng: random.Random) -> Scene:
     relations = tuple((order[k], order[k + 1]) for k in range(n - 1))
     background = rng.choice(sorted(style.backgrounds))
     return Scene(family, background, objects, relations, rng.getrandbits(32))
+
+
+def vary_scene(scene: Scene, rng: random.Random, n_changes: int = 1) -> Scene:
+    """A near-duplicate of ``scene``: ``n_changes`` distinct (object, detail) pairs changed.
+
+    A detail is one of :data:`DETAILS`; a new colour or shape keeps (colour, shape) pairs unique in the
+    scene and a new cell is an empty one, so the caption stays unambiguous. The relation chain links the
+    same objects as before (its words follow the new cells), and objects stay in reading order.
+    """
+    style = _style(scene.family)
+    if not 1 <= n_changes <= len(scene.objects) * len(DETAILS):
+        raise ValueError(f"n_changes must lie in [1, {len(scene.objects) * len(DETAILS)}], got {n_changes}")
+    objects = list(scene.objects)
+    for index, detail in rng.sample([(i, d) for i in range(len(objects)) for d in DETAILS], n_changes):
+        obj = objects[index]
+        kinds = {(o.colour, o.shape) for o in objects}
+        if detail == "colour":
+            choices = [c for c in style.colours if (c, obj.shape) not in kinds]
+            value = {"colour": rng.choice(choices)}
+        elif detail == "shape":
+            choices = [s for s in style.shapes if (obj.colour, s) not in kinds]
+            value = {"shape": rng.choice(choices)}
+        elif detail == "size":
+            value = {"size": rng.choice([s for s in SIZES if s != obj.size])}
+        elif detail == "pattern":
+            value = {"pattern": rng.choice([p for p in PATTERNS if p != obj.pattern])}
+        else:
+            value = {"cell": rng.choice(sorted(set(range(9)) - {o.cell for o in objects}))}
+        objects[index] = replace(obj, **value)
+    order = sorted(range(len(objects)), key=lambda i: objects[i].cell)  # reading order again
+    new_index = {old: new for new, old in enumerate(order)}
+    relations = tuple((new_index[i], new_index[j]) for i, j in scene.relations)
+    return Scene(scene.family, scene.background, tuple(objects[i] for i in order), relations, scene.texture_seed)
+
+
+def _sample_cluster(family: str, rng: random.Random, size: int, max_changes: int) -> list[Scene]:
+    """A base scene and ``size - 1`` variants of it, each with 1..``max_changes`` details changed."""
+    base = sample_scene(family, rng)
+    return [base] + [vary_scene(base, rng, rng.randint(1, max_changes)) for _ in range(size - 1)]
+
+
+def iter_scenes(family: str, split: str, count: int, seed: int, cluster_size: int = 1, max_changes: int = 2,
+                seen: set | None = None):
+    """Yield ``(index, cluster, scene)`` for ``count`` scenes of ``split``, cluster by cluster.
+
+    Every cluster has its own random stream, so a split does not depend on the other split's size. A
+    scene whose signature is in ``seen`` (updated in place) is a repeat: its whole cluster is redrawn
+    with the next attempt's stream. The last cluster is cut short when ``cluster_size`` does not divide
+    ``count``.
+    """
+    seen = set() if seen is None else seen
+    index = 0
+    for cluster in range(math.ceil(count / cluster_size)):
+        size = min(cluster_size, count - index)
+        attempt = 0
+        while True:
+            scenes = _sample_cluster(family, _scene_rng(family, seed, split, cluster, attempt), size, max_changes)
+            signatures = [scene.signature() for scene in scenes]
+            if len(set(signatures)) == size and not seen.intersection(signatures):
+                break
+            attempt += 1
+        seen.update(signatures)
+        for scene in scenes:
+            yield index, cluster, scene
+            index += 1
+
+
+def sample_pool(family: str, count: int, seed: int, exclude: set) -> list[Scene]:
+    """``count`` independent scenes (no clusters) whose signatures avoid ``exclude`` and each other.
+
+    The pretraining pool: fresh scenes drawn like the benchmark's, from streams labelled ``pool`` that
+    no benchmark split uses; ``exclude`` holds the benchmark's signatures, so that not one pretraining
+    scene is a training or test scene of the benchmark, whatever the seeds.
+    """
+    _style(family)
+    seen = set(exclude)
+    scenes = []
+    for index in range(count):
+        attempt = 0
+        scene = sample_scene(family, random.Random(f"{family}:pool:{seed}:{index}:{attempt}"))
+        while scene.signature() in seen:
+            attempt += 1
+            scene = sample_scene(family, random.Random(f"{family}:pool:{seed}:{index}:{attempt}"))
+        seen.add(scene.signature())
+        scenes.append(scene)
+    return scenes
+
+
+def scene_from_record(record: dict) -> Scene:
+    """The (caption-determined) part of a scene from its ``captions.jsonl`` record, for signatures.
+
+    Relations and the noise texture are not stored; they do not enter :meth:`Scene.signature`.
+    """
+    objects = tuple(SceneObject(**o) for o in record["objects"])
+    return Scene(record["family"], record["background"], objects, (), 0)
 
 
 def _style(family: str) -> FamilyStyle:
@@ -335,16 +444,20 @@ def _scene_rng(family: str, seed: int, split: str, index: int, attempt: int) -> 
 
 
 def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size: int = 128,
-                       seed: int = 0) -> None:
+                       seed: int = 0, cluster_size: int = 1, max_changes: int = 2) -> None:
     """Write a ``family`` benchmark of ``n_train`` + ``n_test`` scenes under ``root``.
 
-    Deterministic in (family, counts, image_size, seed); scenes are unique across both splits (a
-    repeat, vanishingly rare, is redrawn). ``captions.jsonl`` is written last, through a temporary
-    name, so an interrupted run never leaves a caption file that points at missing images.
+    Scenes come in clusters of ``cluster_size`` near-duplicates (1: independent scenes), each variant
+    with 1..``max_changes`` details changed from its cluster's base (:func:`vary_scene`); a cluster
+    stays within its split. Deterministic in (family, counts, image_size, seed, cluster settings);
+    scenes are unique across both splits (a repeat, vanishingly rare, is redrawn with its cluster).
+    ``captions.jsonl`` is written last, through a temporary name, so an interrupted run never leaves a
+    caption file that points at missing images.
     """
     _style(family)
     # n_train may be 0: the shifted family is an evaluation-only transfer target.
-    for name, value, least in (("n_train", n_train, 0), ("n_test", n_test, 1)):
+    for name, value, least in (("n_train", n_train, 0), ("n_test", n_test, 1), ("cluster_size", cluster_size, 1),
+                               ("max_changes", max_changes, 1)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
     if not isinstance(image_size, int) or image_size < 32:
@@ -355,22 +468,17 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
     records = []
     with tqdm(total=n_train + n_test, desc=f"rendering {family}", unit="img") as bar:
         for split, count in (("train", n_train), ("test", n_test)):
-            for index in range(count):
-                attempt = 0
-                scene = sample_scene(family, _scene_rng(family, seed, split, index, attempt))
-                while scene.signature() in seen:
-                    attempt += 1
-                    scene = sample_scene(family, _scene_rng(family, seed, split, index, attempt))
-                seen.add(scene.signature())
+            for index, cluster, scene in iter_scenes(family, split, count, seed, cluster_size, max_changes, seen):
                 image_id = f"{family}_{split}_{index:06d}"
                 render_scene(scene, image_size).save(root / IMAGES_DIR / f"{image_id}.png")
                 records.append({
-                    "image_id": image_id, "split": split, "family": family,
+                    "image_id": image_id, "split": split, "family": family, "cluster": f"{split}_{cluster:06d}",
                     "caption": describe_scene(scene), "short_caption": describe_scene_short(scene),
                     "background": scene.background, "objects": [asdict(o) for o in scene.objects],
                 })
                 bar.update()
-    (root / "README.txt").write_text(_readme(family, n_train, n_test, image_size, seed), encoding="utf-8")
+    (root / "README.txt").write_text(_readme(family, n_train, n_test, image_size, seed, cluster_size, max_changes),
+                                     encoding="utf-8")
     tmp = root / (CAPTIONS_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for record in records:
@@ -378,13 +486,25 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
     os.replace(tmp, root / CAPTIONS_FILE)
 
 
-def _readme(family: str, n_train: int, n_test: int, image_size: int, seed: int) -> str:
+def read_records(root) -> list[dict]:
+    """Every record of a generated benchmark's ``captions.jsonl`` (both splits), in file order."""
+    path = Path(root) / CAPTIONS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no {CAPTIONS_FILE} in {root} (generate it with generate_synthetic)")
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _readme(family: str, n_train: int, n_test: int, image_size: int, seed: int, cluster_size: int,
+            max_changes: int) -> str:
     return f"""hnclip synthetic dense-caption benchmark (format version {FORMAT_VERSION})
 
 family: {family}
 splits: train {n_train} images, test {n_test} images
 image size: {image_size} x {image_size} px, RGB PNG
 seed: {seed}
+near-duplicate clusters: {cluster_size} scenes each (a base scene and variants with 1 to {max_changes}
+  details changed: one object's colour, shape, size, fill pattern or cell); a cluster stays in one split
 
 Files
   images/<image_id>.png   one rendered scene per image
@@ -392,6 +512,7 @@ Files
     image_id       str, unique across splits: <family>_<split>_<index>
     split          "train" or "test"
     family         "{family}"
+    cluster        str, the near-duplicate cluster: <split>_<cluster index>
     caption        long caption: every object (size, pattern, colour, shape, grid cell) and a chain of
                    pairwise spatial relations
     short_caption  one sentence (< 20 words): the two largest objects and the background

@@ -1,0 +1,161 @@
+"""Is fine-tuning in the paper's regime? Print each regime figure beside the paper's, with its definition.
+
+Two sources, either or both:
+
+- ``--results DIR`` (a finished ``results/`` folder): every run under ``DIR/runs`` is classified by
+  :func:`hnclip.analysis.premise.run_role` (plain InfoNCE, HN only, HN-CLIP; full data, gamma 0.5) and
+  :func:`hnclip.analysis.premise.premise_figures` is computed from their ``dynamics.csv`` / ``epochs.csv``;
+  the caption geometry comes from ``DIR/geometry/<benchmark>.json``.
+- ``--backbone MODEL --data DIR`` (a quick probe, no training): the backbone itself on a prepared
+  benchmark (``DIR/{train,test}.csv`` and ``*_images``): zero-shot Recall@1 on the test split, and on
+  random micro-batches of the training split at s = 100 the share with standard InfoNCE < 1e-3 and the
+  exact-zero shares of :mod:`hnclip.training.dynamics` (loss, positive-logit and feature gradient; the
+  parameter gradient needs a training step, so the probe leaves it out), plus the caption geometry.
+
+    .venv/bin/python benchmarks/premise.py --results results
+    .venv/bin/python benchmarks/premise.py --backbone results/backbone/model --data results/data/synthetic
+
+Toy-scale numbers on the synthetic benchmark; the paper's are Long-CLIP-L on DOCCI/DCI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from hnclip.analysis.premise import (  # noqa: E402
+    PAPER,
+    PREMISE_KEYS,
+    classify_runs,
+    objective_active_min_epoch,
+    premise_figures,
+    premise_sources,
+)
+
+DEFINITIONS = {
+    "saturated_share_epoch1": "plain InfoNCE runs: share of epoch-1 micro-batches with standard InfoNCE < 1e-3",
+    "exact_zero.loss": "the standard InfoNCE is exactly 0.0",
+    "exact_zero.positive_logit_grad": "d loss / d positive logit (p - 1, both directions) is all 0.0",
+    "exact_zero.feature_grad": "d loss / d features (both towers) is all 0.0",
+    "exact_zero.param_grad": "the parameter gradient's torch norm is 0.0 (every element below ~2.6e-23)",
+    "hn_active_share_min_epoch": "HN-only runs: min over epochs of the share of micro-batches whose standard "
+                                 "InfoNCE is still >= 1e-3",
+    "ratio_median_per_epoch_min": "HN-only runs: min over (run, epoch) of the median |g_HN| / |g_InfoNCE| "
+                                  "over probed steps where the fp32 |g_InfoNCE| > 0",
+    "ratio_median_per_epoch_max": "HN-only runs: max over (run, epoch) of the same medians",
+    "grad_cosine_median": "HN-only runs: median cosine between the HN and the InfoNCE parameter gradients",
+    "grad_cosine_positive_share": "HN-only runs: share of probed steps with a positive gradient cosine",
+    "error_i2t_first": "HN-CLIP runs: 100 - image->text R@1 after epoch 1 (paper: DOCCI)",
+    "error_i2t_last": "HN-CLIP runs: 100 - image->text R@1 after the last epoch",
+    "error_t2i_first": "HN-CLIP runs: 100 - text->image R@1 after epoch 1",
+    "error_t2i_last": "HN-CLIP runs: 100 - text->image R@1 after the last epoch",
+    "infonce_flat_epoch": "plain runs: first epoch after which the per-epoch mean InfoNCE never halves again",
+}
+PAPER_GEOMETRY = {"mean_offdiag": (0.84, 0.88), "mean_hardest": (0.92, 0.94), "frac_ge_0.8": (0.86, 0.99)}
+
+
+def _definition(key: str) -> str:
+    if key.startswith("exact_zero."):
+        quantity, dtype = key.split(".")[1:]
+        return f"plain runs, share of measured micro-batches where {DEFINITIONS['exact_zero.' + quantity]} ({dtype})"
+    return DEFINITIONS[key]
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and value != 0 and (abs(value) >= 1e4 or abs(value) < 1e-2):
+        return f"{value:.2e}"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def print_figures(figures: dict, sources: dict | None = None) -> None:
+    print(f"{'figure':34s} {'ours':>10s} {'paper':>10s}  definition")
+    for key in PREMISE_KEYS:
+        if key not in figures:
+            continue
+        print(f"{key:34s} {_fmt(figures[key]):>10s} {_fmt(PAPER[key]):>10s}  {_definition(key)}")
+    if sources:
+        runs = sorted({run for key in figures for run in sources.get(key, [])})
+        print(f"runs: {len(runs)} ({', '.join(Path(r).relative_to(Path(r).parents[4]).as_posix() for r in runs)})")
+
+
+def print_geometry(name: str, geometry: dict) -> None:
+    print(f"caption geometry, {name} (batches of {geometry['batch_size']}, {geometry['n_batches']} batches):")
+    for key, (low, high) in PAPER_GEOMETRY.items():
+        print(f"  {key:14s} ours {geometry[key]:.3f}   paper {low:.2f}-{high:.2f}")
+
+
+def from_results(results: Path, gamma: float) -> None:
+    run_dirs = sorted(p.parent for p in (results / "runs").rglob("summary.json"))
+    roles = classify_runs(run_dirs, gamma)
+    print(f"== {results}: {len(run_dirs)} runs; plain {len(roles['plain'])}, HN only {len(roles['hn'])}, "
+          f"HN-CLIP {len(roles['hnclip'])} ==")
+    print_figures(premise_figures(roles), premise_sources(roles))
+    other = objective_active_min_epoch(roles["hn"])
+    print(f"other reading of 'active' (HN objective itself >= 1e-3), min over epochs: {_fmt(other)}")
+    for path in sorted((results / "geometry").glob("*.json")):
+        print_geometry(path.stem, json.loads(path.read_text()))
+
+
+def probe_backbone(model_dir: Path, data: Path, n_batches: int, batch: int, seed: int) -> None:
+    import numpy as np
+    import torch
+
+    from hnclip.analysis.geometry import caption_geometry
+    from hnclip.data.image_store import ImageStore
+    from hnclip.data.manifest import read_manifest
+    from hnclip.evaluate import encode_split, recall_at_k
+    from hnclip.losses import contrastive_loss
+    from hnclip.models import load_model
+    from hnclip.training.dynamics import EXACT_ZERO_DTYPES, SATURATION_LOSS, exact_zero_flags
+
+    model = load_model(model_dir)
+    test = recall_at_k(*encode_split(model, read_manifest(data / "test.csv"), ImageStore(data / "test_images")))
+    images, texts = encode_split(model, read_manifest(data / "train.csv"), ImageStore(data / "train_images"))
+    rng = np.random.default_rng(seed)
+    scale = torch.tensor(100.0)
+    saturated, zero = [], {}
+    for _ in range(n_batches):
+        rows = torch.from_numpy(rng.choice(len(images), batch, replace=False))
+        saturated.append(float(contrastive_loss(images[rows], texts[rows], scale)) < SATURATION_LOSS)
+        for name, dtype in EXACT_ZERO_DTYPES.items():
+            for quantity, flag in exact_zero_flags(images[rows], texts[rows], scale, dtype).items():
+                zero.setdefault(f"exact_zero.{quantity}.{name}", []).append(flag)
+    print(f"== backbone {model_dir} on {data} (toy scale; the backbone before any fine-tuning) ==")
+    print(f"zero-shot R@1 on the test split: I->T {test['i2t_r1']:.1f}  T->I {test['t2i_r1']:.1f} "
+          f"(R@5 {test['i2t_r5']:.1f} / {test['t2i_r5']:.1f})")
+    print(f"random training micro-batches of {batch} at s = 100 ({n_batches} batches):")
+    print_figures({"saturated_share_epoch1": float(np.mean(saturated)),
+                   **{k: float(np.mean(v)) for k, v in zero.items()}})
+    print_geometry("training split", caption_geometry(texts.numpy(), batch, n_batches, seed))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, help="a finished results/ folder")
+    parser.add_argument("--gamma", type=float, default=0.5, help="gamma of the HN and HN-CLIP runs to use")
+    parser.add_argument("--backbone", type=Path, help="a model folder to probe (with --data)")
+    parser.add_argument("--data", type=Path, help="prepared benchmark folder: train.csv, test.csv, *_images")
+    parser.add_argument("--batches", type=int, default=500, help="random micro-batches of the probe")
+    parser.add_argument("--batch", type=int, default=16, help="micro-batch size of the probe (paper: 16)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not args.results and not args.backbone:
+        parser.error("give --results and/or --backbone with --data")
+    if args.backbone and not args.data:
+        parser.error("--backbone needs --data")
+    if args.results:
+        from_results(args.results, args.gamma)
+    if args.backbone:
+        probe_backbone(args.backbone, args.data, args.batches, args.batch, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""The paper's regime in numbers: is fine-tuning in the situation the paper studies?
+
+The paper's premise (abstract, Sections 1, 2.4, appendices B.2 and C) is a strong initialisation on
+near-duplicate captions: standard InfoNCE "falls below 1e-3 on 80 % of batches within the first
+epoch, while its gradient reaches exact zero in fp32 in 47 % of measurements"; with the HN term,
+26 % of batches stay active in every epoch, the boosted gradient exceeds the standard one by
+1e2-1e6 in per-epoch median where the standard one is non-zero, the two gradients' cosine has median
+0.58 and is positive in 98 % of measurements, and retrieval error keeps falling after standard
+InfoNCE flattens. :func:`premise_figures` measures each of these on the runs' own logs
+(``dynamics.csv``, ``epochs.csv``, written by :mod:`hnclip.train` with the columns of
+:mod:`hnclip.training.dynamics`); :func:`premise_sources` says which runs each number came from.
+
+Runs play one of three roles, read from their ``summary.json`` (:func:`run_role`), all full-data
+(no subset) Long-CLIP-framework fine-tuning with recomputed margins:
+
+- ``plain``: standard InfoNCE (gamma 0, no token term): the paper's saturating baseline;
+- ``hn``: the HN objective alone (gamma = the paper's 0.5, no token term), whose trained loss *is*
+  the boosted objective of the gradient analysis;
+- ``hnclip``: HN-CLIP (gamma 0.5 plus the token branch), whose retrieval error per epoch is
+  compared with the paper's DOCCI curve.
+
+Every value is a float, or None when the logs hold nothing to measure it on (e.g. no HN run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hnclip.training.dynamics import EXACT_ZERO_DTYPES, EXACT_ZERO_QUANTITIES
+
+__all__ = ["EXACT_ZERO_KEYS", "FLAT_FACTOR", "PAPER", "PREMISE_KEYS", "ROLES", "classify_runs",
+           "hn_active_share_min_epoch", "infonce_flat_epoch", "load_run_logs", "objective_active_min_epoch",
+           "premise_figures", "premise_sources", "run_role"]
+
+ROLES = ("plain", "hn", "hnclip")
+PAPER_GAMMA = 0.5
+EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPES)
+PREMISE_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "hn_active_share_min_epoch",
+                "ratio_median_per_epoch_min", "ratio_median_per_epoch_max", "grad_cosine_median",
+                "grad_cosine_positive_share", "error_i2t_first", "error_i2t_last", "error_t2i_first",
+                "error_t2i_last", "infonce_flat_epoch")
+# The paper's figure for each key where it states one (DOCCI for the retrieval errors); None: no number.
+PAPER: dict[str, float | None] = {
+    "saturated_share_epoch1": 0.80, **dict.fromkeys(EXACT_ZERO_KEYS), "exact_zero.param_grad.fp32": 0.47,
+    "hn_active_share_min_epoch": 0.26, "ratio_median_per_epoch_min": 1e2, "ratio_median_per_epoch_max": 1e6,
+    "grad_cosine_median": 0.58, "grad_cosine_positive_share": 0.98, "error_i2t_first": 22.9,
+    "error_i2t_last": 17.1, "error_t2i_first": 20.5, "error_t2i_last": 15.1, "infonce_flat_epoch": 1.0,
+}
+# Which role's runs feed each key.
+KEY_ROLE = {"saturated_share_epoch1": "plain", **dict.fromkeys(EXACT_ZERO_KEYS, "plain"),
+            "hn_active_share_min_epoch": "hn", "ratio_median_per_epoch_min": "hn",
+            "ratio_median_per_epoch_max": "hn", "grad_cosine_median": "hn", "grad_cosine_positive_share": "hn",
+            "error_i2t_first": "hnclip", "error_i2t_last": "hnclip", "error_t2i_first": "hnclip",
+            "error_t2i_last": "hnclip", "infonce_flat_epoch": "plain"}
+# infonce_flat_epoch: InfoNCE counts as flat from the first epoch after which it never falls below its
+# value divided by this factor (per-epoch means, averaged over the plain runs).
+FLAT_FACTOR = 2.0
+
+
+def run_role(summary: Mapping, gamma: float = PAPER_GAMMA) -> str | None:
+    """``plain``, ``hn``, ``hnclip`` or None for a run's ``summary.json`` (see the module docstring).
+
+    A run on a subset (the fractions experiment below 100 %), with frozen margins, another framework,
+    or the HN term at another gamma than ``gamma`` (the gamma sweep) plays no role.
+    """
+    config = summary.get("config", {})
+    if summary.get("run", {}).get("subset_path") or config.get("framework") != "longclip":
+        return None
+    if config.get("margin", "recompute") != "recompute" or config.get("longclip_short_weight", 0.0):
+        return None
+    run_gamma, token = float(config.get("gamma", 0.0)), float(config.get("token_weight", 0.0))
+    if run_gamma == 0 and token == 0:
+        return "plain"
+    if math.isclose(run_gamma, gamma):
+        return "hn" if token == 0 else "hnclip"
+    return None
+
+
+def load_run_logs(run_dir) -> dict:
+    """``{"run": dir, "summary": dict, "dynamics": DataFrame, "epochs": DataFrame | None}`` of one run."""
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"run summary {summary_path} does not exist")
+    summary = json.loads(summary_path.read_text())
+    dynamics_path = run_dir / "dynamics.csv"
+    if not dynamics_path.is_file():
+        raise FileNotFoundError(f"dynamics log {dynamics_path} does not exist")
+    dynamics = pd.read_csv(dynamics_path)
+    epochs_path = run_dir / "epochs.csv"
+    epochs = pd.read_csv(epochs_path) if epochs_path.is_file() else None
+    return {"run": str(run_dir), "summary": summary, "dynamics": dynamics, "epochs": epochs}
+
+
+def classify_runs(run_dirs: Iterable, gamma: float = PAPER_GAMMA) -> dict[str, list[dict]]:
+    """Each role's loaded runs (:func:`load_run_logs`), in the order given; runs without a role are left out."""
+    roles: dict[str, list[dict]] = {role: [] for role in ROLES}
+    for run_dir in run_dirs:
+        logs = load_run_logs(run_dir)
+        role = run_role(logs["summary"], gamma)
+        if role is not None:
+            roles[role].append(logs)
+    return roles
+
+
+def _column(runs: list[dict], column: str, where: str) -> list[pd.DataFrame]:
+    frames = []
+    for logs in runs:
+        frame = logs["dynamics"]
+        if column not in frame.columns:
+            raise ValueError(f"dynamics log of run {logs['run']} has no column {column!r} ({where}); it was "
+                             f"written before that column existed: rerun it")
+        frames.append(frame)
+    return frames
+
+
+def _share(values: pd.Series) -> float | None:
+    values = values.dropna()
+    return float(values.mean()) if len(values) else None
+
+
+def saturated_share_epoch1(plain: list[dict]) -> float | None:
+    """Share of the plain runs' epoch-1 micro-batches whose standard InfoNCE is < 1e-3.
+
+    Every step logs ``saturated_share`` over its micro-batches, all steps of a run have the same number
+    of micro-batches, so the share of micro-batches is the mean over steps (pooled over runs).
+    """
+    frames = _column(plain, "saturated_share", "saturated_share_epoch1")
+    return _share(pd.concat([f.loc[f["epoch"] == 1, "saturated_share"] for f in frames])) if frames else None
+
+
+def exact_zero_shares(plain: list[dict]) -> dict[str, float | None]:
+    """``exact_zero.<quantity>.<dtype>``: share of the plain runs' measured micro-batches (every micro-batch
+    of every probed step, all epochs) where that quantity is exactly 0.0 (definitions:
+    :mod:`hnclip.training.dynamics`)."""
+    out = {}
+    for quantity in EXACT_ZERO_QUANTITIES:
+        for dtype in EXACT_ZERO_DTYPES:
+            column = f"zero_{quantity}_{dtype}"
+            frames = _column(plain, column, "exact_zero")
+            out[f"exact_zero.{quantity}.{dtype}"] = _share(pd.concat([f[column] for f in frames])) if frames else None
+    return out
+
+
+def hn_active_share_min_epoch(hn: list[dict]) -> float | None:
+    """The smallest, over epochs, of the share of the HN runs' micro-batches still active in that epoch.
+
+    Active: the micro-batch's *standard* InfoNCE is >= 1e-3, the complement of the paper's saturation
+    ("the loss falls below 1e-3"), measured on the model the HN objective trains. Per epoch the share is
+    pooled over the HN runs (mean of 1 - the per-step ``saturated_share``); the paper's "26 % of batches
+    remain active in every epoch" is this minimum. The paper does not define "active"; we read it with
+    its saturation threshold and its next clause ("the boosted gradient exceeds the standard gradient
+    ... where the latter is nonzero"), which is about the standard objective. The other reading, the
+    HN objective itself still >= 1e-3, is the logged ``objective_active_share`` (:func:`objective_active_min_epoch`).
+    """
+    frames = _column(hn, "saturated_share", "hn_active_share_min_epoch")
+    if not frames:
+        return None
+    pooled = pd.concat([f[["epoch", "saturated_share"]] for f in frames]).dropna()
+    return float(1.0 - pooled.groupby("epoch")["saturated_share"].mean().max()) if len(pooled) else None
+
+
+def objective_active_min_epoch(hn: list[dict]) -> float | None:
+    """Like :func:`hn_active_share_min_epoch` with the HN objective's own loss >= 1e-3 as "active"."""
+    frames = _column(hn, "objective_active_share", "objective_active_min_epoch")
+    if not frames:
+        return None
+    pooled = pd.concat([f[["epoch", "objective_active_share"]] for f in frames]).dropna()
+    return float(pooled.groupby("epoch")["objective_active_share"].mean().min()) if len(pooled) else None
+
+
+def ratio_medians_per_epoch(hn: list[dict]) -> list[float]:
+    """Median boosted/standard gradient-norm ratio per (HN run, epoch), over the probed steps where the
+    standard gradient is non-zero as torch's fp32 norm sees it (``grad_norm_standard_fp32`` > 0)."""
+    medians = []
+    for frame in _column(hn, "grad_norm_standard_fp32", "ratio_median_per_epoch"):
+        probed = frame[(frame["grad_norm_standard_fp32"] > 0) & np.isfinite(frame["grad_ratio"])]
+        medians += [float(m) for m in probed.groupby("epoch")["grad_ratio"].median()]
+    return medians
+
+
+def infonce_flat_epoch(per_epoch_infonce: list[float], factor: float = FLAT_FACTOR) -> float | None:
+    """The first epoch (1-based) after which the standard InfoNCE no longer falls by a factor ``factor``.
+
+    ``per_epoch_infonce``: mean standard InfoNCE of epochs 1..E. Epoch e is flat when no later epoch's
+    value is below its own divided by ``factor``: a saturating loss is read on a log scale (the paper's
+    curves sit near its 1e-3 floor), where a fall by less than a factor 2 is noise from which batches
+    happen to hold near-duplicates, not learning. The last epoch is always flat.
+    """
+    values = [float(v) for v in per_epoch_infonce]
+    if not values or not all(math.isfinite(v) for v in values):
+        return None
+    for epoch, value in enumerate(values, start=1):
+        if min(values[epoch - 1:]) >= value / factor:
+            return float(epoch)
+    return float(len(values))  # unreachable: the last epoch always qualifies
+
+
+def _per_epoch_infonce(plain: list[dict]) -> list[float]:
+    means = pd.concat([logs["dynamics"].groupby("epoch")["infonce"].mean() for logs in plain], axis=1)
+    return list(means.mean(axis=1).sort_index())
+
+
+def retrieval_errors(hnclip: list[dict]) -> dict[str, float | None]:
+    """100 - R@1 of the HN-CLIP runs (mean over them) after their first and their last epoch, both directions."""
+    out = dict.fromkeys(("error_i2t_first", "error_i2t_last", "error_t2i_first", "error_t2i_last"))
+    epochs = [logs["epochs"] for logs in hnclip if logs["epochs"] is not None and len(logs["epochs"])]
+    if not epochs:
+        return out
+    for direction in ("i2t", "t2i"):
+        first = [100.0 - float(e.sort_values("epoch")[f"{direction}_r1"].iloc[0]) for e in epochs]
+        last = [100.0 - float(e.sort_values("epoch")[f"{direction}_r1"].iloc[-1]) for e in epochs]
+        out[f"error_{direction}_first"], out[f"error_{direction}_last"] = float(np.mean(first)), float(np.mean(last))
+    return out
+
+
+def premise_figures(roles: Mapping[str, list[dict]]) -> dict[str, float | None]:
+    """The regime figures (keys :data:`PREMISE_KEYS`, paper values in :data:`PAPER`) from classified runs.
+
+    ``roles``: :func:`classify_runs`'s output (a role may be missing or empty).
+    """
+    plain, hn, hnclip = (list(roles.get(role, [])) for role in ROLES)
+    figures: dict[str, float | None] = {"saturated_share_epoch1": saturated_share_epoch1(plain)}
+    figures.update(exact_zero_shares(plain) if plain else dict.fromkeys(EXACT_ZERO_KEYS))
+    figures["hn_active_share_min_epoch"] = hn_active_share_min_epoch(hn)
+    medians = ratio_medians_per_epoch(hn)
+    figures["ratio_median_per_epoch_min"] = min(medians) if medians else None
+    figures["ratio_median_per_epoch_max"] = max(medians) if medians else None
+    cosines = np.concatenate([logs["dynamics"]["grad_cosine"].to_numpy(float) for logs in hn]) if hn else np.array([])
+    cosines = cosines[np.isfinite(cosines)]
+    figures["grad_cosine_median"] = float(np.median(cosines)) if len(cosines) else None
+    figures["grad_cosine_positive_share"] = float((cosines > 0).mean()) if len(cosines) else None
+    figures.update(retrieval_errors(hnclip))
+    figures["infonce_flat_epoch"] = infonce_flat_epoch(_per_epoch_infonce(plain)) if plain else None
+    assert tuple(figures) == PREMISE_KEYS
+    return figures
+
+
+def premise_sources(roles: Mapping[str, list[dict]]) -> dict[str, list[str]]:
+    """For each key of :func:`premise_figures`, the run folders its value was computed from."""
+    runs = {role: [logs["run"] for logs in roles.get(role, [])] for role in ROLES}
+    return {key: list(runs[KEY_ROLE[key]]) for key in PREMISE_KEYS}

@@ -1,0 +1,143 @@
+"""The regime figures from hand-made run logs, each expected value computed by hand in the comments."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from hnclip.analysis.premise import (
+    PAPER,
+    PREMISE_KEYS,
+    classify_runs,
+    infonce_flat_epoch,
+    objective_active_min_epoch,
+    premise_figures,
+    premise_sources,
+    run_role,
+)
+from hnclip.training.dynamics import EXACT_ZERO_COLUMNS
+
+NAN = math.nan
+
+
+def write_run(root, name, config, dynamics, epochs=None, subset=None):
+    run = root / name
+    run.mkdir(parents=True)
+    summary = {"config": {"framework": "longclip", "margin": "recompute", **config},
+               "run": {"subset_path": subset}}
+    (run / "summary.json").write_text(json.dumps(summary))
+    pd.DataFrame(dynamics).to_csv(run / "dynamics.csv", index=False)
+    if epochs is not None:
+        pd.DataFrame(epochs).to_csv(run / "epochs.csv", index=False)
+    return run
+
+
+def zero_columns(values):
+    """Every exact-zero column with the same per-step values."""
+    return {c: list(values) for c in EXACT_ZERO_COLUMNS}
+
+
+@pytest.fixture
+def runs(tmp_path):
+    # plain run A: 2 epochs x 2 steps; epoch-1 saturated shares 0.5, 1.0; probed steps 1 and 3
+    plain_a = write_run(tmp_path, "plain_a", {"gamma": 0.0, "token_weight": 0.0}, {
+        "step": [1, 2, 3, 4], "epoch": [1, 1, 2, 2], "infonce": [2.0, 1.0, 0.2, 0.2],
+        "saturated_share": [0.5, 1.0, 1.0, 1.0], "objective_active_share": [0.5, 0.0, 0.0, 0.0],
+        "grad_cosine": [1.0, NAN, 1.0, NAN], "grad_ratio": [1.0, NAN, 1.0, NAN],
+        "grad_norm_standard_fp32": [1.0, NAN, 0.0, NAN], **zero_columns([0.0, NAN, 1.0, NAN]),
+    })
+    # plain run B: 2 epochs x 1 step; epoch-1 share 0.0; one probed step with zero shares 0.5
+    plain_b = write_run(tmp_path, "plain_b", {"gamma": 0.0, "token_weight": 0.0}, {
+        "step": [1, 2], "epoch": [1, 2], "infonce": [1.0, 0.4], "saturated_share": [0.0, 1.0],
+        "objective_active_share": [1.0, 0.0], "grad_cosine": [1.0, NAN], "grad_ratio": [1.0, NAN],
+        "grad_norm_standard_fp32": [2.0, NAN], **zero_columns([0.5, NAN]),
+    })
+    # HN-only run: epoch 1 active 0.5, 0.25 (mean 0.375); epoch 2 active 1.0, 0.5 (mean 0.75)
+    hn = write_run(tmp_path, "hn", {"gamma": 0.5, "token_weight": 0.0}, {
+        "step": [1, 2, 3, 4], "epoch": [1, 1, 2, 2], "infonce": [1.0, 0.5, 0.1, 0.1],
+        "saturated_share": [0.5, 0.75, 1.0, 1.0], "objective_active_share": [0.5, 0.25, 1.0, 0.5],
+        "grad_cosine": [0.5, -0.25, 0.75, NAN], "grad_ratio": [100.0, 300.0, 1e6, 5.0],
+        "grad_norm_standard_fp32": [1e-3, 2e-3, 0.0, 1.0], **zero_columns([0.0, 0.0, 0.0, 0.0]),
+    })
+    hnclip = write_run(tmp_path, "hnclip", {"gamma": 0.5, "token_weight": 0.5},
+                       {"step": [1], "epoch": [1], "infonce": [1.0]},
+                       epochs={"epoch": [2, 1], "i2t_r1": [90.0, 80.0], "t2i_r1": [85.0, 70.0]})
+    hnclip_seed1 = write_run(tmp_path, "hnclip_s1", {"gamma": 0.5, "token_weight": 0.5},
+                             {"step": [1], "epoch": [1], "infonce": [1.0]},
+                             epochs={"epoch": [1, 2], "i2t_r1": [78.0, 86.0], "t2i_r1": [72.0, 75.0]})
+    # runs without a role: a subset, a gamma-sweep point, frozen margins, another framework
+    ignored = [
+        write_run(tmp_path, "subset", {"gamma": 0.0, "token_weight": 0.0}, {"step": [1]}, subset="f0.5.txt"),
+        write_run(tmp_path, "sweep", {"gamma": 0.25, "token_weight": 0.5}, {"step": [1]}),
+        write_run(tmp_path, "frozen", {"gamma": 0.5, "token_weight": 0.5, "margin": "frozen"}, {"step": [1]}),
+        write_run(tmp_path, "lora", {"gamma": 0.0, "token_weight": 0.0, "framework": "lora"}, {"step": [1]}),
+    ]
+    return [plain_a, plain_b, hn, hnclip, hnclip_seed1, *ignored]
+
+
+def test_runs_get_their_roles_from_the_summary_config(runs):
+    roles = classify_runs(runs)
+    assert [r["run"] for r in roles["plain"]] == [str(runs[0]), str(runs[1])]
+    assert [r["run"] for r in roles["hn"]] == [str(runs[2])]
+    assert [r["run"] for r in roles["hnclip"]] == [str(runs[3]), str(runs[4])]
+    assert run_role({"config": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.0}}, gamma=0.25) is None
+
+
+def test_premise_figures_match_the_hand_computed_values(runs):
+    figures = premise_figures(classify_runs(runs))
+    assert tuple(figures) == PREMISE_KEYS == tuple(PAPER)
+    # epoch-1 steps of the plain runs: 0.5, 1.0 (A) and 0.0 (B) -> 1.5 / 3
+    assert figures["saturated_share_epoch1"] == pytest.approx(0.5)
+    # probed plain steps: A 0.0 and 1.0, B 0.5 -> 1.5 / 3, for every quantity and dtype
+    for key in ("loss", "positive_logit_grad", "feature_grad", "param_grad"):
+        for dtype in ("fp32", "bf16"):
+            assert figures[f"exact_zero.{key}.{dtype}"] == pytest.approx(0.5)
+    # HN run: standard InfoNCE active 0.375 in epoch 1, 0.0 in epoch 2 -> min 0.0; the objective's own 0.375
+    assert figures["hn_active_share_min_epoch"] == pytest.approx(0.0)
+    assert objective_active_min_epoch(classify_runs(runs)["hn"]) == pytest.approx(0.375)
+    # ratios where the fp32 standard norm is > 0: epoch 1 {100, 300} median 200; epoch 2 {5} (1e6 had norm 0)
+    assert figures["ratio_median_per_epoch_min"] == pytest.approx(5.0)
+    assert figures["ratio_median_per_epoch_max"] == pytest.approx(200.0)
+    # cosines 0.5, -0.25, 0.75 -> median 0.5, positive 2 of 3
+    assert figures["grad_cosine_median"] == pytest.approx(0.5)
+    assert figures["grad_cosine_positive_share"] == pytest.approx(2 / 3)
+    # HN-CLIP runs, first and last epoch (sorted by epoch): i2t errors (20, 22) -> 21 and (10, 14) -> 12
+    assert figures["error_i2t_first"] == pytest.approx(21.0) and figures["error_i2t_last"] == pytest.approx(12.0)
+    assert figures["error_t2i_first"] == pytest.approx(29.0) and figures["error_t2i_last"] == pytest.approx(20.0)
+    # plain per-epoch InfoNCE: A (1.5, 0.2), B (1.0, 0.4) -> means (1.25, 0.3): still falling in epoch 1
+    assert figures["infonce_flat_epoch"] == 2.0
+
+
+def test_sources_name_the_runs_behind_each_figure(runs):
+    sources = premise_sources(classify_runs(runs))
+    assert tuple(sources) == PREMISE_KEYS
+    assert sources["saturated_share_epoch1"] == [str(runs[0]), str(runs[1])]
+    assert sources["exact_zero.param_grad.fp32"] == [str(runs[0]), str(runs[1])]
+    assert sources["grad_cosine_median"] == [str(runs[2])]
+    assert sources["error_t2i_last"] == [str(runs[3]), str(runs[4])]
+
+
+def test_without_runs_every_figure_is_none():
+    figures = premise_figures({})
+    assert tuple(figures) == PREMISE_KEYS and all(v is None for v in figures.values())
+
+
+def test_a_log_from_before_the_new_columns_is_refused_naming_the_run(tmp_path):
+    old = write_run(tmp_path, "old", {"gamma": 0.0, "token_weight": 0.0},
+                    {"step": [1], "epoch": [1], "infonce": [1.0], "saturated_fraction": [0.0]})
+    with pytest.raises(ValueError, match="old.*saturated_share"):
+        premise_figures(classify_runs([old]))
+
+
+@pytest.mark.parametrize(("curve", "expected"), [
+    ([3.0, 1.0, 0.5, 0.49, 0.49], 3.0),  # 1.0 still falls to 0.49 (< 1.0 / 2); 0.5 never falls below 0.25
+    ([1e-2, 1e-4, 1e-4], 2.0),           # saturated after epoch 1's fall
+    ([0.5, 0.6, 0.7], 1.0),              # never falls: flat from the start
+    ([1.16e-2, 1.25e-2, 0.98e-2], 1.0),  # noise around a saturated level: the later minimum is above half
+    ([2.0, 1.0, 0.0], 3.0),              # falls to the end
+])
+def test_infonce_flat_epoch_is_the_first_epoch_after_which_it_never_halves(curve, expected):
+    assert infonce_flat_epoch(curve) == expected

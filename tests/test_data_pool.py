@@ -1,0 +1,87 @@
+"""The pretraining pool: fresh scenes rendered like the benchmark's, never one of the benchmark's scenes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from hnclip.data import synthetic as syn
+from hnclip.data.image_store import ImageStore, resize_center_crop
+from hnclip.data.manifest import read_manifest
+from hnclip.data.pool import benchmark_signatures, build_pool
+from hnclip.data.prepare import prepare_split
+
+RENDER, SIZE = 64, 32
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    syn.generate_synthetic(root, "synthetic", 12, 8, image_size=RENDER, seed=0, cluster_size=4)
+    return root
+
+
+def test_pool_holds_no_benchmark_scene_and_no_repeat(bench, tmp_path):
+    manifest = build_pool(bench, 40, 0, RENDER, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
+    family, benchmark = benchmark_signatures(bench)
+    assert family == "synthetic" and len(benchmark) == 20
+    # independent of the pool's own code path: compare captions, which determine the scene
+    bench_captions = {json.loads(line)["caption"] for line in (bench / "captions.jsonl").read_text().splitlines()}
+    assert not bench_captions & set(manifest["caption"])
+    assert manifest["caption"].nunique() == 40 and manifest["image_id"].nunique() == 40
+
+
+def test_a_pool_draw_that_repeats_a_benchmark_scene_is_redrawn(bench, tmp_path, monkeypatch):
+    record = json.loads((bench / "captions.jsonl").read_text().splitlines()[13])  # a test-split scene
+    benchmark_scene = syn.scene_from_record(record)
+    real, calls = syn.sample_scene, []
+
+    def first_draw_is_the_test_scene(family, rng):
+        calls.append(1)
+        return benchmark_scene if len(calls) == 1 else real(family, rng)
+
+    monkeypatch.setattr(syn, "sample_scene", first_draw_is_the_test_scene)
+    manifest = build_pool(bench, 3, 0, RENDER, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
+    assert record["caption"] not in set(manifest["caption"]) and len(calls) == 4
+
+
+def test_pool_pixels_equal_what_prepare_makes_of_the_rendered_png(bench, tmp_path):
+    build_pool(bench, 5, 1, RENDER, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
+    store = ImageStore(tmp_path / "pool_images")
+    manifest = read_manifest(tmp_path / "pool.csv")
+    assert store.image_size == SIZE and store.image_ids == list(manifest["image_id"])
+    scenes = syn.sample_pool("synthetic", 5, 1, benchmark_signatures(bench)[1])
+    for row, scene in enumerate(scenes):
+        assert syn.describe_scene(scene) == manifest["caption"][row]
+        png = tmp_path / f"{row}.png"
+        syn.render_scene(scene, RENDER).save(png)  # the benchmark's path: PNG, then the store's resize
+        with Image.open(png) as image:
+            expected = np.asarray(resize_center_crop(image.convert("RGB"), SIZE))
+        np.testing.assert_array_equal(store.read([row])[0], expected)
+
+
+def test_pool_is_deterministic_in_its_seed(bench, tmp_path):
+    first = build_pool(bench, 6, 3, RENDER, SIZE, tmp_path / "a.csv", tmp_path / "a")
+    again = build_pool(bench, 6, 3, RENDER, SIZE, tmp_path / "b.csv", tmp_path / "b")
+    other = build_pool(bench, 6, 4, RENDER, SIZE, tmp_path / "c.csv", tmp_path / "c")
+    assert list(first["caption"]) == list(again["caption"]) != list(other["caption"])
+    np.testing.assert_array_equal(np.load(tmp_path / "a/images.npy"), np.load(tmp_path / "b/images.npy"))
+
+
+def test_benchmark_store_still_builds_from_the_clustered_benchmark(bench, tmp_path):
+    source = {"benchmark": "synthetic", "adapter": "synthetic", "root": str(bench)}
+    prepare_split(source, "test", SIZE, tmp_path / "test.csv", tmp_path / "test_images")
+    assert len(ImageStore(tmp_path / "test_images")) == 8
+
+
+def test_pool_rejects_a_bad_count_naming_it(bench, tmp_path):
+    with pytest.raises(ValueError, match="pool count"):
+        build_pool(bench, 0, 0, RENDER, SIZE, tmp_path / "p.csv", tmp_path / "p")
+
+
+def test_scene_signatures_from_records_match_the_generator(bench):
+    scenes = [s for _, _, s in syn.iter_scenes("synthetic", "test", 8, 0, 4, 2)]
+    assert len({s.signature() for s in scenes} & benchmark_signatures(bench)[1]) == 8
