@@ -30,41 +30,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from hnclip.analysis.premise import (  # noqa: E402
+    DEFINITIONS,
     PAPER,
+    PAPER_GEOMETRY,
     PREMISE_KEYS,
     classify_runs,
     objective_active_min_epoch,
     premise_figures,
     premise_sources,
 )
-
-DEFINITIONS = {
-    "saturated_share_epoch1": "plain InfoNCE runs: share of epoch-1 micro-batches with standard InfoNCE < 1e-3",
-    "exact_zero.loss": "the standard InfoNCE is exactly 0.0",
-    "exact_zero.positive_logit_grad": "d loss / d positive logit (p - 1, both directions) is all 0.0",
-    "exact_zero.feature_grad": "d loss / d features (both towers) is all 0.0",
-    "exact_zero.param_grad": "the parameter gradient's torch norm is 0.0 (every element below ~2.6e-23)",
-    "hn_active_share_min_epoch": "HN-only runs: min over epochs of the share of micro-batches whose standard "
-                                 "InfoNCE is still >= 1e-3",
-    "ratio_median_per_epoch_min": "HN-only runs: min over (run, epoch) of the median |g_HN| / |g_InfoNCE| "
-                                  "over probed steps where the fp32 |g_InfoNCE| > 0",
-    "ratio_median_per_epoch_max": "HN-only runs: max over (run, epoch) of the same medians",
-    "grad_cosine_median": "HN-only runs: median cosine between the HN and the InfoNCE parameter gradients",
-    "grad_cosine_positive_share": "HN-only runs: share of probed steps with a positive gradient cosine",
-    "error_i2t_first": "HN-CLIP runs: 100 - image->text R@1 after epoch 1 (paper: DOCCI)",
-    "error_i2t_last": "HN-CLIP runs: 100 - image->text R@1 after the last epoch",
-    "error_t2i_first": "HN-CLIP runs: 100 - text->image R@1 after epoch 1",
-    "error_t2i_last": "HN-CLIP runs: 100 - text->image R@1 after the last epoch",
-    "infonce_flat_epoch": "plain runs: first epoch after which the per-epoch mean InfoNCE never halves again",
-}
-PAPER_GEOMETRY = {"mean_offdiag": (0.84, 0.88), "mean_hardest": (0.92, 0.94), "frac_ge_0.8": (0.86, 0.99)}
-
-
-def _definition(key: str) -> str:
-    if key.startswith("exact_zero."):
-        quantity, dtype = key.split(".")[1:]
-        return f"plain runs, share of measured micro-batches where {DEFINITIONS['exact_zero.' + quantity]} ({dtype})"
-    return DEFINITIONS[key]
 
 
 def _fmt(value) -> str:
@@ -80,7 +54,7 @@ def print_figures(figures: dict, sources: dict | None = None) -> None:
     for key in PREMISE_KEYS:
         if key not in figures:
             continue
-        print(f"{key:34s} {_fmt(figures[key]):>10s} {_fmt(PAPER[key]):>10s}  {_definition(key)}")
+        print(f"{key:34s} {_fmt(figures[key]):>10s} {_fmt(PAPER[key]):>10s}  {DEFINITIONS[key]}")
     if sources:
         runs = sorted({run for key in figures for run in sources.get(key, [])})
         print(f"runs: {len(runs)} ({', '.join(Path(r).relative_to(Path(r).parents[4]).as_posix() for r in runs)})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,7 +19,7 @@ from hnclip.analysis.premise import (
     premise_sources,
     run_role,
 )
-from hnclip.training.dynamics import EXACT_ZERO_COLUMNS
+from hnclip.dynamics_log import EXACT_ZERO_COLUMNS
 
 NAN = math.nan
 
@@ -141,3 +142,33 @@ def test_a_log_from_before_the_new_columns_is_refused_naming_the_run(tmp_path):
 ])
 def test_infonce_flat_epoch_is_the_first_epoch_after_which_it_never_halves(curve, expected):
     assert infonce_flat_epoch(curve) == expected
+
+
+def test_the_premise_verb_writes_every_figure_with_its_runs_and_reads_summary_paths(runs, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "premise.json"
+    summaries = [str(run / "summary.json") for run in runs]
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "premise", "--runs", *summaries, "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(out.read_text())
+    assert set(PREMISE_KEYS) <= set(written) and written["gamma"] == 0.5
+    # the plain runs' epoch-1 saturated shares 0.5, 1.0 and 0.0 (fixture): mean 0.5
+    assert written["saturated_share_epoch1"] == pytest.approx(0.5)
+    assert sorted(Path(r).name for r in written["sources"]["saturated_share_epoch1"]) == ["plain_a", "plain_b"]
+    assert [Path(r).name for r in written["sources"]["grad_cosine_median"]] == ["hn"]
+
+
+def test_no_runs_give_no_figures_rather_than_an_error(tmp_path):
+    from hnclip.analysis.premise import premise_report
+
+    report = premise_report([])
+    assert all(report[k] is None for k in PREMISE_KEYS) and report["sources"]["saturated_share_epoch1"] == []
+
+
+def test_runs_with_long_clips_short_caption_term_play_no_role(tmp_path):
+    assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0}}) == "plain"
+    assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0,
+                                "longclip": {"short_weight": 0.1}}}) is None

@@ -75,7 +75,9 @@ def test_plain_and_hn_variants_differ_only_in_gamma_and_hn_clip_in_its_token_bra
 
 def test_a_null_recipe_key_keeps_the_shared_value_and_the_toy_adapters_keep_their_rate():
     toy = load("config.yaml")
-    assert effective(toy, "lora").lr == 0.001 and effective(toy, "dora_hn", 0.5).lr == 0.001
+    adapter_lr = toy["methods"]["lora"]["train"]["lr"]
+    assert adapter_lr != toy["train"]["lr"]
+    assert effective(toy, "lora").lr == adapter_lr and effective(toy, "dora_hn", 0.5).lr == adapter_lr
     assert effective(toy, "longclip").lr == toy["train"]["lr"]
     edited = copy.deepcopy(toy)
     edited["methods"]["goal"]["train"] = {"weight_decay": 0.05}

@@ -287,3 +287,23 @@ def test_claim_and_premise_numbers_sit_beside_the_papers_with_their_labels(outpu
     assert _comparison(html, "a1.columns")[3] == "6 toy"  # one benchmark: 2 directions x R@1/5/10
     assert _comparison(html, "geometry.near_duplicate_examples")[3].startswith("not measured by our runs: hand-picked")
     assert _claim(html, "premise_saturation")[:2] == ("holds", "holds")
+
+
+def test_the_regime_section_shows_each_figure_beside_the_papers_with_its_definition(outputs):
+    from test_report_claims import PREMISE
+
+    premise = PREMISE | {"grad_cosine_median": None, "sources": {"saturated_share_epoch1": ["a", "b"]}}
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], premise=premise)
+    html = out.read_text(encoding="utf-8")
+    row = re.search(r'<tr id="premise-saturated_share_epoch1">(.*?)</tr>', html, re.S).group(1)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+    assert cells[:4] == ["saturated_share_epoch1", "0.85", "0.8", "2"]
+    assert "standard InfoNCE &lt; 1e-3" in cells[4] or "standard InfoNCE < 1e-3" in cells[4]
+    row = re.search(r'<tr id="premise-exact_zero-param_grad-fp32">(.*?)</tr>', html, re.S).group(1)
+    assert ">0.5<" in row and ">0.47<" in row and "torch norm is 0.0" in row
+    row = re.search(r'<tr id="premise-grad_cosine_median">(.*?)</tr>', html, re.S).group(1)
+    assert "<td>—</td><td>0.58</td>" in row  # not measured beside the paper's figure
+    assert "paper (A.2, Long-CLIP-L, four benchmarks)" in html and "0.84–0.88" in html

@@ -451,3 +451,17 @@ def test_every_claim_measure_the_published_numbers_name_exists(tmp_path):
         assert compare["measure"] in measures, (entry["key"], sorted(measures))
         if "label" in compare:
             assert compare["label"] in measures[compare["measure"]], (entry["key"], measures[compare["measure"]])
+
+
+def test_a_premise_figure_no_run_measured_makes_its_claim_no_data_naming_the_role():
+    # a config without HN-only runs: the HN figures are None, the plain ones still judged
+    hn_keys = ("hn_active_share_min_epoch", "ratio_median_per_epoch_min", "ratio_median_per_epoch_max",
+               "grad_cosine_median", "grad_cosine_positive_share")
+    v = _verdicts(premise=PREMISE | dict.fromkeys(hn_keys))
+    for claim in ("premise_active", "premise_ratio", "premise_cosine"):
+        assert v[claim]["verdict"] == "no data" and "HN-only fine-tuning" in v[claim]["missing"]
+    assert v["premise_saturation"]["verdict"] == v["premise_error"]["verdict"] == "holds"
+    # no plain run: saturation and exact zeros unmeasured; the HN-CLIP errors alone cannot say InfoNCE flattened
+    v = _verdicts(premise=PREMISE | {"saturated_share_epoch1": None, "exact_zero.param_grad.fp32": None})
+    assert v["premise_saturation"]["verdict"] == v["premise_exact_zero"]["verdict"] == "no data"
+    assert "plain InfoNCE" in v["premise_saturation"]["missing"]

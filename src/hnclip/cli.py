@@ -214,6 +214,14 @@ def cmd_geometry(args) -> None:
                  out_json=Path(args.out_json), out_figure=Path(args.out_figure))
 
 
+def cmd_premise(args) -> None:
+    from hnclip.analysis.premise import premise_report
+    from hnclip.fileio import write_json_atomic
+
+    runs = [Path(p).parent if Path(p).name == "summary.json" else Path(p) for p in args.runs]
+    write_json_atomic(Path(args.out), premise_report(runs, gamma=args.gamma))
+
+
 def cmd_table(args) -> None:
     from hnclip.analysis.records import load_records, load_run_summaries, load_spec
     from hnclip.analysis.tables import build_table, write_table
@@ -464,6 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--captions", type=int, default=4)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
+
+    p = verb("premise", cmd_premise, "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs")
+    p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files")
+    p.add_argument("--gamma", type=float, default=0.5, help="gamma of the HN and HN-CLIP runs to use (paper 0.5)")
+    p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
 
     p = verb("report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)

@@ -19,6 +19,7 @@ import markupsafe
 import yaml
 
 from hnclip.analysis.claims import VERDICTS
+from hnclip.analysis.premise import PAPER_GEOMETRY
 from hnclip.analysis.table_format import read_table_csv, scale_label
 
 __all__ = ["DEFAULT_PUBLISHED", "TEMPLATE_DIR", "compare_published", "load_published", "render_report",
@@ -210,6 +211,17 @@ def _table_cells(tidy, select: Mapping, over: list) -> list[tuple[str, float]]:
             for _, r in rows.iterrows()]
 
 
+def _premise_rows(premise: Mapping | None) -> list[dict]:
+    """One row per regime figure: ours (None: not measured), the paper's, the definition, the runs behind it."""
+    from hnclip.analysis.premise import DEFINITIONS, PAPER, PREMISE_KEYS
+
+    if not premise:
+        return []
+    sources = premise.get("sources", {})
+    return [{"key": key, "ours": premise.get(key), "paper": PAPER[key], "definition": DEFINITIONS[key],
+             "runs": len(sources.get(key, []))} for key in PREMISE_KEYS]
+
+
 def _fmt(value) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
@@ -369,8 +381,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         verdict_class=VERDICT_CLASS,
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
         provenance=_provenance_rows(provenance), hn_meanings=_hn_meanings(provenance),
-        geometry=[{"name": n, **g} for n, g in (geometry or {}).items()],
-        fmt=_fmt,
+        geometry=[{"name": n, **g} for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
+        premise_rows=_premise_rows(premise), fmt=_fmt,
     )
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)

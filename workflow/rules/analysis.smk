@@ -118,6 +118,22 @@ rule geometry:
         "--out-json {output.json} --out-figure {output.figure} 2> {log}"
 
 
+rule premise:
+    input:
+        summaries=lambda w: get_summaries(),
+    output:
+        "results/premise.json",
+    log:
+        "results/logs/premise.log",
+    localrule: True
+    conda:
+        "../../envs/report.yaml"
+    params:
+        gamma=lookup(dpath="gamma", within=config),
+    shell:
+        "python -m hnclip premise --runs {input.summaries} --gamma {params.gamma} --out {output} 2> {log}"
+
+
 rule figure_dynamics:
     input:
         spec=spec_path("fractions"),

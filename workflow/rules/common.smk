@@ -118,6 +118,7 @@ def get_report_inputs():
         "figures": figures,
         "geometry": geometry,
         "summaries": get_summaries(),
+        "premise": "results/premise.json",
     }
 
 

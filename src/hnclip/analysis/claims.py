@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from hnclip.analysis.premise import EXACT_ZERO_KEYS, KEY_ROLE, PREMISE_KEYS
 from hnclip.analysis.tables import DELTA, DIRECTION_LABELS
 from hnclip.plan import ZEROSHOT_ROW
 
@@ -156,13 +157,10 @@ CLAIMS: dict[str, tuple[str, str, str]] = {
 # The premise measurements (hnclip.analysis.premise): shares are fractions in [0, 1], errors percent
 # (100 - R@1), ratios and cosines plain numbers; ``infonce_flat_epoch`` is None when InfoNCE never
 # flattened within the run.
-SHARE_KEYS = ("saturated_share_epoch1", "exact_zero.loss.fp32", "exact_zero.loss.bf16",
-              "exact_zero.positive_logit_grad.fp32", "exact_zero.positive_logit_grad.bf16",
-              "exact_zero.feature_grad.fp32", "exact_zero.feature_grad.bf16", "exact_zero.param_grad.fp32",
-              "exact_zero.param_grad.bf16", "hn_active_share_min_epoch", "grad_cosine_positive_share")
+# A value may be None: no run of the role that measures it (hnclip.analysis.premise.KEY_ROLE) is in the config.
+SHARE_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "hn_active_share_min_epoch", "grad_cosine_positive_share")
 ERROR_KEYS = ("error_i2t_first", "error_i2t_last", "error_t2i_first", "error_t2i_last")
-PREMISE_KEYS = SHARE_KEYS + ("ratio_median_per_epoch_min", "ratio_median_per_epoch_max", "grad_cosine_median",
-                             *ERROR_KEYS, "infonce_flat_epoch")
+assert set(SHARE_KEYS + ERROR_KEYS) < set(PREMISE_KEYS)
 
 
 # ------------------------------------------------------------------------------------------- verdicts
@@ -881,7 +879,7 @@ def check_premise(premise: Mapping) -> dict:
         raise ValueError(f"premise measurements lack key(s) {missing}")
     for key in PREMISE_KEYS:
         value = premise[key]
-        if key == "infonce_flat_epoch" and value is None:
+        if value is None:  # not measured (or, for infonce_flat_epoch, never flat)
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise ValueError(f"premise measurement {key!r} is {value!r}, expected a number")
@@ -897,7 +895,9 @@ def _premise_claims(premise: Mapping | None, scale: str) -> list[dict]:
         "premise_saturation": "share of first-epoch micro-batches whose standard InfoNCE < 10^-3 >= 0.80",
         "premise_exact_zero": ("share of fp32 measurements whose InfoNCE parameter gradient is exactly zero >= "
                                "0.47 (the paper does not say which gradient; the others are shown)"),
-        "premise_active": "in every epoch, the share of batches whose HN objective stays active >= 0.26",
+        "premise_active": ("in every epoch of HN-only fine-tuning, the share of micro-batches still active (their "
+                           "standard InfoNCE >= 10^-3, the saturation threshold) >= 0.26 (the paper does not define "
+                           "'active'; the HN objective itself stays above 10^-3 on practically every batch)"),
         "premise_ratio": ("every per-epoch median of |boosted gradient| / |standard gradient| (where the standard "
                           "one is nonzero) lies in [10^2, 10^6]"),
         "premise_cosine": ("the cosine between boosted and standard gradients is positive in >= 98 % of "
@@ -908,45 +908,64 @@ def _premise_claims(premise: Mapping | None, scale: str) -> list[dict]:
     if not premise:
         return [_no_data(k, scale, c, "no premise measurements (hnclip.analysis.premise)") for k, c in criteria.items()]
     p = check_premise(premise)
-    fp32 = {k: p[k] for k in SHARE_KEYS if k.startswith("exact_zero.") and k.endswith(".fp32")}
+    # the figures each verdict needs; a None one means no run of its role is in the config
+    needs = {
+        "premise_saturation": ["saturated_share_epoch1"],
+        "premise_exact_zero": ["exact_zero.param_grad.fp32"],
+        "premise_active": ["hn_active_share_min_epoch"],
+        "premise_ratio": ["ratio_median_per_epoch_min", "ratio_median_per_epoch_max"],
+        "premise_cosine": ["grad_cosine_positive_share", "grad_cosine_median"],
+        "premise_error": list(ERROR_KEYS),
+    }
+    role_words = {"plain": "plain InfoNCE fine-tuning (gamma 0, no token term)",
+                  "hn": "HN-only fine-tuning (gamma 0.5, no token term)", "hnclip": "HN-CLIP (gamma 0.5)"}
+    fp32 = {k: p[k] for k in SHARE_KEYS if k.startswith("exact_zero.") and k.endswith(".fp32") and p[k] is not None}
     flat = p["infonce_flat_epoch"]
-    out = [
-        _verdict("premise_saturation", scale, criteria["premise_saturation"],
-                 [(p["saturated_share_epoch1"] - 0.80, True)],
-                 {"saturated share, epoch 1": round(p["saturated_share_epoch1"], 3)},
-                 {"saturated share, epoch 1": p["saturated_share_epoch1"]}),
-        _verdict("premise_exact_zero", scale, criteria["premise_exact_zero"],
-                 [(p["exact_zero.param_grad.fp32"] - 0.47, True)],
-                 {f"exactly zero: {k.split('.')[1].replace('_', ' ')} (fp32)": round(v, 3) for k, v in fp32.items()},
-                 {"exact-zero share, parameter gradient, fp32": p["exact_zero.param_grad.fp32"]}),
-        _verdict("premise_active", scale, criteria["premise_active"], [(p["hn_active_share_min_epoch"] - 0.26, True)],
-                 {"smallest per-epoch share of active batches": round(p["hn_active_share_min_epoch"], 3)},
-                 {"active share, smallest epoch": p["hn_active_share_min_epoch"]}),
-        _verdict("premise_ratio", scale, criteria["premise_ratio"],
-                 [(math.log10(p["ratio_median_per_epoch_min"]) - 2, True) if p["ratio_median_per_epoch_min"] > 0
-                  else (-math.inf, True), (6 - math.log10(max(p["ratio_median_per_epoch_max"], 1e-300)), True)],
-                 {"smallest per-epoch median ratio": p["ratio_median_per_epoch_min"],
-                  "largest per-epoch median ratio": p["ratio_median_per_epoch_max"]},
-                 {"per-epoch median ratio": {"smallest": p["ratio_median_per_epoch_min"],
-                                             "largest": p["ratio_median_per_epoch_max"]}}),
-        _verdict("premise_cosine", scale, criteria["premise_cosine"],
-                 [(p["grad_cosine_positive_share"] - 0.98, True), (p["grad_cosine_median"], False)],
-                 {"median cosine": round(p["grad_cosine_median"], 3),
-                  "share of positive cosines": round(p["grad_cosine_positive_share"], 3)},
-                 {"median gradient cosine": p["grad_cosine_median"],
-                  "positive-cosine share": p["grad_cosine_positive_share"]}),
-    ]
-    errors = {k: p[k] for k in ERROR_KEYS}
-    evidence = {"InfoNCE flattens at epoch": "never" if flat is None else flat,
-                **{k.replace("_", " "): round(v, 2) for k, v in errors.items()}}
-    if flat is None:
-        out.append(_verdict("premise_error", scale, criteria["premise_error"], None, evidence,
-                            holds=False))
-    else:
-        out.append(_verdict("premise_error", scale, criteria["premise_error"],
-                            [(p["error_i2t_first"] - p["error_i2t_last"], False),
-                             (p["error_t2i_first"] - p["error_t2i_last"], False)], evidence,
-                            {"retrieval error": errors}))
+    out = []
+    for key, criterion in criteria.items():
+        unmeasured = [k for k in needs[key] if p.get(k) is None]
+        if unmeasured:
+            roles = sorted({KEY_ROLE[k] for k in unmeasured})
+            out.append(_no_data(key, scale, criterion, "no full-data run of "
+                                + " or ".join(role_words[r] for r in roles) + " in this config"))
+        elif key == "premise_saturation":
+            out.append(_verdict(key, scale, criterion, [(p["saturated_share_epoch1"] - 0.80, True)],
+                                {"saturated share, epoch 1": round(p["saturated_share_epoch1"], 3)},
+                                {"saturated share, epoch 1": p["saturated_share_epoch1"]}))
+        elif key == "premise_exact_zero":
+            out.append(_verdict(key, scale, criterion, [(p["exact_zero.param_grad.fp32"] - 0.47, True)],
+                                {f"exactly zero: {k.split('.')[1].replace('_', ' ')} (fp32)": round(v, 3)
+                                 for k, v in fp32.items()},
+                                {"exact-zero share, parameter gradient, fp32": p["exact_zero.param_grad.fp32"]}))
+        elif key == "premise_active":
+            out.append(_verdict(key, scale, criterion, [(p["hn_active_share_min_epoch"] - 0.26, True)],
+                                {"smallest per-epoch share of active batches": round(p["hn_active_share_min_epoch"], 3)},
+                                {"active share, smallest epoch": p["hn_active_share_min_epoch"]}))
+        elif key == "premise_ratio":
+            low, high = p["ratio_median_per_epoch_min"], p["ratio_median_per_epoch_max"]
+            out.append(_verdict(key, scale, criterion,
+                                [(math.log10(low) - 2, True) if low > 0 else (-math.inf, True),
+                                 (6 - math.log10(max(high, 1e-300)), True)],
+                                {"smallest per-epoch median ratio": low, "largest per-epoch median ratio": high},
+                                {"per-epoch median ratio": {"smallest": low, "largest": high}}))
+        elif key == "premise_cosine":
+            out.append(_verdict(key, scale, criterion,
+                                [(p["grad_cosine_positive_share"] - 0.98, True), (p["grad_cosine_median"], False)],
+                                {"median cosine": round(p["grad_cosine_median"], 3),
+                                 "share of positive cosines": round(p["grad_cosine_positive_share"], 3)},
+                                {"median gradient cosine": p["grad_cosine_median"],
+                                 "positive-cosine share": p["grad_cosine_positive_share"]}))
+        else:  # premise_error
+            errors = {k: p[k] for k in ERROR_KEYS}
+            evidence = {"InfoNCE flattens at epoch": "never" if flat is None else flat,
+                        **{k.replace("_", " "): round(v, 2) for k, v in errors.items()}}
+            if flat is None:
+                out.append(_verdict(key, scale, criterion, None, evidence, holds=False))
+            else:
+                out.append(_verdict(key, scale, criterion,
+                                    [(p["error_i2t_first"] - p["error_i2t_last"], False),
+                                     (p["error_t2i_first"] - p["error_t2i_last"], False)], evidence,
+                                    {"retrieval error": errors}))
     return out
 
 

@@ -32,15 +32,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hnclip.training.dynamics import EXACT_ZERO_DTYPES, EXACT_ZERO_QUANTITIES
+from hnclip.dynamics_log import EXACT_ZERO_DTYPE_NAMES, EXACT_ZERO_QUANTITIES
 
-__all__ = ["EXACT_ZERO_KEYS", "FLAT_FACTOR", "PAPER", "PREMISE_KEYS", "ROLES", "classify_runs",
+__all__ = ["DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "PAPER", "PAPER_GEOMETRY", "PREMISE_KEYS", "ROLES", "classify_runs",
            "hn_active_share_min_epoch", "infonce_flat_epoch", "load_run_logs", "objective_active_min_epoch",
-           "premise_figures", "premise_sources", "run_role"]
+           "premise_figures", "premise_sources", "premise_report", "run_role"]
 
 ROLES = ("plain", "hn", "hnclip")
 PAPER_GAMMA = 0.5
-EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPES)
+EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPE_NAMES)
 PREMISE_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "hn_active_share_min_epoch",
                 "ratio_median_per_epoch_min", "ratio_median_per_epoch_max", "grad_cosine_median",
                 "grad_cosine_positive_share", "error_i2t_first", "error_i2t_last", "error_t2i_first",
@@ -51,6 +51,31 @@ PAPER: dict[str, float | None] = {
     "hn_active_share_min_epoch": 0.26, "ratio_median_per_epoch_min": 1e2, "ratio_median_per_epoch_max": 1e6,
     "grad_cosine_median": 0.58, "grad_cosine_positive_share": 0.98, "error_i2t_first": 22.9,
     "error_i2t_last": 17.1, "error_t2i_first": 20.5, "error_t2i_last": 15.1, "infonce_flat_epoch": 1.0,
+}
+# Appendix A.2's caption geometry of one batch across the paper's four benchmarks (Long-CLIP-L's text tower):
+# (low, high) of the mean off-diagonal cosine, the mean hardest companion, the share of negatives >= 0.8.
+PAPER_GEOMETRY = {"mean_offdiag": (0.84, 0.88), "mean_hardest": (0.92, 0.94), "frac_ge_0.8": (0.86, 0.99)}
+# What each figure measures, in words the report and benchmarks/premise.py print beside it.
+DEFINITIONS: dict[str, str] = {
+    "saturated_share_epoch1": "plain InfoNCE runs: share of epoch-1 micro-batches with standard InfoNCE < 1e-3",
+    **{f"exact_zero.{q}.{d}": f"plain InfoNCE runs: share of probed micro-batches where {what} ({d})"
+       for q, what in (("loss", "the standard InfoNCE is exactly 0.0"),
+                       ("positive_logit_grad", "d loss / d positive logit (p - 1, both directions) is all 0.0"),
+                       ("feature_grad", "d loss / d features (both towers) is all 0.0"),
+                       ("param_grad", "the parameter gradient's torch norm is 0.0 (every element below ~2.6e-23)"))
+       for d in EXACT_ZERO_DTYPE_NAMES},
+    "hn_active_share_min_epoch": "HN-only runs: min over epochs of the share of micro-batches whose standard "
+                                 "InfoNCE is still >= 1e-3",
+    "ratio_median_per_epoch_min": "HN-only runs: min over (run, epoch) of the median |g_HN| / |g_InfoNCE| over "
+                                  "probed steps where the fp32 |g_InfoNCE| > 0",
+    "ratio_median_per_epoch_max": "HN-only runs: max over (run, epoch) of the same medians",
+    "grad_cosine_median": "HN-only runs: median cosine between the HN and the InfoNCE parameter gradients",
+    "grad_cosine_positive_share": "HN-only runs: share of probed steps with a positive gradient cosine",
+    "error_i2t_first": "HN-CLIP runs: 100 - image->text R@1 after epoch 1 (paper: DOCCI)",
+    "error_i2t_last": "HN-CLIP runs: 100 - image->text R@1 after the last epoch",
+    "error_t2i_first": "HN-CLIP runs: 100 - text->image R@1 after epoch 1",
+    "error_t2i_last": "HN-CLIP runs: 100 - text->image R@1 after the last epoch",
+    "infonce_flat_epoch": "plain InfoNCE runs: first epoch after which the per-epoch mean InfoNCE never halves again",
 }
 # Which role's runs feed each key.
 KEY_ROLE = {"saturated_share_epoch1": "plain", **dict.fromkeys(EXACT_ZERO_KEYS, "plain"),
@@ -72,7 +97,8 @@ def run_role(summary: Mapping, gamma: float = PAPER_GAMMA) -> str | None:
     config = summary.get("config", {})
     if summary.get("run", {}).get("subset_path") or config.get("framework") != "longclip":
         return None
-    if config.get("margin", "recompute") != "recompute" or config.get("longclip_short_weight", 0.0):
+    short_weight = config.get("longclip", {}).get("short_weight", 0.0)  # Long-CLIP's short-caption term
+    if config.get("margin", "recompute") != "recompute" or short_weight:
         return None
     run_gamma, token = float(config.get("gamma", 0.0)), float(config.get("token_weight", 0.0))
     if run_gamma == 0 and token == 0:
@@ -141,7 +167,7 @@ def exact_zero_shares(plain: list[dict]) -> dict[str, float | None]:
     :mod:`hnclip.training.dynamics`)."""
     out = {}
     for quantity in EXACT_ZERO_QUANTITIES:
-        for dtype in EXACT_ZERO_DTYPES:
+        for dtype in EXACT_ZERO_DTYPE_NAMES:
             column = f"zero_{quantity}_{dtype}"
             frames = _column(plain, column, "exact_zero")
             out[f"exact_zero.{quantity}.{dtype}"] = _share(pd.concat([f[column] for f in frames])) if frames else None
@@ -246,3 +272,10 @@ def premise_sources(roles: Mapping[str, list[dict]]) -> dict[str, list[str]]:
     """For each key of :func:`premise_figures`, the run folders its value was computed from."""
     runs = {role: [logs["run"] for logs in roles.get(role, [])] for role in ROLES}
     return {key: list(runs[KEY_ROLE[key]]) for key in PREMISE_KEYS}
+
+
+def premise_report(run_dirs: Iterable, gamma: float = PAPER_GAMMA) -> dict:
+    """What ``hnclip premise`` writes and the report reads: every figure of :data:`PREMISE_KEYS` at the top
+    level (None where no run measured it), and under ``sources`` the runs behind each."""
+    roles = classify_runs(run_dirs, gamma)
+    return {**premise_figures(roles), "sources": premise_sources(roles), "gamma": gamma}

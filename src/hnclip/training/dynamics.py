@@ -34,17 +34,19 @@ import math
 import torch
 import torch.nn.functional as F
 
+from hnclip.dynamics_log import (
+    DYNAMICS_COLUMNS,
+    EXACT_ZERO_COLUMNS,
+    EXACT_ZERO_DTYPE_NAMES,
+    EXACT_ZERO_QUANTITIES,
+    SATURATION_LOSS,
+)
+
 __all__ = ["DYNAMICS_COLUMNS", "EXACT_ZERO_COLUMNS", "EXACT_ZERO_DTYPES", "EXACT_ZERO_QUANTITIES",
            "SATURATION_LOSS", "GradientProbe", "exact_zero_flags", "is_zero_norm", "step_saturation"]
 
-SATURATION_LOSS = 1e-3  # a micro-batch whose standard loss is below this counts as saturated
 EXACT_ZERO_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-EXACT_ZERO_QUANTITIES = ("loss", "positive_logit_grad", "feature_grad", "param_grad")
-EXACT_ZERO_COLUMNS = tuple(f"zero_{q}_{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPES)
-DYNAMICS_COLUMNS = ("step", "epoch", "lr", "logit_scale", "loss", "infonce", "saturated_share",
-                    "objective_active_share",
-                    "grad_norm_standard", "grad_norm_boosted", "grad_ratio", "grad_cosine", "standard_grad_zero",
-                    "saturated_fraction", "grad_norm_standard_fp32", *EXACT_ZERO_COLUMNS)
+assert tuple(EXACT_ZERO_DTYPES) == EXACT_ZERO_DTYPE_NAMES
 
 
 def step_saturation(trained_losses: list[float], standard_losses: list[float]) -> dict[str, float]:
