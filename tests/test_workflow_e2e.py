@@ -166,11 +166,18 @@ def test_micro_report_shows_each_claim_with_the_papers_sentence_criterion_number
         assert "criterion:" in text, key
         assert ("our numbers:" in text) if verdict != "no data" else ("no data:" in text), key
     verdicts = dict((k, v) for k, v, _ in items)
-    # the micro grid has the runs these need; the paper's DCI -> DOCCI and the premise module are absent
+    # the micro grid has the runs these need (the premise ones: plain InfoNCE, HN-only and HN-CLIP runs at full
+    # data, read by the premise rule from their dynamics logs); the paper's DCI -> DOCCI is absent
     for key in ("a1_columns", "a1_first_epoch", "e3_directions", "a2_frameworks", "a3_transfer", "a3_every_fraction",
-                "a4_hn_bulk", "b2_frozen", "seeds_average"):
+                "a4_hn_bulk", "b2_frozen", "seeds_average", "premise_saturation", "premise_exact_zero",
+                "premise_active", "premise_error"):
         assert verdicts[key] != "no data", key
-    assert verdicts["a3_dci_to_docci"] == "no data" and verdicts["premise_saturation"] == "no data"
+    assert verdicts["a3_dci_to_docci"] == "no data"
+    # the regime section: every figure of the premise module beside the paper's, with its definition
+    from hnclip.analysis.premise import PREMISE_KEYS
+
+    regime = re.findall(r'<tr id="premise-([^"]+)">', html)
+    assert regime == [k.replace(".", "-") for k in PREMISE_KEYS]
     rows = re.findall(r'<tr class="comparison" data-key="([^"]+)">(.*?)</tr>', html, re.S)
     ours = {k: re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)[2]).strip() for k, body in rows}
     assert ours["a1.columns"].endswith("toy") and ours["train.gamma"] == "0.5 toy"

@@ -123,12 +123,14 @@ if config["backbone"]["source"] == "pretrain":
             **get_resources("train"),
         params:
             overrides=" ".join(
-                f"--set {k}={v}"
-                for k, v in {
-                    **config["pretrain"]["long"]["train"],
-                    "caption_column": config["pretrain"]["long"]["caption_column"],
-                    "seed": config["seeds"][0],
-                }.items()
+                f"--set {item}"
+                for item in override_items(
+                    {
+                        **config["pretrain"]["long"]["train"],
+                        "caption_column": config["pretrain"]["long"]["caption_column"],
+                        "seed": config["seeds"][0],
+                    }
+                )
             ),
             out_dir=lambda w, output: Path(output.summary).parent,
             processes=LONG_PRETRAIN_PROCESSES,

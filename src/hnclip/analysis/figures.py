@@ -163,6 +163,12 @@ def plot_gradient_dynamics(panels: Mapping[tuple[float, str], pd.DataFrame], out
 
 
 # ------------------------------------------------------------------------------ curves from tables
+def _rows_of(table, benchmark, method):
+    """The per-epoch rows of one method on one benchmark (index levels ``benchmark``, ``method``, ``epoch``)."""
+    index = table.index
+    return table[(index.get_level_values("benchmark") == benchmark) & (index.get_level_values("method") == method)]
+
+
 def _row_values(table: pd.DataFrame, col: tuple) -> tuple[np.ndarray, np.ndarray]:
     return table[col + ("mean",)].to_numpy(float), np.nan_to_num(table[col + ("std",)].to_numpy(float))
 
@@ -219,9 +225,7 @@ def plot_epoch_recall(table: pd.DataFrame, out_prefix) -> list[Path]:
         for j, d in enumerate(DIRECTION_LABELS):
             ax = axes[i, j]
             for method in methods:
-                mask = ((table.index.get_level_values("benchmark") == bench)
-                        & (table.index.get_level_values("method") == method))
-                sub = table[mask]
+                sub = _rows_of(table, bench, method)
                 if sub.empty:
                     continue
                 epochs = sub.index.get_level_values("epoch").to_numpy(float)
@@ -328,9 +332,7 @@ def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str = "HN-
     for i, bench in enumerate(benchmarks):
         ax_err, ax_loss = axes[i]
         for j, method in enumerate(methods):
-            mask = ((table.index.get_level_values("benchmark") == bench)
-                    & (table.index.get_level_values("method") == method))
-            sub = table[mask]
+            sub = _rows_of(table, bench, method)
             if sub.empty:
                 continue
             epochs = sub.index.get_level_values("epoch").to_numpy(float)

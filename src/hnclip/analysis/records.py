@@ -21,6 +21,7 @@ __all__ = [
     "METRICS",
     "MissingRecordError",
     "RUN_FIELDS",
+    "cell_summaries",
     "index_records",
     "load_benchmark_tsv",
     "load_dynamics",
@@ -202,9 +203,14 @@ def load_run_summaries(spec) -> dict[str, dict]:
 
     A table's lines carry these runs' config hashes, so a missing summary fails here naming the file.
     """
-    spec = load_spec(spec)
+    return cell_summaries(load_spec(spec)["cells"])
+
+
+def cell_summaries(cells) -> dict[str, dict]:
+    """summary.json of every run the cells name (once each, keyed by ``run_dir``); cells without a run
+    (the zero-shot backbone) have none."""
     summaries = {}
-    for cell in spec["cells"]:
+    for cell in cells:
         run_dir = cell.get("run_dir")
         if run_dir and str(run_dir) not in summaries:
             summaries[str(run_dir)] = load_summary(run_dir)

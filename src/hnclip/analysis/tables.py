@@ -28,6 +28,7 @@ from hnclip.analysis.records import (
     DIRECTIONS,
     RUN_FIELDS,
     MissingRecordError,
+    cell_summaries,
     index_records,
     load_benchmark_tsv,
     load_epochs,
@@ -425,12 +426,7 @@ COUNT_COLUMNS = (("pairs", "images"), ("pairs", "captions"))
 def load_protocol_summaries(spec: Mapping) -> dict[str, dict]:
     """summary.json of every fine-tuned model the protocol spec scores, keyed by its ``run_dir`` (the
     zero-shot backbone has none): the table's lines carry their config hashes."""
-    summaries = {}
-    for cell in spec["cells"]:
-        run_dir = cell.get("run_dir")
-        if run_dir and str(run_dir) not in summaries:
-            summaries[str(run_dir)] = load_summary(run_dir)
-    return summaries
+    return cell_summaries(spec["cells"])
 
 
 def load_protocol_records(spec: Mapping) -> dict[str, dict]:
