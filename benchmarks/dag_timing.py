@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--cores", default="2")
     args = parser.parse_args()
 
-    # kept afterwards (printed) so a failed or slow run can be inspected
+    # a fresh copy of the tracked files (with --full kept afterwards, printed, so a slow run can be inspected)
     work = Path(tempfile.mkdtemp(prefix="hnclip-default-"))
     print(f"working copy: {work}; load average {_load()}", flush=True)
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
@@ -56,18 +56,21 @@ def main() -> None:
         elapsed, out = snakemake(["-n", "--cores", "2", "--quiet", "rules", *extra], work)
         print(f"dry run, {label:16s}: {job_total(out):4d} jobs in {elapsed:5.1f} s (target <= 10 s)")
 
-    if args.full:
-        elapsed, out = snakemake(["--cores", args.cores], work)
-        report = work / "results" / "report.html"
-        print(f"embedded default end to end: {job_total(out)} jobs in {elapsed / 60:.1f} min on {args.cores} cores "
-              f"(target <= 15 min), report {'present' if report.is_file() else 'MISSING'}; load average {_load()}")
-        for stage in sorted((work / "results/benchmarks/backbone").glob("*.tsv")):
-            print(f"  backbone {stage.stem:14s}: {_seconds(stage) / 60:5.1f} min")
-        for name in ("train", "evaluate"):
-            seconds = [_seconds(p) for p in (work / "results/benchmarks" / name).rglob("*.tsv")]
-            if seconds:
-                print(f"  {name:23s}: {len(seconds):3d} jobs, {sum(seconds) / 60:5.1f} job-min, "
-                      f"mean {sum(seconds) / len(seconds):5.1f} s")
+    if not args.full:
+        shutil.rmtree(work)
+        return
+    # the embedded default end to end; the copy is kept for inspection
+    elapsed, out = snakemake(["--cores", args.cores], work)
+    report = work / "results" / "report.html"
+    print(f"embedded default end to end: {job_total(out)} jobs in {elapsed / 60:.1f} min on {args.cores} cores "
+          f"(target <= 15 min), report {'present' if report.is_file() else 'MISSING'}; load average {_load()}")
+    for stage in sorted((work / "results/benchmarks/backbone").glob("*.tsv")):
+        print(f"  backbone {stage.stem:14s}: {_seconds(stage) / 60:5.1f} min")
+    for name in ("train", "evaluate"):
+        seconds = [_seconds(p) for p in (work / "results/benchmarks" / name).rglob("*.tsv")]
+        if seconds:
+            print(f"  {name:23s}: {len(seconds):3d} jobs, {sum(seconds) / 60:5.1f} job-min, "
+                  f"mean {sum(seconds) / len(seconds):5.1f} s")
 
 
 def _seconds(benchmark_tsv: Path) -> float:
