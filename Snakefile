@@ -17,6 +17,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/rehearsal.smk"
 
 
 rule all:

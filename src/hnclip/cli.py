@@ -182,7 +182,9 @@ def cmd_table(args) -> None:
 
 
 def _caption(spec: dict) -> str:
-    scale = "toy-scale run (synthetic benchmark, tiny backbone)" if spec.get("scale") == "toy" else "paper-scale run"
+    scale = {"toy": "toy-scale run (synthetic benchmark, tiny backbone)",
+             "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)"}.get(
+        spec.get("scale"), "paper-scale run")
     return f"{spec.get('experiment', '')}: {scale}"
 
 
@@ -228,11 +230,21 @@ def cmd_report(args) -> None:
     )
 
 
+def cmd_rehearsal_files(args) -> None:
+    """The rehearsal's stand-ins (checkpoint, SAM, benchmark files, offline Hub cache), made once."""
+    from hnclip.rehearsal.make import make_rehearsal_files
+
+    config = args.config
+    make_rehearsal_files(config["benchmarks"], checkpoint=config["backbone"]["checkpoint"],
+                         sam_model=config["preprocess"]["sam_model"], folder=config["rehearsal"]["folder"],
+                         seed=config["rehearsal"]["seed"], sam_image_size=config["rehearsal"]["sam_image_size"])
+
+
 def cmd_plan(args) -> None:
     from hnclip.plan_cli import print_plan
 
-    print_plan(Path(args.configfile), profile=args.profile, samples_per_s=args.samples_per_s,
-               results_dir=Path(args.results))
+    print_plan([Path(c) for c in args.configfile], profile=args.profile, samples_per_s=args.samples_per_s,
+               results_dir=Path(args.results), job_cost=args.job_cost)
 
 
 # ------------------------------------------------------------------------------------------- parser
@@ -363,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)
-    p.add_argument("--scale", choices=["toy", "paper"], required=True)
+    p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
     p.add_argument("--specs", type=_json_arg, required=True)
     p.add_argument("--tables", nargs="*", default=[])
     p.add_argument("--figures", nargs="*", default=[])
@@ -371,12 +383,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summaries", nargs="*", default=[])
     p.add_argument("--out", required=True)
 
+    p = verb("rehearsal-files", cmd_rehearsal_files,
+             "make the rehearsal's stand-in checkpoint, SAM and benchmark files (config with a rehearsal section)")
+    p.add_argument("--config", type=_json_arg, required=True,
+                   help="the workflow config (JSON): benchmarks, backbone.checkpoint, preprocess.sam_model, rehearsal")
+
     p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")
-    p.add_argument("--configfile", default="config/config.yaml")
+    p.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
+                   help="config file(s), layered in order as Snakemake layers several --configfile")
     p.add_argument("--profile", default=None, help="profile folder whose train resources are shown")
     p.add_argument("--samples-per-s", type=float, default=None,
                    help="training samples/s per GPU (default: measured runs, else the Long-CLIP-L estimate)")
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
+    p.add_argument("--job-cost", default=None,
+                   help="measured memory and time per job (default benchmarks/job_cost.json, if present)")
     return parser
 
 
