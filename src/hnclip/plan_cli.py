@@ -543,8 +543,8 @@ def format_plan(rows: list[ExperimentCost], throughput: Throughput, sizes: dict[
 def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir="results",
                file=None, job_cost=None) -> list[ExperimentCost]:
     """Print the plan of ``configfile`` (one file or several layered, with ``profile``'s train resources, if
-    given) and, when job costs were measured (``job_cost``, default benchmarks/job_cost.json), what each
-    job needs against its limits; return the rows."""
+    given) and, when job costs were measured (``job_cost``, default benchmarks/job_cost.json; False: leave
+    them out), what each job needs against its limits; return the rows."""
     config = load_config(configfile)
     runs = plan.all_runs(config)
     train_sets = {r.train_set for r in runs}
@@ -559,8 +559,10 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     rows = build_plan(config, throughput, sizes, gpus_per_job=gpus)
     names = " ".join(str(c) for c in ([configfile] if isinstance(configfile, (str, Path)) else configfile))
     text = format_plan(rows, throughput, sizes, names, resources, profile)
-    cost_path = job_cost_path(job_cost)
-    if cost_path is not None and cost_path.is_file():
+    cost_path = None if job_cost is False else job_cost_path(job_cost)
+    if job_cost is False:
+        pass
+    elif cost_path is not None and cost_path.is_file():
         cost = load_job_cost(cost_path)
         needs = job_needs(config, cost, throughput, sizes, train_limits, job_resources(config, "evaluate", profile))
         text += "\n" + format_job_needs(needs, cost, cost_path, config["train"]["micro_batch"])
