@@ -7,9 +7,11 @@ token term, LoRA, DoRA, FineLIP, GOAL, StructXLIP) runs one micro-batch of a ran
 float32, each measurement in a fresh process so that its peak resident memory is that job's alone:
 
 - ``forward_backward_s``: encode + loss + backward of the micro-batch (median of ``--repeats`` after a
-  warm-up step); ``optimizer_s``: clip + AdamW step; ``peak_rss_mb``: the process's peak resident set
-  (model, gradients, AdamW moments, activations, the framework's modules); on CUDA also
-  ``peak_device_mb`` (``torch.cuda.max_memory_allocated``).
+  warm-up step); ``optimizer_s``: clip + AdamW step; ``probe_step_s``: a step with the gradient-dynamics
+  probe (two more backward passes), which the loop runs every ``dynamics_every`` steps;
+  ``peak_rss_mb``: the process's peak resident set after that step, the job's peak (model, gradients,
+  AdamW moments, activations, the probe's two fp32 gradient copies, the framework's modules), and
+  ``peak_rss_mb_plain_step`` before it; on CUDA also ``peak_device_mb`` (``torch.cuda.max_memory_allocated``).
 - micro-batch 16 (the paper's) is measured where it fits (``--micro-batches 16``, a GPU); on a CPU with
   less memory, smaller micro-batches are measured and the paper's value is the least-squares line
   through them, ``a + b * 16`` (activations and per-sample time grow linearly with the micro-batch;
@@ -109,8 +111,9 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     from hnclip.data.image_store import ImageStore, to_model_input
     from hnclip.frameworks import Batch, build_framework
     from hnclip.models import load_model
-    from hnclip.train import load_training_set
+    from hnclip.train import compute_objective, load_training_set
     from hnclip.train_config import TrainConfig
+    from hnclip.training.dynamics import GradientProbe
     from hnclip.training.schedule import build_optimizer
 
     device = torch.device(device_name)
@@ -135,7 +138,7 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    def step(k: int) -> tuple[float, float]:
+    def step(k: int, probe: bool = False) -> tuple[float, float]:
         positions = torch.arange(k * micro_batch, (k + 1) * micro_batch) % len(data)
         pixels = to_model_input(store.read(data.store_rows[positions.numpy()]), model.image_mean,
                                 model.image_std, device)
@@ -145,7 +148,11 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
         start = time.perf_counter()
         with torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda"):
             out = framework.encode(model, batch)
-        loss = sum(framework.loss_terms(out, batch).values())
+        if probe:  # a gradient-dynamics step, as the loop runs every dynamics_every steps
+            loss, standard = compute_objective(out, cfg, standard_with_grad=True, framework=framework, batch=batch)
+            GradientProbe(params).add(standard, loss, 1.0)
+        else:
+            loss = sum(framework.loss_terms(out, batch).values())
         loss.backward()
         sync()
         middle = time.perf_counter()
@@ -161,8 +168,13 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     timings = [step(k + 1) for k in range(repeats)]
     result = {"micro_batch": micro_batch, "forward_backward_s": statistics.median(t[0] for t in timings),
               "optimizer_s": statistics.median(t[1] for t in timings), "repeats": repeats,
-              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-              "load_1min": os.getloadavg()[0]}
+              "peak_rss_mb_plain_step": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if device.type == "cuda":
+        result["peak_device_mb_plain_step"] = torch.cuda.max_memory_allocated(device) / 2**20
+    # the job's peak: a step with the gradient-dynamics probe (two fp32 gradient copies, two more backwards)
+    result["probe_step_s"] = sum(step(repeats + 1, probe=True))
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["load_1min"] = os.getloadavg()[0]
     if device.type == "cuda":
         result["peak_device_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return result
@@ -209,23 +221,11 @@ def _child(args, *extra: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def fit_at(points: list[tuple[float, float]], x: float) -> float:
-    """Least-squares line through ``points`` evaluated at ``x`` (the one point's value if only one)."""
-    xs, ys = np.array([p[0] for p in points], float), np.array([p[1] for p in points], float)
-    if len(set(xs)) < 2:
-        return float(ys[0])
-    slope, intercept = np.polyfit(xs, ys, 1)
-    return float(intercept + slope * x)
-
-
 def at_size(measured: list[dict], size_key: str, size: int, keys: tuple[str, ...]) -> dict:
-    """The values at ``size``: measured, or the line through the measured sizes."""
-    exact = [m for m in measured if m[size_key] == size]
-    if exact:
-        return {**{k: exact[0][k] for k in keys if k in exact[0]}, "how": "measured"}
-    sizes = sorted(m[size_key] for m in measured)
-    values = {k: fit_at([(m[size_key], m[k]) for m in measured], size) for k in keys if k in measured[0]}
-    return {**values, "how": f"fit: least-squares line through {size_key} {', '.join(map(str, sizes))}"}
+    """The values at ``size``: measured, or the line through the measured sizes (hnclip plan's own rule)."""
+    from hnclip.plan_cli import cost_at
+
+    return cost_at(measured, size_key, size, keys)
 
 
 def machine(device: str, threads: int) -> dict:
@@ -290,7 +290,8 @@ def main() -> None:
                 measured.append(_child(args, "--train", label, "--micro-batch", str(b)))
                 print(f"{label:<11} micro-batch {b:>3}: {measured[-1]}", file=sys.stderr)
             paper = at_size(measured, "micro_batch", PAPER_MICRO_BATCH,
-                            ("forward_backward_s", "optimizer_s", "peak_rss_mb", "peak_device_mb"))
+                            ("forward_backward_s", "optimizer_s", "probe_step_s", "peak_rss_mb",
+                             "peak_rss_mb_plain_step", "peak_device_mb"))
             frameworks[label] = {"overrides": VARIANTS[label], "measured": measured,
                                  "at_paper_micro_batch": paper,
                                  "forward_backward_s_per_sample": paper["forward_backward_s"] / PAPER_MICRO_BATCH}
