@@ -57,7 +57,7 @@ def encoded_per_sample(label: str, top_k: int = 3) -> str:
     if label == "goal":
         return "2 + 2"  # image, crop + caption, sentence
     if label == "structxlip":
-        return f"{3 + top_k} + 3"  # image, crop, edge map, k edge crops + caption, sentence, filtered caption
+        return f"{2 + top_k} + 2"  # image, edge map, k edge crops + caption, filtered caption
     return "1 + 1"
 
 
@@ -118,7 +118,7 @@ def make_step(label: str, overrides: dict, init_model, manifest, store: ImageSto
         positions = torch.from_numpy(order[start:start + batch_size].copy())
         pixels = to_model_input(store.read(data.store_rows[positions.numpy()]), model.image_mean,
                                 model.image_std, device)
-        batch = Batch(pixels, data.tokens[positions].to(device), positions, progress=0.5,
+        batch = Batch(pixels, data.tokens[positions].to(device), positions, epoch=1, epoch_progress=0.5,
                       extras=framework.batch_extras(positions, device))
         out = framework.encode(model, batch)
         loss = sum(framework.loss_terms(out, batch).values())
@@ -192,7 +192,7 @@ def main() -> None:
     print(
         "Why the toy ratios differ from the paper's: there, Long-CLIP-L's ViT-L/14 encoders at 224 px on a "
         "GPU dominate a step, so cost follows the images and texts encoded per sample (GOAL 2 + 2, "
-        "StructXLIP 6 + 3, HN-CLIP 1 + 1). Here the encoders are tiny, so costs every framework pays "
+        "StructXLIP 5 + 2, HN-CLIP 1 + 1). Here the encoders are tiny, so costs every framework pays "
         "alike (AdamW over the 49k-row token table, Python, data indexing) are a large share of each step "
         f"and pull the ratios towards 1, while HN-CLIP's own FILIP token term over 248 positions weighs more "
         f"(HN-CLIP costs {token_share:.2f}x plain Long-CLIP fine-tuning here); the paper's timings may also "

@@ -279,3 +279,13 @@ def test_two_annotations_of_one_photo_are_an_error(tmp_path):
     annotations["9-data.json"] = {"image": "sa_1543977.jpg", "short_caption": "Again.", "extra_caption": ""}
     with pytest.raises(BenchmarkFormatError, match="lists image 'sa_1543977' twice"):
         dci.load_dci(_write(tmp_path, annotations), "test", expected_count=None)
+
+
+def test_all_images_variant_tests_every_image_even_when_goals_file_is_present(tmp_path, monkeypatch):
+    # GOAL's file present: "test" follows GOAL (2 images), "test_all" still tests every annotated image
+    _write_split(tmp_path)
+    monkeypatch.setitem(dci.EXPECTED_COUNTS["all"], "test", 5)
+    monkeypatch.setitem(dci.EXPECTED_COUNTS["goal"], "test", 2)
+    every = load_benchmark("dci", tmp_path, "test_all")
+    assert len(every) == 5 and every.attrs["protocol"] == "all"
+    assert list(load_benchmark("dci", tmp_path, "test")["image_id"]) == ["sa_1543977", "sa_1543990"]

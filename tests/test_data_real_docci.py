@@ -80,7 +80,7 @@ def test_registry_loads_docci_when_the_count_matches_the_protocol(tmp_path, monk
 
 
 def test_protocol_counts_are_the_publisher_split_sizes():
-    assert docci.EXPECTED_COUNTS == {"train": 9647, "test": 5000}
+    assert docci.EXPECTED_COUNTS == {"train": 9647, "test": 5000, "test_goal": 5100}
 
 
 def test_count_differing_from_the_protocol_fails_with_both_numbers(tmp_path):
@@ -136,3 +136,27 @@ def test_image_file_escaping_the_benchmark_folder_is_refused(tmp_path):
 def test_unknown_split_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown split 'qual_dev'"):
         docci.load_docci(_write(tmp_path), "qual_dev")
+
+
+def test_goal_test_variant_adds_the_qual_test_records_in_file_order(tmp_path):
+    # GOAL's docci_test.json: the publisher's test records plus qual_test (5,000 + 100 = 5,100)
+    manifest = load_benchmark_unchecked(_write(tmp_path), "test_goal")
+    assert list(manifest["image_id"]) == ["test_00000", "qual_test_00000", "test_00001"]
+    assert manifest["caption"].iloc[1] == "A qualitative test image of three horse toys."
+
+
+def test_goal_test_variant_is_checked_against_goals_5100(tmp_path):
+    with pytest.raises(CountMismatchError, match="found 3 records, the protocol lists 5100"):
+        docci.load_docci(_write(tmp_path), "test_goal")
+
+
+def test_registry_names_the_test_variants_and_refuses_unknown_splits(tmp_path):
+    from hnclip.data import test_variants
+
+    assert set(test_variants("docci")) == {"test_goal"} and test_variants("urban1k") == {}
+    with pytest.raises(ValueError, match="unknown split 'test_gaol' for benchmark 'docci'; known: train, test, test_goal"):
+        load_benchmark("docci", _write(tmp_path), "test_gaol")
+
+
+def load_benchmark_unchecked(root, split):
+    return docci.load_docci(root, split, expected_count=None)

@@ -45,7 +45,7 @@ def test_registry_loads_long_dci_when_the_kept_count_matches_the_protocol(tmp_pa
 
 
 def test_protocol_count_is_7805_listed_minus_203_empty():
-    assert long_dci.EXPECTED_COUNTS == {"test": 7805 - 203}
+    assert long_dci.EXPECTED_COUNTS == {"test": 7805 - 203, "test_keep_empty": 7805}
 
 
 def test_count_differing_from_the_protocol_fails_with_both_numbers(tmp_path):
@@ -87,3 +87,12 @@ def test_missing_table_lists_what_the_folder_holds(tmp_path):
         FileNotFoundError, match=r"dci_long\.csv does not exist \(the folder holds \['README\.md'\]\)"
     ):
         long_dci.load_long_dci(tmp_path, "test", expected_count=None)
+
+
+def test_keep_empty_variant_counts_every_listed_row_with_its_empty_caption(tmp_path):
+    manifest = long_dci.load_long_dci(_write(tmp_path), "test_keep_empty", expected_count=None)
+    assert list(manifest["image_id"]) == ["sa_1543972", "sa_1543977", "sa_1543978", "sa_1543980"]
+    assert list(manifest["caption"]) == [ROWS[0][1], "", ROWS[2][1], ROWS[3][1]]
+    assert manifest.attrs["dropped_empty_captions"] == 0
+    with pytest.raises(CountMismatchError, match="found 4 records, the protocol lists 7805"):
+        long_dci.load_long_dci(_write(tmp_path), "test_keep_empty")

@@ -29,6 +29,13 @@ PARAGRAPHS = [
         "image_id": 2400000,
         "paragraph": "A train at a platform, people waiting.",
     },
+    # paragraphs_v1.json repeats a few image ids (19,561 records for 19,551 images); the reference
+    # preprocessing keeps the first record, so this one must never reach the manifest
+    {
+        "url": URL.format(folder="VG_100K", id=2356347),
+        "image_id": 2356347,
+        "paragraph": "A second description of the horse that the loader must skip.",
+    },
 ]
 SPLITS = {"train": [2356347, 2388350, 2400000], "val": [], "test": [61]}
 # where the fixture puts each image; 2400000's url says VG_100K_2 but the file sits in VG_100K
@@ -94,12 +101,18 @@ def test_split_id_without_a_paragraph_names_the_split_file(tmp_path):
         vg.load_vg(_write(tmp_path, splits={**SPLITS, "train": [2356347, 99]}), "train", expected_count=None)
 
 
-def test_image_described_twice_names_both_records(tmp_path):
-    paragraphs = [*PARAGRAPHS, {**PARAGRAPHS[1], "paragraph": "Another description."}]
-    with pytest.raises(
-        BenchmarkFormatError, match=r"record 4 \(image_id 2356347\): image already described by record 1"
-    ):
-        vg.load_vg(_write(tmp_path, paragraphs), "train", expected_count=None)
+def test_a_repeated_image_id_keeps_its_first_record_and_counts_the_skipped_ones(tmp_path, caplog):
+    paragraphs = [*PARAGRAPHS, {**PARAGRAPHS[1], "paragraph": ""}]  # a third record, malformed: never read
+    with caplog.at_level("INFO", logger="hnclip.data.vg"):
+        manifest = vg.load_vg(_write(tmp_path, paragraphs), "train", expected_count=None)
+    assert manifest["caption"].iloc[0] == "A man rides a brown horse. The horse has a white stripe."
+    assert manifest.attrs["skipped_repeated_records"] == 2
+    assert "skipped 2 repeated record(s) of 1 image id(s) (2356347)" in caplog.text
+
+
+def test_a_file_without_repeats_skips_nothing(tmp_path):
+    manifest = vg.load_vg(_write(tmp_path, PARAGRAPHS[:4]), "train", expected_count=None)
+    assert manifest.attrs["skipped_repeated_records"] == 0
 
 
 def test_empty_paragraph_names_the_record(tmp_path):

@@ -125,3 +125,31 @@ def test_evaluate_checkpoint_writes_the_record_and_matches_forward_features(tmp_
     ids = np.array([int(r[2:]) for r in rows])
     expected = brute_force_recall(feats["image_features"].numpy(), feats["text_features"].numpy(), ids, (1, 5, 10))
     assert written["metrics"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_evaluation_records_goals_cut_offs_from_the_same_ranking_and_caption_length(tmp_path):
+    from hnclip.cli import build_parser
+    from hnclip.data.manifest import write_manifest
+    from hnclip.evaluate import GOAL_KS, PAPER_KS, RECORDED_KS
+    from hnclip.models import create_model, save_model
+
+    assert RECORDED_KS == (1, 5, 10, 25, 50) and set(PAPER_KS) | set(GOAL_KS) == set(RECORDED_KS)
+    args = build_parser().parse_args(["evaluate", "--model", "m", "--manifest", "x", "--images", "i",
+                                      "--eval-benchmark", "b", "--out", "o"])
+    assert tuple(args.ks) == RECORDED_KS and args.split == "test"  # what the workflow's rules record
+    model_dir = save_model(create_model("micro", seed=1), tmp_path / "model")
+    image_ids = [f"im{i}" for i in range(30)]
+    store_dir = write_store(tmp_path / "store", image_ids, seed=2)
+    captions = make_captions(30, seed=3)
+    captions[0] = "one two three"
+    write_manifest(pd.DataFrame({"image_id": image_ids, "image_path": "/x", "caption": captions}), tmp_path / "t.csv")
+    out = tmp_path / "r.json"
+    with_goal = evaluate_checkpoint(model_dir, tmp_path / "t.csv", store_dir, out, {}, "b", device="cpu",
+                                    ks=RECORDED_KS, split="test_goal")
+    paper = evaluate_checkpoint(model_dir, tmp_path / "t.csv", store_dir, tmp_path / "p.json", {}, "b", device="cpu")
+    assert with_goal["split"] == "test_goal" and with_goal["ks"] == [1, 5, 10, 25, 50]
+    assert set(paper["metrics"]) == {f"{d}_r{k}" for d in ("i2t", "t2i") for k in (1, 5, 10)}
+    assert {k: with_goal["metrics"][k] for k in paper["metrics"]} == paper["metrics"]
+    assert with_goal["metrics"]["t2i_r50"] == 100.0  # 30 images: every target ranks within 50
+    words = [len(c.split()) for c in captions]
+    assert with_goal["mean_caption_words"] == pytest.approx(sum(words) / 30)

@@ -87,6 +87,7 @@ def test_spec_figures_write_one_png_svg_pair_each(tmp_path):
                                           for label, m, g in (("Long-CLIP FT", "longclip", 0.0),
                                                               ("HN-CLIP", "hnclip", 0.5))])
     _check_pairs(figures.plot_epochs(main, tmp_path / "fig/epochs"), 1)
+    _check_pairs(figures.plot_convergence(main, tmp_path / "fig/convergence"), 1)
     paths = figures.plot_dynamics(fractions, tmp_path / "fig/dynamics")  # overview + one per quantity
     _check_pairs(paths, 1 + len(figures.DYNAMICS_QUANTITIES))
     assert tmp_path / "fig/dynamics.png" in paths and tmp_path / "fig/dynamics_grad_ratio.svg" in paths

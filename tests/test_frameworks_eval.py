@@ -87,7 +87,7 @@ def test_finelip_evaluation_ranks_by_its_blended_score(split):
 def test_framework_files_round_trip_and_fail_naming_the_file(tmp_path):
     model = create_model("micro", seed=0)
     assert load_framework(save_model(model, tmp_path / "plain"), model) is None  # no framework.json: cosine
-    cfg = TrainConfig(framework="finelip", finelip_slots=2, finelip_score_weight=0.3)
+    cfg = TrainConfig(framework="finelip", framework_settings={"slots": 2, "score_weight": 0.3})
     fw = build_framework(cfg, model)
     folder = save_model(model, tmp_path / "m")
     save_framework(fw, folder)
@@ -102,7 +102,7 @@ def test_framework_files_round_trip_and_fail_naming_the_file(tmp_path):
 
     save_framework(fw, folder)
     meta = json.loads((folder / "framework.json").read_text())
-    meta["config"]["finelip_slots"] = 3
+    meta["config"]["finelip"]["slots"] = 3
     (folder / "framework.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"framework\.json: module weights do not fit framework 'finelip'"):
         load_framework(folder, model)

@@ -167,15 +167,13 @@ def test_extra_terms_are_goal_weighted_terms(products):
     assert float(terms["text"]) == pytest.approx(mse(out["span_features"], out["sentence_features"]), rel=1e-4)
 
 
-def test_weights_come_from_config_fields_when_present():
-    class Config:
-        goal_segment_weight = 0.25
-        goal_text_weight = 0.0
+def test_weights_come_from_the_goal_settings():
+    from hnclip.train_config import TrainConfig
 
-    assert GoalSettings.from_config(Config()) == GoalSettings(segment_weight=0.25, patch_weight=1.0, text_weight=0.0)
-    Config.goal_patch_weight = -1.0
-    with pytest.raises(ValueError, match="goal_patch_weight=-1.0"):
-        GoalSettings.from_config(Config())
+    cfg = TrainConfig.from_overrides({"framework": "goal", "goal.segment_weight": "0.25", "goal.text_weight": "0"})
+    assert cfg.framework_settings == GoalSettings(segment_weight=0.25, patch_weight=1.0, text_weight=0.0)
+    with pytest.raises(ValueError, match="TrainConfig.goal.patch_weight=-1.0"):
+        GoalSettings(patch_weight=-1.0)
 
 
 def test_hn_replaces_only_the_global_term(products):

@@ -1,8 +1,9 @@
-"""Framework loss terms against naive float64 per-pair references, and the plug-in protocol.
+"""Framework loss parts against naive float64 per-pair references, and the plug-in protocol.
 
 References are written as loops over pairs and tokens from the definitions (FineLIP's aggregation,
 cross similarity and VSE hinge; Long-CLIP's PCA short-caption term via an eigendecomposition of the
-covariance), never by calling the code under test.
+covariance), never by calling the code under test. Each framework's whole objective against its
+authors' code is in tests/test_frameworks_objectives.py.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def micro_model():
 def test_finelip_slots_use_global_feature_and_only_tokens_before_eot():
     torch.manual_seed(0)
     model = micro_model()
-    fw = build_framework(TrainConfig(framework="finelip", finelip_slots=2), model).double()
+    fw = build_framework(TrainConfig(framework="finelip", framework_settings={"slots": 2}), model).double()
     d = model.embed_dim
     tokens = normalised(2, 6, d, seed=4)
     mask = torch.tensor([[True, True, True, True, False, False], [True] * 6])  # EOT at 3, resp. 5
@@ -230,19 +231,20 @@ def fake_outputs(b=6, d=32, patches=16, length=12, seed=11):
 
 VARIANTS = [
     ("longclip", {"token_weight": 0.5}),
-    ("longclip", {"longclip_short_weight": 1.0, "longclip_pca_components": 3}),
-    ("lora", {"token_weight": 0.5}),
+    ("longclip", {"framework_settings": {"short_weight": 1.0, "pca_components": 3}}),
+    ("lora", {"token_weight": 0.5, "label_smoothing": 0.1}),
     ("dora", {}),
     ("finelip", {}),
-    ("finelip", {"token_weight": 0.5, "finelip_hinge": "max"}),
+    ("finelip", {"token_weight": 0.5, "framework_settings": {"hinge": "max"}}),
 ]
 
 
 @pytest.mark.parametrize(("name", "settings"), VARIANTS)
 def test_hn_variant_replaces_only_the_global_term(name, settings):
     out = fake_outputs()
+    out["image_tokens_raw"], out["text_tokens_raw"] = 2 * out["image_tokens"], 3 * out["text_tokens"]
     batch = Batch(pixels=torch.zeros(6, 3, 32, 32), tokens=torch.zeros(6, 12, dtype=torch.long),
-                  positions=torch.arange(6))
+                  positions=torch.arange(6), epoch=1)
     margin_source = F.normalize(torch.randn(6, 32, generator=torch.Generator().manual_seed(12)), dim=-1)
     terms = {}
     for gamma in (0.0, 0.5):
@@ -250,27 +252,32 @@ def test_hn_variant_replaces_only_the_global_term(name, settings):
         fw = build_framework(TrainConfig(framework=name, gamma=gamma, **settings), micro_model())
         terms[gamma] = fw.loss_terms(out, batch, margin_source)
     plain, hn = terms[0.0], terms[0.5]
-    assert list(plain) == list(hn) and list(plain)[0] == "global"
+    assert list(hn)[0] == "global"
+    assert list(plain) == (list(hn)[1:] if name == "finelip" else list(hn))  # FineLIP: +HN adds the term
     assert ("token" in plain) == (settings.get("token_weight", 0) > 0)
     for key in plain:
         if key != "global":
             assert torch.equal(plain[key], hn[key]), key
     images, texts, scale = out["image_features"], out["text_features"], out["logit_scale"]
-    assert torch.equal(plain["global"], contrastive_loss(images, texts, scale))
-    assert torch.equal(hn["global"], contrastive_loss(images, texts, scale, 0.5, margin_source))
-    assert not torch.equal(plain["global"], hn["global"])
+    smoothing = settings.get("label_smoothing", 0.0)
+    if name != "finelip":
+        assert torch.equal(plain["global"], contrastive_loss(images, texts, scale, label_smoothing=smoothing))
+    assert torch.equal(hn["global"], contrastive_loss(images, texts, scale, 0.5, margin_source, smoothing))
 
 
 def test_framework_terms_are_named_and_weighted():
     out = fake_outputs()
-    batch = Batch(torch.zeros(1), torch.zeros(1), torch.arange(6))
-    fw = build_framework(TrainConfig(framework="finelip", finelip_weight=0.25), micro_model())
+    out["image_tokens_raw"], out["text_tokens_raw"] = out["image_tokens"], out["text_tokens"]
+    batch = Batch(torch.zeros(1), torch.zeros(1), torch.arange(6), epoch=1)
+    fw = build_framework(TrainConfig(framework="finelip", framework_settings={"weight": 0.25}), micro_model())
     terms = fw.loss_terms(out, batch)
-    assert list(terms) == ["global", "finelip"]
-    fw_full = build_framework(TrainConfig(framework="finelip", finelip_weight=1.0), micro_model())
+    assert list(terms) == ["finelip"]
+    fw_full = build_framework(TrainConfig(framework="finelip"), micro_model())
     fw_full.load_state_dict(fw.state_dict())
     full = fw_full.loss_terms(out, batch)["finelip"].detach()
-    assert float(terms["finelip"].detach()) == pytest.approx(0.25 * float(full))
+    assert float(full) > 0 and float(terms["finelip"].detach()) == pytest.approx(0.25 * float(full))
+    ramped = fw_full.loss_terms(out, Batch(torch.zeros(1), torch.zeros(1), torch.arange(6), epoch_progress=0.25))
+    assert float(ramped["finelip"].detach()) == pytest.approx(0.25 * float(full))  # a quarter into epoch 1
     assert list(Framework(TrainConfig()).loss_terms(out, batch)) == ["global"]
 
 
@@ -286,12 +293,22 @@ def test_new_modules_get_module_lr_and_the_model_its_framework_lr():
         assert group["lr"] == (2e-4 if in_modules == {True} else 1e-6), group["name"]
     covered = sum(p.numel() for g in groups for p in g["params"])
     assert covered == sum(p.numel() for p in model.parameters()) + sum(p.numel() for p in fw.parameters())
-    lora = build_framework(TrainConfig(framework="lora", adapter_lr=3e-4), model)
-    assert {g["lr"] for g in lora.param_groups(model)} == {3e-4}
+    lora = build_framework(TrainConfig(framework="lora", lr=3e-4, module_lr=1.0), model)
+    assert {g["lr"] for g in lora.param_groups(model)} == {3e-4}  # adapters are the model's parameters
 
 
-def test_workflow_product_table_matches_each_frameworks_products():
-    from hnclip.frameworks.registry import FRAMEWORK_NAMES, FRAMEWORK_PRODUCTS, get_framework_class
+def test_registry_tables_match_each_frameworks_class():
+    from hnclip.frameworks.registry import (
+        FRAMEWORK_HN_PLUGIN,
+        FRAMEWORK_NAMES,
+        FRAMEWORK_PRODUCTS,
+        FRAMEWORK_SECTIONS,
+        get_framework_class,
+    )
+    from hnclip.frameworks.settings import SETTINGS_CLASSES
 
     for name in FRAMEWORK_NAMES:
-        assert tuple(get_framework_class(name).products) == FRAMEWORK_PRODUCTS.get(name, ()), name
+        framework = get_framework_class(name)
+        assert tuple(framework.products) == FRAMEWORK_PRODUCTS.get(name, ()), name
+        assert framework.settings_class is SETTINGS_CLASSES[FRAMEWORK_SECTIONS[name]], name
+        assert framework.hn_plugin == FRAMEWORK_HN_PLUGIN[name], name

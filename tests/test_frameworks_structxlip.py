@@ -1,5 +1,6 @@
 """StructXLIP: the structure terms against per-pair float64 references, the annealing against the released
-per-epoch schedule, chunk pooling against a float64 forward, the +HN plug-in and a few training steps."""
+per-epoch schedule, chunk pooling against a float64 forward, what it reads of the products, the +HN
+plug-in and a few training steps."""
 
 from __future__ import annotations
 
@@ -54,11 +55,11 @@ def released_epoch_weight(base, epoch, floor, warm=1, decay_start=1, decay_end=8
 
 
 @pytest.mark.parametrize("floor", [0.7, 0.5, 0.4])
-def test_annealing_matches_the_released_schedule_at_epoch_starts(floor):
-    for epoch in range(10):  # StructXLIP trains 10 epochs: epoch e starts at progress e / 10
-        assert annealed_weight(0.5, epoch / 10, floor) == pytest.approx(released_epoch_weight(0.5, epoch, floor))
-    assert annealed_weight(0.5, 0.45, floor) == pytest.approx(0.5 * (floor + (1 - floor) / 2))
-    assert annealed_weight(0.5, 0.99, floor) == pytest.approx(0.5 * floor)
+def test_annealing_matches_the_released_per_epoch_schedule(floor):
+    for epoch in range(12):
+        assert annealed_weight(0.5, epoch, floor) == pytest.approx(released_epoch_weight(0.5, epoch, floor))
+    assert annealed_weight(0.5, 0, floor, warm=2) == pytest.approx(0.25)  # (epoch + 1) / warm
+    assert annealed_weight(0.5, 9, floor) == pytest.approx(0.5 * floor)
 
 
 def test_structure_loss_is_infonce_at_a_detached_scale():
@@ -147,11 +148,10 @@ def test_logit_scale_is_clamped_in_log_space():
 
 
 def test_settings_are_validated_with_the_field_name():
-    class Config:
-        structxlip_top_k = 0
-
-    with pytest.raises(ValueError, match="structxlip_top_k=0"):
-        StructXLIPSettings.from_config(Config())
+    with pytest.raises(ValueError, match=r"TrainConfig.structxlip.top_k=0 must be >= 1"):
+        StructXLIPSettings(top_k=0)
+    with pytest.raises(ValueError, match=r"TrainConfig.structxlip.anneal_decay_end=0 must be >= anneal_decay_start"):
+        StructXLIPSettings(anneal_decay_end=0)
 
 
 # ------------------------------------------------------------------------------------------ framework
@@ -182,7 +182,7 @@ def test_encode_adds_edge_and_chunk_features(products):
                              model.image_mean, model.image_std)
     with torch.no_grad():
         torch.testing.assert_close(out["edge_features"], model.encode_image(edge_pixels), atol=1e-5, rtol=0)
-    index = framework._data["index"]
+    index = framework._data["segments"]
     for row, position in enumerate(positions):
         pairs = index.record(data.image_ids[position])["pairs"][:3]
         assert out["edge_valid"][row].tolist() == [k < len(pairs) for k in range(3)]
@@ -208,19 +208,28 @@ def test_encode_adds_edge_and_chunk_features(products):
 
 def test_terms_carry_annealed_weights(products):
     framework, model, data, store = prepared_framework(products, framework="structxlip")
-    early = micro_batch(framework, model, data, store, [0, 1, 2, 3], progress=0.0)
-    late = micro_batch(framework, model, data, store, [0, 1, 2, 3], progress=0.9)
+    early = micro_batch(framework, model, data, store, [0, 1, 2, 3], epoch=0)
+    late = micro_batch(framework, model, data, store, [0, 1, 2, 3], epoch=9)
     with torch.no_grad():
         out = framework.encode(model, early)
         a, b = framework.loss_terms(out, early), framework.loss_terms(out, late)
-    assert list(a) == ["global", "segment", "patch", "text", "structure", "consistency", "local"]
+    assert list(a) == ["global", "structure", "consistency", "local"]
     scale = float(out["logit_scale"])
     assert float(a["structure"]) == pytest.approx(
         0.5 * naive_infonce(out["edge_features"], out["filtered_features"], scale), rel=1e-5)
     for name, floor in (("structure", 0.7), ("consistency", 0.5), ("local", 0.4)):
         assert float(b[name]) == pytest.approx(floor * float(a[name]), rel=1e-6)
-    for name in ("global", "segment", "patch", "text"):
-        assert float(b[name]) == float(a[name])
+    assert float(b["global"]) == float(a["global"])
+
+
+def test_batches_carry_edges_and_filtered_captions_but_no_segment_pairs(products):
+    """StructXLIP reads the segments only to rank each image's edge crops, never GOAL's crops or sentences."""
+    framework, model, data, store = prepared_framework(products, framework="structxlip")
+    batch = micro_batch(framework, model, data, store, [0, 1])
+    assert set(batch.extras) == {"edges", "edge_crops", "edge_valid", "filtered_tokens", "chunk_spans"}
+    with torch.no_grad():
+        out = framework.encode(model, batch)
+    assert not {"crop_features", "sentence_features", "box_features", "span_features"} & set(out)
 
 
 def test_hn_replaces_only_the_global_term(products):
@@ -238,7 +247,8 @@ def test_hn_replaces_only_the_global_term(products):
 def test_training_steps_decrease_the_structxlip_objective(products, gamma):
     framework, model, data, store = prepared_framework(products, framework="structxlip", gamma=gamma)
     batch = micro_batch(framework, model, data, store, [0, 2, 4, 6])
-    before, after = train_steps(framework, model, batch)
+    # +HN at s <= 33 on the micro model's near-duplicate captions starts near 18 and falls slowly: 20 steps
+    before, after = train_steps(framework, model, batch, steps=20)
     assert math.isfinite(before) and after < 0.95 * before
 
 

@@ -23,11 +23,12 @@ from hnclip.data.manifest import read_manifest, write_manifest
 
 CASES = [
     ("longclip", {}),
-    ("longclip", {"token_weight": 0.5}),
-    ("longclip", {"longclip_short_weight": 0.5, "longclip_pca_components": 4}),
-    ("lora", {"lora_r": 4}),
-    ("dora", {"lora_r": 4}),
-    ("finelip", {}),
+    ("longclip", {"token_weight": 0.5, "label_smoothing": 0.1}),
+    ("longclip", {"framework_settings": {"short_weight": 0.5, "pca_components": 4}}),
+    ("lora", {"lr": 1e-2, "framework_settings": {"r": 4}}),  # adapters train at their method's lr
+    ("dora", {"lr": 1e-2, "framework_settings": {"r": 4}}),
+    # one step per epoch: FineLIP's first-epoch ramp would weight the only step of epoch 1 by 0
+    ("finelip", {"framework_settings": {"ramp": False}}),
 ]
 
 
@@ -44,9 +45,9 @@ def dataset(tmp_path_factory):
 @pytest.mark.parametrize("gamma", [0.0, 0.5], ids=["plain", "hn"])
 @pytest.mark.parametrize(("framework", "settings"), CASES, ids=[f"{f}-{i}" for i, (f, _) in enumerate(CASES)])
 def test_framework_trains_and_its_loss_decreases(dataset, tmp_path, framework, settings, gamma):
-    cfg = small_config(framework=framework, gamma=gamma, margin="frozen" if gamma else "recompute", micro_batch=8,
-                       accum_steps=1, epochs=4, lr=1e-3, adapter_lr=1e-2, module_lr=1e-2, eval_every_epoch=False,
-                       **settings)
+    cfg = small_config(**{"framework": framework, "gamma": gamma, "margin": "frozen" if gamma else "recompute",
+                          "micro_batch": 8, "accum_steps": 1, "epochs": 4, "lr": 1e-3, "module_lr": 1e-2,
+                          "eval_every_epoch": False, **settings})
     summary = run_training(dataset, tmp_path, cfg)
     losses = [float(r["loss"]) for r in read_csv_rows(tmp_path / "out" / "dynamics.csv")]
     assert len(losses) == 4 and summary["steps"] == 4
@@ -92,6 +93,7 @@ def test_a_framework_needing_a_product_refuses_to_start_without_it(dataset, tmp_
 
 
 def test_short_caption_option_names_the_missing_column(dataset, tmp_path):
-    cfg = small_config(longclip_short_weight=1.0, short_caption_column="tiny_caption", max_steps=1)
+    cfg = small_config(framework_settings={"short_weight": 1.0, "short_caption_column": "tiny_caption"},
+                       max_steps=1)
     with pytest.raises(ValueError, match="'tiny_caption'"):
         run_training(dataset, tmp_path, cfg)

@@ -152,3 +152,56 @@ def test_to_model_input_scales_and_normalises_like_to_tensor_normalize():
     torch.testing.assert_close(to_model_input(read_only, mean, std), out)
     with pytest.raises(ValueError, match="uint8"):
         to_model_input(batch.astype(np.float32), mean, std)
+
+
+def test_recorded_checksum_is_the_sha256_of_the_written_file(manifest, tmp_path):
+    build_store(manifest, tmp_path / "store", SIZE, workers=2)
+    index = json.loads((tmp_path / "store" / "index.json").read_text())
+    data = (tmp_path / "store" / "images.npy").read_bytes()
+    assert index["images_sha256"] == hashlib.sha256(data).hexdigest() and index["images_bytes"] == len(data)
+    assert ImageStore(tmp_path / "store").verify() is True
+
+
+def test_a_truncated_store_fails_on_open_naming_the_file_and_both_sizes(manifest, tmp_path):
+    build_store(manifest, tmp_path / "store", SIZE)
+    path = tmp_path / "store" / "images.npy"
+    full = path.stat().st_size
+    header = full - len(manifest) * SIZE * SIZE * 3  # numpy's .npy header, padded to 64 or 128 bytes
+    assert header in (64, 128)
+    with open(path, "r+b") as handle:
+        handle.truncate(full - SIZE * SIZE)  # a third of the last image lost
+    with pytest.raises(ValueError, match=rf"{path} is truncated: {full - SIZE * SIZE:,} bytes.*describes {full:,}"):
+        ImageStore(tmp_path / "store")
+    path.write_bytes(path.read_bytes()[:10])  # not even a header left
+    with pytest.raises(ValueError, match=rf"{path} has no valid \.npy header"):
+        ImageStore(tmp_path / "store")
+    path.unlink()
+    with pytest.raises(FileNotFoundError, match=str(path)):
+        ImageStore(tmp_path / "store")
+
+
+def test_a_corrupted_store_fails_verification_naming_the_file_and_both_hashes(manifest, tmp_path):
+    from hnclip.cli import main
+
+    build_store(manifest, tmp_path / "store", SIZE)
+    path = tmp_path / "store" / "images.npy"
+    recorded = json.loads((tmp_path / "store" / "index.json").read_text())["images_sha256"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, size unchanged: only the checksum can tell
+    path.write_bytes(bytes(data))
+    store = ImageStore(tmp_path / "store")  # opening stays cheap: the size still matches
+    with pytest.raises(ValueError, match=rf"{path} is corrupted: sha256 {hashlib.sha256(data).hexdigest()}, "
+                                         rf"but .*recorded {recorded}"):
+        store.verify()
+    with pytest.raises(ValueError, match=rf"{path} is corrupted"):  # the verb, and so train/evaluate jobs
+        main(["verify-store", str(tmp_path / "store")])
+
+
+def test_a_store_built_before_checksums_were_recorded_still_opens_and_verifies_by_size(manifest, tmp_path, caplog):
+    build_store(manifest, tmp_path / "store", SIZE)
+    index_path = tmp_path / "store" / "index.json"
+    index = json.loads(index_path.read_text())
+    del index["images_sha256"], index["images_bytes"]
+    index_path.write_text(json.dumps(index))
+    assert ImageStore(tmp_path / "store").verify() is False
+    assert "records no checksum" in caplog.text

@@ -205,6 +205,34 @@ def test_reference_closed_form_gradients_match_finite_differences():
     assert fd_scale == pytest.approx(ref_gs, abs=1e-7)
 
 
+def reference_smoothed_hn_loss(images, texts, scale, gamma, smoothing) -> float:
+    """torch's label smoothing written out: target (1 - eps) on the positive plus eps / n on every column."""
+    g = _margin_matrix(texts)
+    n = len(images)
+    loss = 0.0
+    for first, second in ((images, texts), (texts, images)):
+        for i in range(n):
+            row = [scale * (_dot(first[i], second[j]) + gamma * g[i, j]) for j in range(n)]
+            lse = _logsumexp(row)
+            for j in range(n):
+                target = (1.0 - smoothing) * (i == j) + smoothing / n
+                loss += target * (lse - row[j]) / (2 * n)
+    return loss
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5])
+def test_label_smoothing_composes_with_the_margin_as_the_float64_reference(gamma):
+    """Long-CLIP's smoothed global term: the HN margin acts on the logits, the smoothing on the targets."""
+    images, texts = dense_caption_batch(seed=6, n=7, dim=5)
+    expected = reference_smoothed_hn_loss(images, texts, 30.0, gamma, 0.1)
+    scale = torch.tensor(30.0, dtype=torch.float64)
+    got = contrastive_loss(_t(images), _t(texts), scale, gamma, label_smoothing=0.1)
+    assert got.item() == pytest.approx(expected, rel=1e-12)
+    module = HNClipLoss(gamma=gamma, label_smoothing=0.1).global_loss(_t(images), _t(texts), scale)
+    assert torch.equal(module, got)  # one process: the module is the function
+    assert got.item() != pytest.approx(contrastive_loss(_t(images), _t(texts), scale, gamma).item(), rel=1e-3)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_gamma_zero_is_bitwise_open_clip_clip_loss(seed):
     torch.manual_seed(seed)

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip import plan
+from hnclip import plan, protocols
 from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_samples
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"
-PROFILE = REPO / "workflow/profiles/slurm"
+PROFILE = REPO / "profiles/slurm"
 
 # The arithmetic below is pinned to these grids, frozen here: config/paper.yaml and the e2e micro
 # config grow with the project (more frameworks), the hand counts must not move with them.
@@ -125,16 +125,22 @@ PAPER_SAMPLES = {
     "gamma_sweep": 4 * PER_METHOD,  # gammas 0, 0.25, 0.75, 1 (0.5 is main's hnclip)
     "ablation": PER_METHOD,  # frozen G
     "seeds": 4 * PER_METHOD,  # seed 1 of the four main methods
+    "protocols": 0,  # evaluations only
 }
 # (train jobs needed, new, eval jobs needed, new): hand-derived as in test_workflow_dag.py
 PAPER_JOBS = {
-    "main": (12, 12, 16, 16),
+    "main": (12, 12, 20, 20),  # + the zero-shot backbone on the 4 benchmarks (evaluations, no runs)
     "plugin": (18, 9, 24, 12),
-    "transfer": (12, 0, 16, 8),  # DCI -> DOCCI and DOCCI -> DCI are new evaluations, 4 methods each
+    # DCI -> DOCCI and DOCCI -> DCI are new evaluations, 4 methods each; the zero-shot row's are main's
+    "transfer": (12, 0, 20, 8),
     "fractions": (24, 18, 32, 24),
     "gamma_sweep": (15, 12, 20, 16),
     "ablation": (15, 3, 20, 4),
     "seeds": (24, 12, 32, 16),
+    # The protocol table: main's 5 rows (zero-shot + 4 methods) on each main benchmark under the paper's
+    # split and each test variant: DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty, Urban-1K none
+    # -> 5 x (2 + 2 + 2 + 1) = 35 evaluations, of which the 5 x 3 = 15 variant ones are new.
+    "protocols": (0, 0, 35, 15),
 }
 
 
@@ -159,12 +165,20 @@ def test_job_counts_match_the_plan_modules_runs_and_evaluations(paper, tmp_path)
     rows, _ = run_plan(paper, tmp_path)
     config = load_config(paper)
     assert sum(r.new_train_jobs for r in rows.values()) == len(plan.all_runs(config)) == 66
-    assert sum(r.new_eval_jobs for r in rows.values()) == len(plan.all_evaluations(config)) == 96
+    # 96 evaluations of runs + the zero-shot backbone on the 4 test benchmarks + 15 protocol variants
+    assert len(plan.all_evaluations(config)) == 96
+    assert sum(r.new_eval_jobs for r in rows.values()) == 96 + 4 + 15
     for name, row in rows.items():
-        cells = plan.experiment_spec(config, name)["cells"]
-        assert row.train_jobs == len({json.dumps(c["run"], sort_keys=True) for c in cells}), name
-        assert row.eval_jobs == len({c["eval_path"] for c in cells}), name
         assert (row.train_jobs, row.new_train_jobs, row.eval_jobs, row.new_eval_jobs) == PAPER_JOBS[name], name
+        if name == "protocols":
+            cells = protocols.protocol_spec(config)["cells"]
+            assert row.eval_jobs == len({c["eval_path"] for c in cells})
+            assert row.new_eval_jobs == len({c["eval_path"] for c in cells if c["split"] != "test"})
+            continue
+        cells = plan.experiment_spec(config, name)["cells"]
+        runs = {json.dumps(c["run"], sort_keys=True) for c in cells if not plan.is_zeroshot(c)}
+        assert row.train_jobs == len(runs), name
+        assert row.eval_jobs == len({c["eval_path"] for c in cells}), name
 
 
 def test_paper_gpu_hours_equal_the_hand_computation(paper, tmp_path):
@@ -262,7 +276,13 @@ def test_profile_runtime_below_the_longest_run_is_flagged(paper, tmp_path):
 
 def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     config = load_config(PAPER)  # the real paper grid, whatever it holds today
-    runs, evaluations = len(plan.all_runs(config)), len(plan.all_evaluations(config))
+    # evaluations of runs, of the zero-shot backbone on each test benchmark of the main table, and of the
+    # protocol table's test-split variants (its paper-split cells are evaluations counted already)
+    zeroshot = len(config["experiments"]["main"]["benchmarks"])
+    variants = {c["eval_path"] for c in protocols.protocol_spec(config)["cells"] if c["split"] != "test"}
+    assert variants  # DOCCI, DCI and Long-DCI each have one
+    runs = len(plan.all_runs(config))
+    evaluations = len(plan.all_evaluations(config)) + zeroshot + len(variants)
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "hnclip.cli", "plan", "--configfile", str(PAPER),
@@ -273,6 +293,44 @@ def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     assert f"total: {runs} training jobs, {evaluations} evaluation jobs" in proc.stdout
     assert "default calibration" in proc.stdout  # an empty results folder: nothing measured
     assert elapsed < 20, f"hnclip plan took {elapsed:.1f} s"
+
+
+def test_zero_shot_backbone_is_the_first_row_of_main_and_transfer_and_never_a_training_run(paper):
+    config = load_config(paper)
+    main = plan.experiment_spec(config, "main")["cells"]
+    benchmarks = config["experiments"]["main"]["benchmarks"]
+    assert [c["row"] for c in main[:len(benchmarks)]] == [plan.ZEROSHOT_ROW] * len(benchmarks)
+    assert [c["eval_path"] for c in main[:len(benchmarks)]] == [f"results/evals/zeroshot/{b}.json" for b in benchmarks]
+    assert all(c["run_dir"] is None and c["run"]["method"] == "zeroshot" for c in main if plan.is_zeroshot(c))
+    transfer = plan.experiment_spec(config, "transfer")["cells"]
+    assert {c["eval_benchmark"] for c in transfer if plan.is_zeroshot(c)} == {"docci", "dci", "long_dci", "urban1k"}
+    assert all(r.method != "zeroshot" for r in plan.all_runs(config))
+    # which benchmark each main run's epochs.csv scores: Long-DCI's runs train on DOCCI and log DOCCI
+    long_dci = next(c for c in main if c["eval_benchmark"] == "long_dci" and not plan.is_zeroshot(c))
+    assert long_dci["epochs_benchmark"] == "docci"
+
+
+def test_several_configfiles_layer_as_snakemake_layers_them(paper, tmp_path):
+    overlay = tmp_path / "two_epochs.yaml"
+    overlay.write_text("train: {epochs: 2}\nexperiments: {gamma_sweep: {gammas: [0.5]}}\n")
+    config = load_config([paper, overlay])
+    assert config["train"]["epochs"] == 2 and config["train"]["micro_batch"] == 16  # merged, not replaced
+    assert config["experiments"]["gamma_sweep"]["gammas"] == [0.5]  # a list replaces the earlier one
+    rows, text = run_plan([paper, overlay], tmp_path)
+    assert f"hnclip plan for {paper} + {overlay}" in text
+    assert rows["gamma_sweep"].new_train_jobs == 0  # gamma 0.5 alone: main's hnclip runs
+    # 2 of 10 epochs: a fifth of the paper grid's samples per main run
+    assert rows["main"].samples == PAPER_SAMPLES["main"] // 5
+
+
+def test_hnclip_plan_reports_a_bad_config_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PAPER_GRID + "\ntrian: {epochs: 2}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "plan", "--configfile", str(bad)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "hnclip plan: config key trian: unknown key; did you mean 'train'?"
 
 
 # ------------------------------------------------------------------------------------------ layering

@@ -122,14 +122,14 @@ def prepared_framework(products, **overrides):
     return framework, model, data, store
 
 
-def micro_batch(framework, model, data, store, positions, progress: float = 0.0):
+def micro_batch(framework, model, data, store, positions, epoch: int = 0):
     from hnclip.data.image_store import to_model_input
     from hnclip.frameworks import Batch
 
     positions = torch.as_tensor(positions, dtype=torch.long)
     pixels = to_model_input(store.read(data.store_rows[positions.numpy()]), model.image_mean, model.image_std)
-    return Batch(pixels, data.tokens[positions], positions, progress,
-                 framework.batch_extras(positions, torch.device("cpu")))
+    return Batch(pixels, data.tokens[positions], positions, epoch=epoch,
+                 extras=framework.batch_extras(positions, torch.device("cpu")))
 
 
 def objective(framework, model, batch) -> torch.Tensor:

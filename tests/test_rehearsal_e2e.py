@@ -31,7 +31,7 @@ pytestmark = pytest.mark.rehearsal
 
 def _profile() -> list[str]:
     """The workflow's default profile (GPU jobs one at a time: a ViT-L training job holds ~10 GB)."""
-    for folder in (REPO / "profiles/default", REPO / "workflow/profiles/default"):
+    for folder in (REPO / "profiles/default",):
         if folder.is_dir():
             return ["--workflow-profile", str(folder)]
     return ["--resources", "gpu=1"]

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from PIL import Image
 
+from hnclip.analysis.claims import CLAIMS
 from hnclip.analysis.geometry import caption_geometry
 from hnclip.analysis.table_format import write_table
 from hnclip.analysis.tables import build_table
@@ -101,16 +102,27 @@ def test_report_is_self_contained_with_every_table_figure_and_run(outputs):
     assert 'id="figure-epochs"' in html and 'id="figure-gamma_sweep"' in html
     assert html.count('class="provenance-run"') == 4  # 2 main runs + gamma 0 and 1 (gamma 0.5 is shared)
     assert html.count("hash-hnclip") == 3 and "0123456789abcdef" in html and "ab" * 32 in html
-    assert html.count('class="claim ') == 6
+    assert html.count('class="claim ') == len(CLAIMS)
+
+
+def _claim(html: str, key: str) -> tuple[str, str]:
+    """(css class, verdict text) of one claim's list item."""
+    item = re.search(rf'<li class="claim (\w+)" id="claim-{key}" data-verdict="([^"]+)">(.*?)</li>', html, re.S)
+    assert item, f"no claim {key}"
+    return item.group(1), item.group(2), unescape(re.sub(r"<[^>]+>", "", item.group(3)))
 
 
 def test_report_judges_claims_from_the_records(outputs):
     _, html = _render(outputs)
-    # HN-CLIP 42 vs Long-CLIP FT 40 on DOCCI: holds; gamma 0.5 (42) within 1 point of best (gamma 1: 44)? no
-    main = re.search(r'<li class="claim (\w+)" id="claim-main">', html)
-    gamma = re.search(r'<li class="claim (\w+)" id="claim-gamma_sweep">', html)
-    plugin = re.search(r'<li class="claim (\w+)" id="claim-plugin">', html)
-    assert main.group(1) == "holds" and gamma.group(1) == "fails" and plugin.group(1) == "unknown"
+    # HN-CLIP 42 vs Long-CLIP FT 40 in every DOCCI column: best everywhere, R@1 strictly
+    cls, verdict, text = _claim(html, "a1_columns")
+    assert (cls, verdict) == ("holds", "holds")
+    assert "best result in 23 of 24 Table 1 columns" in text and "(§3.2 A1)" in text  # the paper's sentence
+    assert "DOCCI I→T R@1: HN-CLIP minus the strongest competitor = 2" in text
+    # gamma 0.5 (42) and 1 (44) beat gamma 0 (40) on the in-domain DOCCI runs
+    assert _claim(html, "a4_gamma")[:2] == ("holds", "holds")
+    assert _claim(html, "a2_frameworks")[:2] == ("unknown", "no data")
+    assert "no data: no plug-in table" in _claim(html, "a2_frameworks")[2]
 
 
 def _comparison(html: str, key: str) -> list[str]:
@@ -209,3 +221,69 @@ def test_report_renders_in_headless_chromium_on_a_phone(outputs, tmp_path):
     with Image.open(shot) as im:
         assert im.size == (390, 2400)
         assert len(set(im.convert("L").resize((39, 240)).tobytes())) > 5  # rendered content, not blank
+
+
+def test_every_published_number_is_well_formed_with_a_compare_kind_the_report_reads():
+    from hnclip.report import COMPARE_KINDS
+
+    entries = load_published(DEFAULT_PUBLISHED)
+    by_key = {e["key"]: e for e in entries}
+    for e in entries:
+        assert e["source"] and e["what"] and e.get("scale"), e["key"]
+        assert e.get("compare") is None or e["compare"]["kind"] in COMPARE_KINDS, e["key"]
+        assert e.get("compare") or e.get("status"), f"{e['key']}: neither a comparison nor a status saying why"
+    # a sample of the summary's numbers, each at its section
+    expected = {"a1.first_epoch_docci": (84.3, "§3.2 A1"), "a1.second_epoch_docci": (86.1, "§3.2 A1"),
+                "a1.gain.docci.i2t": (3.52, "§3.2 A1"), "a1.gain.urban1k.t2i": (2.40, "§3.2 A1"),
+                "a3.dci_to_docci.i2t": (85.00, "§3.4 A3"), "a3.dci_to_docci.t2i": (83.14, "§3.4 A3"),
+                "dynamics.docci_error_t2i_first": (20.5, "§2.4"), "dynamics.docci_error_i2t_last": (17.1, "§2.4"),
+                "a3.small_data_margin": (7.3, "§3.4 A3"), "e1.largest_gain": (23.87, "E.1"),
+                "e1.urban1k.finelip.t2i": (15.7, "E.1"), "e1.urban1k.goal.i2t": (-0.6, "E.1"),
+                "e1.per_direction_improved": (35, "E.1"), "e1.in_domain_combinations": (18, "E.1"),
+                "a1.columns_best": (23, "§3.2 A1"), "e3.seed_largest_hnclip_change": (1.44, "E.3"),
+                "e3.seed_largest_r1_change": (1.28, "E.3"), "e3.seed_mean_change": (0.4, "E.3"),
+                "abstract.saturated_share": (0.80, "abstract; §1"), "abstract.exact_zero_fp32": (0.47, "abstract; §1"),
+                "dynamics.active_share": (0.26, "§2.4"), "c.grad_cosine_median": (0.58, "C"),
+                "c.grad_cosine_positive": (0.98, "C")}
+    for key, (value, source) in expected.items():
+        assert by_key[key]["value"] == pytest.approx(value) and by_key[key]["source"] == source, key
+    ranges = {"abstract.gain_over_strongest": [2.4, 4.3], "a2.lora_dora_long_dci": [3.7, 4.8],
+              "b2.default_minus_frozen": [3.80, 6.80], "e1.urban1k.others": [-6.1, -0.2],
+              "dynamics.ratio_median": [1e2, 1e6], "dynamics.ratio_peak": [1e5, 1e8], "d1.caption_words": [107, 134],
+              "geometry.near_duplicate_examples": [0.93, 0.97], "f.baseline_ranks": [18, 52]}
+    for key, bounds in ranges.items():
+        assert by_key[key]["range"] == pytest.approx(bounds), key
+
+
+@pytest.mark.parametrize("compare, message", [
+    ({"kind": "guess"}, "compare kind 'guess' is not one the report reads"),
+    ({"kind": "claim", "claim": "a1_columns"}, r"needs \['measure'\]"),
+    ({"kind": "claim", "claim": "main", "measure": "x"}, "names claim 'main'"),
+    ({"kind": "premise", "field": "saturation"}, r"premise field\(s\) \['saturation'\] unknown"),
+])
+def test_a_published_number_with_an_unreadable_comparison_is_rejected(tmp_path, compare, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"numbers": [{"key": "x", "what": "x", "source": "§1", "value": 1,
+                                                "compare": compare}]}))
+    with pytest.raises(ValueError, match=message):
+        load_published(bad)
+
+
+def test_claim_and_premise_numbers_sit_beside_the_papers_with_their_labels(outputs):
+    from test_report_claims import PREMISE
+
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], premise=PREMISE | {"saturated_share_epoch1": 0.9})
+    html = out.read_text(encoding="utf-8")
+    assert _comparison(html, "abstract.saturated_share")[1:5] == ["0.8", "dense captions, Long-CLIP-L", "0.9 toy",
+                                                                  "+0.1"]
+    # HN-CLIP 42 vs Long-CLIP FT 40 in each direction: a 2-point gain, 1.52 below the paper's 3.52
+    assert _comparison(html, "a1.gain.docci.i2t")[3:5] == ["2 toy", "-1.52"]
+    ranged = re.findall(r'data-key="abstract.gain_over_strongest"><th[^>]*>([^<]*)', html)
+    assert ranged == [f"R@1 gain of HN-CLIP over the strongest competitor, per benchmark and direction [DOCCI {d}]"
+                      for d in ("I→T", "T→I")]
+    assert _comparison(html, "a1.columns")[3] == "6 toy"  # one benchmark: 2 directions x R@1/5/10
+    assert _comparison(html, "geometry.near_duplicate_examples")[3].startswith("not measured by our runs: hand-picked")
+    assert _claim(html, "premise_saturation")[:2] == ("holds", "holds")

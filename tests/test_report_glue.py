@@ -79,3 +79,16 @@ def test_gallery_compares_hn_clip_with_the_best_baseline(split):
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
     with Image.open(paths[0]) as im:
         assert np.asarray(im).std() > 0
+
+
+def test_gallery_never_takes_the_zero_shot_row_for_the_strongest_baseline(split):
+    spec = _main_spec(split)
+    run = {"train_set": "none", "method": "zeroshot", "gamma": 0.0, "fraction": 0.0, "seed": 0}
+    eval_path = split / "results/evals/zeroshot/synthetic.json"
+    eval_path.parent.mkdir(parents=True, exist_ok=True)
+    eval_path.write_text(json.dumps({"run": run, "eval_benchmark": "synthetic", "metrics": dict.fromkeys(METRICS, 99.0)}))
+    spec["cells"].insert(0, {"row": "Zero-shot backbone", "group": "Synthetic", "variant": None, "x": None, "run": run,
+                             "eval_benchmark": "synthetic", "eval_path": str(eval_path), "run_dir": None,
+                             "zeroshot": True})
+    _, _, base = choose_runs(spec)
+    assert base["row"] == "LoRA"  # 99 on the backbone's row, but it is a reference, not a baseline

@@ -2,7 +2,7 @@
 
 `workflow/scripts/slurm_cluster.sh` starts munge, slurmctld and slurmd on this machine, with partitions
 named like the profile's and fake GPUs. The micro configuration then runs through
-`--profile workflow/profiles/slurm`; the test overrides only what one small node cannot grant (memory,
+`--workflow-profile profiles/slurm` (which replaces profiles/default); the test overrides only what one small node cannot grant (memory,
 CPUs per task) and what a cluster without accounting needs (`--slurm-status-command squeue`).
 
 Cost: one cluster and one SLURM run shared by the tests, a local reference run overlapped with it, a
@@ -30,7 +30,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "workflow/scripts/slurm_cluster.sh"
-PROFILE = REPO / "workflow/profiles/slurm"
+PROFILE = REPO / "profiles/slurm"
 MICRO = REPO / "tests/e2e/micro.yaml"
 
 # what one small node grants every job, whatever the profile asks for
@@ -41,10 +41,15 @@ MAIN_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json",
                 "results/data/synthetic/subsets/f0.5_s0.txt"]
 REFERENCE_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json"]
 # rules these targets send to the cluster whatever methods the micro config lists (frameworks add more)
+# (evaluate_zeroshot: the main table's first row, the backbone before fine-tuning)
 CORE_CLUSTER_RULES = {"prepare", "subset", "init_backbone", "pretrain_backbone", "stretch_backbone", "train",
-                      "evaluate", "geometry"}
-GPU_RULES = {"pretrain_backbone", "train", "evaluate", "geometry"}  # DESIGN section 5
-LOCAL_RULES = {"fetch_benchmark", "table"}
+                      "evaluate", "evaluate_zeroshot", "geometry"}
+GPU_RULES = {"pretrain_backbone", "train", "evaluate", "evaluate_zeroshot", "geometry"}  # DESIGN section 5
+LOCAL_RULES = {"fetch_benchmark", "spec", "table"}
+# rules the micro run does not reach (synthetic data has no protocol variants) that must still get the
+# resources of the rule whose work they repeat on another split
+SAME_RESOURCES = {"evaluate_zeroshot": "evaluate", "evaluate_protocol": "evaluate",
+                  "evaluate_protocol_zeroshot": "evaluate", "prepare_protocol_split": "prepare"}
 # resource names snakemake-executor-plugin-slurm 2.8 turns into sbatch options (submit_string.py,
 # utils.set_gres_string) plus snakemake's own; any other name in the profile is silently dropped
 PLUGIN_RESOURCES = {"slurm_partition", "slurm_account", "slurm_extra", "slurm_cluster", "runtime", "mem_mb",
@@ -96,7 +101,7 @@ def snakemake_cmd(workdir: Path, configfile: Path, targets, *, cluster: bool, co
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory",
            str(workdir), "--configfile", str(configfile)]
     if cluster:
-        cmd += ["--profile", str(PROFILE), *cluster_overrides()]
+        cmd += ["--workflow-profile", str(PROFILE), *cluster_overrides()]
     else:
         cmd += ["--cores", str(cores), "--scheduler", "greedy"]
     return [*cmd, *targets]
@@ -194,7 +199,8 @@ def main_table_runs() -> tuple[set[str], set[str]]:
     from hnclip.plan_cli import load_config
 
     cells = plan.experiment_spec(load_config(MICRO), "main")["cells"]
-    return {c["run_dir"] for c in cells}, {c["eval_path"] for c in cells}
+    # the zero-shot row is evaluated but has no run folder
+    return {c["run_dir"] for c in cells if c["run_dir"]}, {c["eval_path"] for c in cells}
 
 
 # ------------------------------------------------------------------------------------------ fixtures
@@ -246,6 +252,16 @@ def test_profile_names_only_resources_the_slurm_plugin_maps():
         assert not unknown, f"{PROFILE}/config.yaml {scope}: {sorted(unknown)} are not mapped to sbatch options"
 
 
+def test_profile_gives_the_zero_shot_and_protocol_rules_the_resources_of_the_work_they_repeat():
+    prof = profile()
+    rules = "\n".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk"))
+    for rule, like in SAME_RESOURCES.items():
+        assert re.search(rf"^rule {rule}:$", rules, flags=re.M), f"no rule {rule} in workflow/rules"
+        assert rule in prof["set-resources"], f"{PROFILE}/config.yaml set-resources has no entry for {rule}"
+        assert requested(rule) == requested(like), rule
+    assert requested("evaluate_protocol")["gpu"] == 1 and requested("prepare_protocol_split").get("gpu", 0) == 0
+
+
 @pytest.mark.slurm
 def test_cluster_jobs_request_the_profiles_partition_gpus_and_runtime(slurm_run):
     jobs = slurm_run["jobs"]
@@ -254,7 +270,8 @@ def test_cluster_jobs_request_the_profiles_partition_gpus_and_runtime(slurm_run)
     # one SLURM job per job Snakemake ran remotely ("rule x:"), none for its local ones ("localrule x:")
     remote = re.findall(r"^rule (\w+):$", slurm_run["output"], flags=re.M)
     assert sorted(rule_of(j) for j in jobs) == sorted(remote)
-    assert len(jobs) >= 14  # 2 prepare, subset, 3 backbone steps, 3 runs and evaluations, geometry
+    # 2 prepare, subset, 3 backbone steps, 3 runs and evaluations, the backbone's evaluation, geometry
+    assert len(jobs) >= 15
     for job in jobs:
         want = requested(rule_of(job))
         where = f"job {job['JobId']} ({job['Comment']})"

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hnclip.analysis.records import MissingRecordError, load_records
-from hnclip.analysis.table_format import read_table_csv, write_table
+from hnclip.analysis.table_format import RUN_COLUMNS, read_table_csv, write_table
 from hnclip.analysis.tables import build_cost_table, build_epochs_table, build_table
 
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
@@ -288,3 +288,178 @@ def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
     assert "(paper-scale run)" in md and "| 8.00 |" in md
     md = write_table(df, tmp_path / "cost", caption="training cost: paper-scale runs")["md"].read_text()
     assert md.startswith("*training cost: paper-scale runs*")  # already labelled: nothing appended
+
+
+def test_epochs_table_leaves_out_the_zero_shot_row_and_runs_that_log_another_benchmark(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = run("hnclip", 0, 0.5)
+    docci = cell("HN-CLIP", "DOCCI", r, "docci") | {"epochs_benchmark": "docci"}
+    long_dci = cell("HN-CLIP", "Long-DCI", r, "long_dci") | {"epochs_benchmark": "docci"}  # same run
+    zeroshot = {**cell("Zero-shot backbone", "DOCCI", run("zeroshot", fraction=0.0, train_set="none"), "docci"),
+                "run_dir": None, "zeroshot": True}
+    (tmp_path / docci["run_dir"]).mkdir(parents=True)
+    pd.DataFrame([{"epoch": 1, "step": 5, **dict.fromkeys(METRICS, 33.0)}]).to_csv(
+        tmp_path / docci["run_dir"] / "epochs.csv", index=False)
+    df = build_epochs_table({"experiment": "main", "scale": "toy", "cells": [zeroshot, docci, long_dci]})
+    assert list(df.index) == [("HN-CLIP", "DOCCI", 1)]  # its DOCCI log is not shown as Long-DCI's
+
+
+def test_convergence_table_has_r1_error_per_direction_and_the_epochs_mean_infonce(tmp_path, monkeypatch):
+    from hnclip.analysis.tables import build_convergence_table
+
+    monkeypatch.chdir(tmp_path)
+    c = cell("HN-CLIP", "DOCCI", run("hnclip", 0, 0.5), "docci")
+    d = tmp_path / c["run_dir"]
+    d.mkdir(parents=True)
+    pd.DataFrame([{"epoch": 1, "step": 2, "i2t_r1": 70.0, "i2t_r5": 1, "i2t_r10": 1, "t2i_r1": 75.0, "t2i_r5": 1,
+                   "t2i_r10": 1},
+                  {"epoch": 2, "step": 4, "i2t_r1": 80.0, "i2t_r5": 1, "i2t_r10": 1, "t2i_r1": 84.5, "t2i_r5": 1,
+                   "t2i_r10": 1}]).to_csv(d / "epochs.csv", index=False)
+    # steps 1-2 in epoch 1 (InfoNCE 0.3, 0.1), 3-4 in epoch 2 (0.002, 0.004); an unlogged value is skipped
+    pd.DataFrame({"step": [1, 2, 3, 4], "epoch": [1, 1, 2, 2], "lr": 1e-4, "logit_scale": 100.0, "loss": 1.0,
+                  "infonce": [0.3, 0.1, 0.002, 0.004]}).to_csv(d / "dynamics.csv", index=False)
+    df = build_convergence_table({"experiment": "main", "scale": "toy", "cells": [c]})
+    assert df.loc[("HN-CLIP", "DOCCI", 1), ("I->T", "error", "mean")] == pytest.approx(30.0)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("T->I", "error", "mean")] == pytest.approx(15.5)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("T->I", "R@1", "mean")] == pytest.approx(84.5)
+    assert df.loc[("HN-CLIP", "DOCCI", 1), ("both", "InfoNCE", "mean")] == pytest.approx(0.2)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("both", "InfoNCE", "mean")] == pytest.approx(0.003)
+    paths = write_table(df, tmp_path / "conv", caption="convergence")
+    tidy = read_table_csv(paths["csv"])
+    assert set(tidy["metric"]) == {"R@1", "error", "InfoNCE"}
+
+
+def _protocol_cells():
+    hn, zs = run("hnclip", 0, 0.5), run("zeroshot", fraction=0.0, train_set="none")
+    cells = []
+    for row, r in (("Zero-shot backbone", zs), ("HN-CLIP", hn)):
+        for split, path in (("test", f"{r['method']}-test.json"), ("test_goal", f"{r['method']}-goal.json")):
+            cells.append({"row": row, "benchmark": "DOCCI", "eval_benchmark": "docci", "split": split,
+                          "split_description": "x", "run": r, "eval_path": path, "model_dir": "m",
+                          "zeroshot": row != "HN-CLIP"})
+    return {"experiment": "protocols", "scale": "toy", "cells": cells}
+
+
+def test_protocols_table_puts_each_split_and_both_k_sets_side_by_side(tmp_path):
+    from hnclip.analysis.tables import build_protocols_table
+
+    spec = _protocol_cells()
+    records = {}
+    for c in spec["cells"]:
+        n = 5000 if c["split"] == "test" else 5100
+        records[c["eval_path"]] = record(c["run"], "docci", i2t_r25=91.0, t2i_r50=97.0) | {"n_images": n,
+                                                                                         "n_texts": n}
+    del records["zeroshot-goal.json"]["metrics"]["t2i_r50"]  # a record made before R@50 was recorded
+    df = build_protocols_table(spec, records)
+    assert list(df.index) == [("DOCCI", "test", "Zero-shot backbone"), ("DOCCI", "test_goal", "Zero-shot backbone"),
+                              ("DOCCI", "test", "HN-CLIP"), ("DOCCI", "test_goal", "HN-CLIP")]
+    assert df.loc[("DOCCI", "test_goal", "HN-CLIP"), ("pairs", "images", "mean")] == 5100
+    assert df.loc[("DOCCI", "test", "HN-CLIP"), ("I->T", "R@25", "mean")] == 91.0
+    assert df.loc[("DOCCI", "test", "HN-CLIP"), ("T->I", "R@10", "mean")] == 15.0  # the filler of t2i_r10
+    assert math.isnan(df.loc[("DOCCI", "test_goal", "Zero-shot backbone"), ("T->I", "R@50", "mean")])
+    paths = write_table(df, tmp_path / "protocols", caption="protocols")
+    assert "<strong>" not in paths["html"].read_text()  # rows mix splits: no best to bold
+    tidy = read_table_csv(paths["csv"])
+    hit = tidy[(tidy["split"] == "test_goal") & (tidy["method"] == "HN-CLIP") & (tidy["metric"] == "images")]
+    assert list(hit["mean"]) == [5100]
+    del records["hnclip-goal.json"]
+    with pytest.raises(MissingRecordError, match="hnclip-goal.json"):
+        build_protocols_table(spec, records)
+
+
+# ------------------------------------------------------------------------------- runs behind each line
+def _line(tidy: pd.DataFrame, **labels) -> dict:
+    mask = pd.Series(True, index=tidy.index)
+    for column, value in labels.items():
+        mask &= tidy[column] == value
+    rows = tidy[mask]
+    assert len(rows) == 1, (labels, len(rows))
+    return rows.iloc[0].to_dict()
+
+
+def test_every_csv_line_names_its_runs_seeds_and_config_hashes(tmp_path):
+    spec, records = main_fixture(seeds=(0, 1))
+    summaries = {c["run_dir"]: {"config_hash": f"h-{c['run']['method']}-s{c['run']['seed']}"} for c in spec["cells"]}
+    paths = write_table(build_table(spec, records, summaries=summaries), tmp_path / "main", caption="main")
+    tidy = pd.read_csv(paths["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")
+    assert float(line["mean"]) == pytest.approx(41.5)  # seeds 40 and 43, the two runs below
+    assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"
+    assert (line["run_train_set"], line["run_method"], line["run_gamma"], line["run_fraction"],
+            line["run_seeds"]) == ("docci", "hnclip", "0.5", "1", "0;1")
+    assert line["run_config_hash"] == "h-hnclip-s0;h-hnclip-s1"
+    line = _line(tidy, method="Long-CLIP FT", group="DCI", direction="T->I", metric="R@10")
+    assert line["runs"] == "dci/longclip/g0/f1/s0;dci/longclip/g0/f1/s1" and line["run_gamma"] == "0"
+    # without summaries the runs are still named; the hashes are left empty, one slot per run
+    tidy = pd.read_csv(write_table(build_table(spec, records), tmp_path / "bare", caption="main")["csv"],
+                       keep_default_na=False, dtype=str)
+    assert _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")["run_config_hash"] == ";"
+
+
+def test_a_plugin_difference_names_the_runs_of_both_sides(tmp_path):
+    cells, records = [], []
+    for method, variant, gamma in (("lora", "plain", 0.0), ("lora_hn", "+HN", 0.5)):
+        r = run(method, gamma=gamma)
+        records.append(record(r, "docci"))
+        cells.append(cell("LoRA", "DOCCI", r, "docci", variant=variant))
+    spec = {"experiment": "plugin", "scale": "toy", "cells": cells}
+    summaries = {c["run_dir"]: {"config_hash": c["run"]["method"]} for c in cells}
+    tidy = pd.read_csv(write_table(build_table(spec, records, summaries), tmp_path / "plugin", caption="p")["csv"],
+                       keep_default_na=False, dtype=str)
+    delta = _line(tidy, framework="LoRA", direction="I->T", variant="Δ")
+    assert delta["runs"] == "docci/lora/g0/f1/s0;docci/lora_hn/g0.5/f1/s0"
+    assert (delta["run_method"], delta["run_gamma"], delta["run_config_hash"]) == ("lora;lora_hn", "0;0.5", "lora;lora_hn")
+    assert _line(tidy, framework="LoRA", direction="I->T", variant="+HN")["runs"] == "docci/lora_hn/g0.5/f1/s0"
+
+
+def test_cost_table_lines_carry_the_config_hash_of_their_own_summaries(tmp_path):
+    summaries = [_summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0, config_hash="aaa"),
+                 _summary(tmp_path, "docci/hnclip/g0.5/f1/s1", 3600.0, config_hash="bbb")]
+    tidy = pd.read_csv(write_table(build_cost_table(summaries, scale="toy"), tmp_path / "cost", caption="c")["csv"],
+                       keep_default_na=False, dtype=str)
+    line = _line(tidy, quantity="wall time (h)")
+    assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"
+    assert line["run_seeds"] == "0;1" and line["run_config_hash"] == "aaa;bbb"
+
+
+def test_the_zero_shot_row_names_no_run_and_the_fine_tuned_rows_keep_theirs(tmp_path):
+    spec, records = main_fixture()
+    zs = run("zeroshot", fraction=0.0, train_set="none")
+    spec["cells"].insert(0, {**cell("Zero-shot backbone", "DOCCI", zs, "docci"), "run_dir": None, "zeroshot": True})
+    records.append(record(zs, "docci", i2t_r1=12.0))
+    summaries = {c["run_dir"]: {"config_hash": c["run"]["method"]} for c in spec["cells"] if c["run_dir"]}
+    tidy = pd.read_csv(write_table(build_table(spec, records, summaries), tmp_path / "main", caption="m")["csv"],
+                       keep_default_na=False, dtype=str)
+    line = _line(tidy, method="Zero-shot backbone", group="DOCCI", direction="I->T", metric="R@1")
+    assert float(line["mean"]) == 12.0
+    # the backbone before fine-tuning: no results/runs folder, so every run column is empty
+    assert [line[c] for c in RUN_COLUMNS] == [""] * len(RUN_COLUMNS)
+    line = _line(tidy, method="HN-CLIP", group="DOCCI", direction="I->T", metric="R@1")
+    assert (line["runs"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "hnclip")
+
+
+def test_convergence_and_protocol_lines_carry_their_runs_and_config_hashes(tmp_path, monkeypatch):
+    from hnclip.analysis.tables import build_convergence_table, build_protocols_table
+
+    monkeypatch.chdir(tmp_path)
+    c = cell("HN-CLIP", "DOCCI", run("hnclip", 0, 0.5), "docci")
+    d = tmp_path / c["run_dir"]
+    d.mkdir(parents=True)
+    pd.DataFrame([{"epoch": 1, "step": 2, **dict.fromkeys(METRICS, 50.0)}]).to_csv(d / "epochs.csv", index=False)
+    pd.DataFrame({"step": [1, 2], "epoch": [1, 1], "lr": 1e-4, "logit_scale": 100.0, "loss": 1.0,
+                  "infonce": [0.3, 0.1]}).to_csv(d / "dynamics.csv", index=False)
+    df = build_convergence_table({"experiment": "main", "scale": "toy", "cells": [c]},
+                                 summaries={c["run_dir"]: {"config_hash": "abc"}})
+    tidy = pd.read_csv(write_table(df, tmp_path / "conv", caption="c")["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, method="HN-CLIP", direction="both", metric="InfoNCE")
+    assert (line["runs"], line["run_seeds"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "0", "abc")
+
+    spec = _protocol_cells()
+    for pc in spec["cells"]:
+        pc["run_dir"] = None if pc["zeroshot"] else c["run_dir"]
+    records = {pc["eval_path"]: record(pc["run"], "docci") for pc in spec["cells"]}
+    df = build_protocols_table(spec, records, summaries={c["run_dir"]: {"config_hash": "abc"}})
+    tidy = pd.read_csv(write_table(df, tmp_path / "prot", caption="p")["csv"], keep_default_na=False, dtype=str)
+    line = _line(tidy, split="test_goal", method="HN-CLIP", direction="I->T", metric="R@1")
+    assert (line["runs"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "abc")
+    assert _line(tidy, split="test_goal", method="Zero-shot backbone", metric="images")["runs"] == ""

@@ -106,7 +106,9 @@ def runs(tmp_path_factory):
     reports = launch(root, [ddp_job("ddp", root, paths, cfg),
                             ddp_job("frozen", root, paths, small_config(**FROZEN)),
                             ddp_job("nan", root, paths, small_config(**dict(SETTINGS, checkpoint_every=2)),
-                                    poison_call=NAN_CALL)])
+                                    poison_call=NAN_CALL),
+                            ddp_job("finelip", root, paths, small_config(**dict(SETTINGS, framework="finelip",
+                                                                                gamma=0.0, max_steps=2)))])
     run_training(paths, root / "single", cfg, **evaluation)
     run_training(paths, root / "local_only", small_config(**dict(SETTINGS, micro_batch=4, accum_steps=4)),
                  **evaluation)
@@ -115,7 +117,7 @@ def runs(tmp_path_factory):
     def report(job, rank):
         return json.loads((reports / f"{job}.rank{rank}.json").read_text())
 
-    for job in ("ddp", "frozen"):
+    for job in ("ddp", "frozen", "finelip"):
         for rank in range(WORLD_SIZE):
             assert "error" not in report(job, rank), report(job, rank)["trace"]
     return {"root": root, "paths": paths, "cfg": cfg, "ddp": root / "ddp0", "rank1": root / "ddp1",
@@ -188,11 +190,18 @@ def test_only_rank_zero_writes_and_every_rank_returns_its_summary(runs):
     out = runs["ddp"] / "out"
     assert sorted(p.name for p in out.iterdir()) == ["dynamics.csv", "epochs.csv", "model", "summary.json"]
     assert (runs["ddp"] / "ckpt" / "last.pt").is_file()
-    for job in ("ddp", "frozen", "nan"):  # rank 1 was given folders of its own and created none of them
+    for job in ("ddp", "frozen", "nan", "finelip"):  # rank 1 was given folders of its own and created none
         assert not (runs["root"] / f"{job}1").exists(), job
     rank0, rank1 = (runs["report"]("ddp", rank)["summary"] for rank in range(WORLD_SIZE))
     assert rank0 == rank1 == json.loads((out / "summary.json").read_text())
     assert rank0["world_size"] == WORLD_SIZE and rank0["samples_seen"] == 4 * 16
+
+
+def test_finelip_without_a_global_term_trains_under_ddp(runs):
+    """Plain FineLIP reads no logit scale: it is frozen, so DDP finds a gradient for every trainable parameter."""
+    summaries = [runs["report"]("finelip", rank)["summary"] for rank in range(WORLD_SIZE)]
+    assert summaries[0] == summaries[1] and summaries[0]["steps"] == 2
+    assert {g["name"] for g in summaries[0]["recipe"]["groups"]} >= {"module_decay", "module_no_decay"}
 
 
 def test_checkpoint_records_the_world_size_and_resume_with_another_refuses(runs):

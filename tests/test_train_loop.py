@@ -14,9 +14,9 @@ import pytest
 import torch
 from test_train_support import make_dataset, read_csv_rows, run_training, small_config
 
-import hnclip.training.distributed as distributed_module
 from hnclip.data.image_store import to_model_input
 from hnclip.data.manifest import read_manifest
+from hnclip.losses import HNClipLoss
 from hnclip.models import load_model
 
 GAMMA = 0.5
@@ -133,14 +133,14 @@ def test_infonce_column_is_the_standard_loss_of_the_whole_batch(tmp_path):
 def test_frozen_margin_uses_the_initial_text_features_after_the_encoder_changed(tmp_path, monkeypatch):
     paths = make_dataset(tmp_path, n=16)
     calls = []
-    real_loss = distributed_module.contrastive_loss
+    real_loss = HNClipLoss.global_loss  # where every framework's global term is computed
 
-    def recording_loss(image_features, text_features, logit_scale, gamma=0.0, margin_text_features=None):
-        if gamma:
+    def recording_loss(self, image_features, text_features, logit_scale, margin_text_features=None):
+        if self.gamma:
             calls.append((text_features.detach().clone(), margin_text_features.detach().clone()))
-        return real_loss(image_features, text_features, logit_scale, gamma, margin_text_features)
+        return real_loss(self, image_features, text_features, logit_scale, margin_text_features)
 
-    monkeypatch.setattr(distributed_module, "contrastive_loss", recording_loss)
+    monkeypatch.setattr(HNClipLoss, "global_loss", recording_loss)
     cfg = small_config(gamma=GAMMA, margin="frozen", epochs=2, lr=5e-2)
     run_training(paths, tmp_path, cfg)
 
@@ -160,13 +160,13 @@ def test_frozen_margin_uses_the_initial_text_features_after_the_encoder_changed(
 def test_recompute_margin_passes_no_margin_features(tmp_path, monkeypatch):
     paths = make_dataset(tmp_path, n=8)
     seen = []
-    real_loss = distributed_module.contrastive_loss
+    real_loss = HNClipLoss.global_loss
 
-    def recording_loss(image_features, text_features, logit_scale, gamma=0.0, margin_text_features=None):
-        seen.append((gamma, margin_text_features))
-        return real_loss(image_features, text_features, logit_scale, gamma, margin_text_features)
+    def recording_loss(self, image_features, text_features, logit_scale, margin_text_features=None):
+        seen.append((self.gamma, margin_text_features))
+        return real_loss(self, image_features, text_features, logit_scale, margin_text_features)
 
-    monkeypatch.setattr(distributed_module, "contrastive_loss", recording_loss)
+    monkeypatch.setattr(HNClipLoss, "global_loss", recording_loss)
     run_training(paths, tmp_path, small_config(gamma=GAMMA, max_steps=1))
     assert [g for g, _ in seen] == [GAMMA, 0.0, GAMMA, 0.0]  # objective and InfoNCE log, per micro-batch
     assert all(m is None for _, m in seen)

@@ -11,8 +11,8 @@ from test_train_support import assert_same_run, interrupted_run, make_dataset, r
 def test_lora_with_dropout_killed_mid_step_matches_uninterrupted(tmp_path):
     # adapter dropout draws from the global RNG: without the saved RNG state the masks after resume differ
     paths = make_dataset(tmp_path / "data", n=16)
-    cfg = small_config(framework="lora", lora_dropout=0.3, lora_r=4, gamma=0.5, epochs=2, checkpoint_every=2,
-                       adapter_lr=1e-2)
+    cfg = small_config(framework="lora", framework_settings={"dropout": 0.3, "r": 4}, gamma=0.5, epochs=2,
+                       checkpoint_every=2)
     run_training(paths, tmp_path / "reference", cfg, eval_manifest=paths["train_manifest"],
                  eval_store_dir=paths["store_dir"])
     out, outputs = interrupted_run(tmp_path, cfg, paths, [{"objective_call": 6}])  # step 3, micro-batch 2

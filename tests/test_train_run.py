@@ -1,4 +1,5 @@
-"""Run-level behaviour: NaN stops, refused resumes, outputs and summary, dynamics logging is side-effect free."""
+"""Run-level behaviour: NaN stops, refused and superseded resumes, what stays of a finished run's checkpoint,
+outputs and summary, dynamics logging is side-effect free."""
 
 from __future__ import annotations
 
@@ -40,23 +41,75 @@ def test_nan_loss_names_step_epoch_and_micro_batch_and_keeps_the_last_good_check
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-def test_resume_under_another_config_is_refused_naming_the_checkpoint(tmp_path):
-    paths = make_dataset(tmp_path, n=8)
-    run_training(paths, tmp_path, small_config(gamma=0.5, max_steps=1))
+def unfinished_run(paths, root, cfg, monkeypatch) -> None:
+    """A run that dies on a NaN in step 2, after its step-1 checkpoint: an unfinished run on disk."""
+    real_objective = train_module.compute_objective
+    calls = [0]
+
+    def poisoned(*args, **kwargs):
+        calls[0] += 1
+        loss, standard = real_objective(*args, **kwargs)
+        return (loss * float("nan") if calls[0] == cfg.accum_steps + 1 else loss), standard
+
+    with monkeypatch.context() as patch:
+        patch.setattr(train_module, "compute_objective", poisoned)
+        with pytest.raises(FloatingPointError):
+            run_training(paths, root, cfg)
+    assert torch.load(root / "ckpt" / "last.pt", weights_only=True)["finished"] is False
+
+
+def test_an_unfinished_run_under_another_config_is_refused_naming_the_checkpoint(tmp_path, monkeypatch):
+    paths = make_dataset(tmp_path, n=16)
+    unfinished_run(paths, tmp_path, small_config(gamma=0.5, checkpoint_every=1), monkeypatch)
     checkpoint = tmp_path / "ckpt" / "last.pt"
     with pytest.raises(RuntimeError, match="gamma: 0.5 -> 0.25") as error:
-        run_training(paths, tmp_path, small_config(gamma=0.25, max_steps=1))
+        run_training(paths, tmp_path, small_config(gamma=0.25, checkpoint_every=1))
     assert str(checkpoint) in str(error.value) and f"rm {checkpoint}" in str(error.value)
 
 
-def test_resume_with_other_training_data_is_refused(tmp_path):
-    paths = make_dataset(tmp_path, n=8)
-    run_training(paths, tmp_path, small_config(max_steps=1))
+def test_an_unfinished_run_with_other_training_data_is_refused(tmp_path, monkeypatch):
+    paths = make_dataset(tmp_path, n=16)
+    unfinished_run(paths, tmp_path, small_config(checkpoint_every=1), monkeypatch)
     manifest = read_manifest(paths["train_manifest"])
     manifest.loc[0, "caption"] = "a different caption"
     manifest.to_csv(paths["train_manifest"], index=False)
     with pytest.raises(RuntimeError, match="other training data"):
-        run_training(paths, tmp_path, small_config(max_steps=1))
+        run_training(paths, tmp_path, small_config(checkpoint_every=1))
+
+
+def test_a_finished_run_whose_config_changed_retrains_from_scratch(tmp_path, caplog):
+    """Snakemake's case: a changed config deletes the outputs and reruns the job on the same checkpoint folder."""
+    paths = make_dataset(tmp_path, n=16)
+    run_training(paths, tmp_path, small_config(gamma=0.5, epochs=2))
+    changed = small_config(gamma=0.25, epochs=2)
+    with caplog.at_level("WARNING", logger="hnclip.training.checkpoint"):
+        summary = run_training(paths, tmp_path, changed)
+    assert "finished run of other settings or data (gamma: 0.5 -> 0.25)" in caplog.text
+    assert summary["config_hash"] == changed.config_hash() and summary["steps"] == 4
+    fresh = run_training(paths, tmp_path / "fresh", changed)  # the same run in folders of its own
+    assert summary["checkpoint_sha256"] == fresh["checkpoint_sha256"]
+    assert (tmp_path / "out" / "dynamics.csv").read_text() == (tmp_path / "fresh" / "out" / "dynamics.csv").read_text()
+
+
+@pytest.mark.parametrize("keep", ["full", "weights", "none"])
+def test_keep_checkpoint_decides_what_a_finished_run_leaves_and_what_a_rerun_costs(tmp_path, monkeypatch, keep):
+    paths = make_dataset(tmp_path, n=16)
+    cfg = small_config(epochs=2, checkpoint_every=1, keep_checkpoint=keep)
+    first = run_training(paths, tmp_path, cfg)
+    checkpoint = tmp_path / "ckpt" / "last.pt"
+    dynamics = (tmp_path / "out" / "dynamics.csv").read_text()
+    if keep == "none":
+        assert not checkpoint.exists()
+    else:
+        payload = torch.load(checkpoint, weights_only=True)
+        assert payload["finished"] is True and ("optimizer" in payload) == (keep == "full")
+        # the outputs are gone (Snakemake deleted them): the same config rebuilds them without a training step
+        for name in ("summary.json", "dynamics.csv", "epochs.csv"):
+            (tmp_path / "out" / name).unlink()
+        monkeypatch.setattr(train_module, "compute_objective", lambda *a, **k: pytest.fail("trained again"))
+    again = run_training(paths, tmp_path, small_config(epochs=2, checkpoint_every=1, keep_checkpoint=keep))
+    assert again["checkpoint_sha256"] == first["checkpoint_sha256"] and again["steps"] == 4
+    assert (tmp_path / "out" / "dynamics.csv").read_text() == dynamics
 
 
 def test_dynamics_logging_does_not_change_the_trained_weights(tmp_path):
@@ -76,8 +129,8 @@ def test_lora_run_on_a_subset_writes_merged_model_logs_and_summary(tmp_path):
     paths = make_dataset(tmp_path, n=20)
     subset = [f"img{i:03d}" for i in range(20) if i % 5]  # 16 of 20 images
     write_subset(subset, tmp_path / "subset.txt")
-    cfg = small_config(framework="lora", lora_r=4, gamma=0.5, epochs=2, max_steps=3, dynamics_every=2,
-                       checkpoint_every=100)
+    cfg = small_config(framework="lora", framework_settings={"r": 4}, gamma=0.5, epochs=2, max_steps=3,
+                       dynamics_every=2, checkpoint_every=100)
     summary = run_training(paths, tmp_path, cfg, subset_path=tmp_path / "subset.txt",
                            eval_manifest=paths["train_manifest"], eval_store_dir=paths["store_dir"])
     out = tmp_path / "out"
@@ -86,6 +139,10 @@ def test_lora_run_on_a_subset_writes_merged_model_logs_and_summary(tmp_path):
     # 16 samples / 8 per step = 2 steps per epoch; max_steps 3 stops in the middle of epoch 2
     assert (written["steps"], written["epochs"], written["samples_seen"], written["n_train"]) == (3, 1, 24, 16)
     assert written["config"] == cfg.to_dict() and written["config_hash"] == cfg.config_hash()
+    assert written["framework"] == "lora" and "HN objective" in written["hn_plugin"]
+    recipe = written["recipe"]
+    assert (recipe["lr"], recipe["weight_decay"], recipe["label_smoothing"], recipe["total_steps"]) == (1e-2, 0.0, 0.0, 3)
+    assert {g["lr"] for g in recipe["groups"]} == {1e-2} and sum(g["parameters"] for g in recipe["groups"]) > 0
     assert written["seed"] == 0 and written["device"] == "cpu" and written["torch_version"] == torch.__version__
     assert written["peak_memory_mb"] > 0 and written["wall_time_s"] > 0
     assert written["samples_per_s"] == pytest.approx(24 / written["wall_time_s"])

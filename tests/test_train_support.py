@@ -47,10 +47,10 @@ def make_dataset(root: Path, n: int = 16, seed: int = 0, model_seed: int = 0) ->
 
 
 def small_config(**overrides):
-    """A fast CPU config: 2-sample accumulation of 4-sample micro-batches, no clipping or decay noise."""
+    """A fast CPU config: 2-sample accumulation of 4-sample micro-batches, no warmup, clipping or decay noise."""
     from hnclip.train_config import TrainConfig
 
-    settings = dict(micro_batch=4, accum_steps=2, epochs=1, lr=1e-2, weight_decay=0.0, grad_clip=0.0,
+    settings = dict(micro_batch=4, accum_steps=2, epochs=1, lr=1e-2, weight_decay=0.0, grad_clip=0.0, warmup_steps=0,
                     dynamics_every=0, checkpoint_every=100, device="cpu", seed=0)
     settings.update(overrides)
     return TrainConfig(**settings)
@@ -77,9 +77,10 @@ import torch
 args = json.loads(sys.argv[1])
 torch.set_num_threads(args["threads"])
 import hnclip.train as T
+import hnclip.training.checkpoint as C
 from hnclip.train_config import TrainConfig
 pause = args.get("pause") or {}
-real_save, real_objective, calls = T.save_checkpoint, T.compute_objective, [0]
+real_save, real_objective, calls = C.save_checkpoint, T.compute_objective, [0]
 
 def save(path, payload):
     real_save(path, payload)
@@ -95,7 +96,7 @@ def objective(*a, **k):
         time.sleep(600)
     return real_objective(*a, **k)
 
-T.save_checkpoint, T.compute_objective = save, objective
+C.save_checkpoint, T.compute_objective = save, objective
 T.train(TrainConfig(**args["config"]), **{k: Path(v) for k, v in args["paths"].items()})
 print("DONE", flush=True)
 '''

@@ -1,5 +1,8 @@
-"""The DAG's shape: job counts per rule from the config expansion, config errors, lint."""
+"""The DAG's shape: job counts per rule from the config expansion, config errors, omitted experiments,
+layered config files, spec files, lint. Every Snakemake call runs in a temporary folder (``--directory``),
+never in the checkout, whose results/ and .snakemake/ may hold a finished run."""
 
+import json
 import re
 import subprocess
 import sys
@@ -7,15 +10,21 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
+PAPER = REPO / "config/paper.yaml"
+MICRO = REPO / "tests/e2e/micro.yaml"
+EMBEDDED = REPO / "config/config.yaml"
 
 
-def dry_run(*args, cwd=REPO):
-    proc = subprocess.run([*SNAKEMAKE, "-n", "--cores", "2", "--quiet", "rules", *args], cwd=cwd,
-                          capture_output=True, text=True)
-    return proc
+def snakemake(workdir: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True)
+
+
+def dry_run(workdir: Path, *args) -> subprocess.CompletedProcess:
+    return snakemake(workdir, "-n", "--cores", "2", "--quiet", "rules", *args)
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -27,41 +36,82 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def test_paper_grid_job_counts_match_the_hand_derived_expansion():
+def write_config(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     # Hand derivation for config/paper.yaml (train sets: docci, dci, vg; Long-DCI trains on DOCCI,
     # Urban-1K on VG):
-    #   main 7 methods x 3 train sets = 21; plugin adds 6 +HN methods x 3 = 18 (39); transfer reuses
-    #   main runs (0); fractions 2 methods x 3 fractions < 1 x 3 = 18 (57); gamma sweep 4 new gammas x 3
-    #   = 12 (69); ablation adds the frozen-G variant x 3 = 3 (72); seeds 4 methods x seed 1 x 3 = 12 (84).
-    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 4 each (60); fractions
-    #   2 x 3 x 4 = 24 (84); gamma 4 x 4 = 16 (100); frozen-G 4 (104); seeds 4 x 4 = 16 (120).
+    #   main 7 methods x 3 train sets = 21; plugin adds 6 +HN methods x 3 = 18 (39); transfer's longclip,
+    #   lora, dora, hnclip are main runs and its hnclip_frozen the ablation's (0); fractions 3 methods
+    #   (longclip, goal, hnclip) x 3 fractions < 1 x 3 = 27 (66); gamma sweep 4 new gammas x 3 = 12 (78);
+    #   ablation adds the frozen-G variant x 3 = 3 (81); seeds 4 methods x seed 1 x 3 = 12 (93).
+    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 5 methods each (62; its
+    #   DOCCI->Long-DCI and VG->Urban-1K are main's and the ablation's); fractions 3 x 3 x 4 = 36 (98);
+    #   gamma 4 x 4 = 16 (114); frozen-G in-domain 4 (118, its two transfers counted above); seeds
+    #   4 x 4 = 16 (134). The zero-shot backbone on the 4 test benchmarks: 4 more (evaluate_zeroshot).
+    # Protocol variants (DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty): 3 splits prepared, each
+    #   scored for the 7 main methods (21) and the backbone (3).
+    # Specs: one file per experiment (7), written by the spec rule and read by its table and figures, and
+    #   the protocol table's (spec_protocols, 1).
     start = time.perf_counter()
-    proc = dry_run("--configfile", "config/paper.yaml")
+    proc = dry_run(tmp_path, "--configfile", str(PAPER))
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["train"] == 84
-    assert counts["evaluate"] == 120
+    assert counts["train"] == 93
+    assert counts["evaluate"] == 134
+    assert counts["evaluate_zeroshot"] == 4
+    assert counts["prepare_protocol_split"] == 3
+    assert counts["evaluate_protocol"] == 21 and counts["evaluate_protocol_zeroshot"] == 3
+    assert counts["table_protocols"] == 1 and counts["table_convergence"] == 1
     assert counts["segments"] == 3 and counts["edges"] == 3  # GOAL/StructXLIP products per train set
     assert counts["fetch_benchmark"] == 5  # docci, dci, long_dci, urban1k, vg
     assert counts["prepare"] == 7  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k
     assert counts["subset"] == 9  # 3 fractions < 1 x 3 train sets, seed 0
-    assert counts["table"] == 7  # one per experiment
+    assert counts["table"] == 7 and counts["spec"] == 7  # one per experiment
+    assert counts["spec_protocols"] == 1
     assert counts["convert_backbone"] == 1 and "pretrain_backbone" not in counts
     assert counts["report"] == 1
     assert elapsed < 30, f"paper DAG dry run took {elapsed:.1f} s"
 
 
-def test_embedded_default_expands_every_experiment():
-    proc = dry_run()
+def test_embedded_default_expands_every_experiment(tmp_path):
+    proc = dry_run(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    # main 7 + plugin 6 + fractions 2 x 3 + gamma 4 + frozen 1 + seeds 2 = 26 runs
-    assert counts["train"] == 26
-    # 26 in-domain evaluations + transfer of longclip and hnclip to synthetic_shift
-    assert counts["evaluate"] == 28
+    # main 7 + plugin 6 + fractions 3 x 3 + gamma 4 + frozen 1 + seeds 2 = 29 runs
+    assert counts["train"] == 29
+    # 29 in-domain evaluations + transfer of longclip, hnclip and hnclip_frozen to synthetic_shift
+    assert counts["evaluate"] == 32
+    # the backbone before fine-tuning on both test benchmarks; no protocol variants of synthetic data
+    assert counts["evaluate_zeroshot"] == 2 and "evaluate_protocol" not in counts
     assert counts["pretrain_backbone"] == 1 and counts["stretch_backbone"] == 1
-    assert counts["table"] == 7
+    assert counts["table"] == 7 and counts["spec"] == 7
+    # the protocol table still runs (the paper's split of both synthetic benchmarks), with its spec
+    assert counts["table_protocols"] == 1 and counts["spec_protocols"] == 1
+
+
+def test_a_plain_snakemake_call_at_the_repository_root_loads_the_default_profile(tmp_path):
+    from checkout import copy_checkout, user_env
+
+    root = copy_checkout(tmp_path / "checkout")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n"], cwd=root, env=user_env(), capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Using workflow specific profile profiles/default for setting default command line arguments." in proc.stderr
+    profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
+    assert profile["resources"] == {"gpu": 1} and profile["scheduler"] == "greedy"
+    assert profile["keep-going"] is True and profile["rerun-incomplete"] is True
+
+
+def test_the_slurm_profile_replaces_the_default_one_when_given_as_workflow_profile(tmp_path):
+    proc = dry_run(tmp_path, "--workflow-profile", str(REPO / "profiles/slurm"), "--configfile", str(MICRO))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"Using workflow specific profile {REPO / 'profiles/slurm'} " in proc.stderr
+    assert "profiles/default" not in proc.stderr
 
 
 BASE = """
@@ -74,41 +124,144 @@ methods: {longclip: {framework: longclip}, hnclip: {framework: longclip, hn: tru
 @pytest.mark.parametrize(
     "extra, expected",
     [
-        ("gamma: abc", "gamma"),
-        ("trian: {epochs: 1}", "trian"),
-        ("experiments: {main: {benchmarks: [synthetic], methods: [nope]}}", "nope"),
-        ("experiments: {main: {benchmarks: [docci], methods: [hnclip]}}", "docci"),
-        ("experiments: {fractions: {benchmarks: [synthetic], methods: [hnclip], fractions: [1.5]}}", "1.5"),
-        ("experiments: {gamma_sweep: {benchmarks: [synthetic], method: longclip, gammas: [0]}}", "gamma_sweep"),
-        ("methods: {x: {framework: finelip_typo}}", "finelip_typo"),
+        ("gamma: abc", "config key gamma: 'abc' is not of type number"),
+        ("trian: {epochs: 1}", "config key trian: unknown key; did you mean 'train'?"),
+        ("train: {epcohs: 1}", "config key train.epcohs: unknown key; did you mean 'epochs'?"),
+        ("experiments: {main: {benchmarks: [synthetic], methods: [hnclp]}}",
+         "config key experiments.main.methods[0]: unknown method 'hnclp'; did you mean 'hnclip'?"),
+        ("experiments: {main: {benchmarks: [docci], methods: [hnclip]}}",
+         "config key experiments.main.benchmarks[0]: unknown benchmark 'docci'"),
+        ("experiments: {fractions: {benchmarks: [synthetic], methods: [hnclip], fractions: [1.5]}}",
+         "config key experiments.fractions.fractions[0]: 1.5 is out of range (must be <= 1)"),
+        ("experiments: {gamma_sweep: {benchmarks: [synthetic], method: longclip, gammas: [0]}}",
+         "config key experiments.gamma_sweep.method: must be a method with hn: true"),
+        ("methods: {x: {framework: finelip_typo}}",
+         "config key methods.x.framework: 'finelip_typo' is not allowed; did you mean 'finelip'?"),
         ("methods: {g: {framework: goal}}\nexperiments: {main: {benchmarks: [synthetic], methods: [g]}}",
-         "preprocess.sam_model"),
+         "config key preprocess.sam_model"),
+        # an empty list or a missing key is refused before any job runs, naming the key
+        ("experiments: {main: {benchmarks: [synthetic], methods: []}}",
+         "config key experiments.main.methods: must not be empty"),
+        ("experiments: {gamma_sweep: {benchmarks: [synthetic], method: hnclip, gammas: []}}",
+         "config key experiments.gamma_sweep.gammas: must not be empty"),
+        ("experiments: {fractions: {benchmarks: [synthetic], methods: [hnclip]}}",
+         "config key experiments.fractions.fractions: required, but missing"),
     ],
 )
-def test_bad_config_fails_before_any_job_naming_the_key(tmp_path, extra, expected):
+def test_bad_config_fails_before_any_job_with_the_key_the_message_and_nothing_else(tmp_path, extra, expected):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(BASE + extra + "\n")
-    proc = dry_run("--configfile", str(cfg))
+    proc = dry_run(tmp_path, "--configfile", str(cfg))
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
     assert expected in output, output[-2000:]
+    # no schema dump: the error is the one line above inside Snakemake's few lines of framing
+    assert len(output.splitlines()) < 8 and "description" not in output and "$schema" not in output, output
 
 
-def test_lint_and_format_are_clean():
-    lint = subprocess.run([*SNAKEMAKE, "--lint", "--cores", "1"], cwd=REPO, capture_output=True, text=True)
+# main, fractions and gamma_sweep have rules of their own besides the table; the other experiments only
+# the spec and table rules every experiment has, so omitting them is the same case as these
+@pytest.mark.parametrize("omitted", ["main", "fractions", "gamma_sweep", "all"])
+def test_any_experiment_can_be_omitted(tmp_path, omitted):
+    config = yaml.safe_load(EMBEDDED.read_text())
+    config["experiments"] = {} if omitted == "all" else {k: v for k, v in config["experiments"].items() if k != omitted}
+    proc = dry_run(tmp_path, "--configfile", str(write_config(tmp_path / "config.yaml", config)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = job_counts(proc.stdout + proc.stderr)
+    left = len(config["experiments"])
+    assert counts.get("table", 0) == left and counts.get("spec", 0) == left and counts["report"] == 1
+    assert ("gallery" in counts) == ("main" in config["experiments"])
+    assert ("figure_dynamics" in counts) == ("fractions" in config["experiments"])
+    assert ("table_cost" in counts) == (omitted != "all")
+
+
+def test_nested_numeric_config_overrides_reach_the_jobs_as_numbers(tmp_path):
+    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--config", "train={epochs: 5, lr: 2e-4}",
+                     "experiments={gamma_sweep: {gammas: [0.3]}}", "resources={train: {gpu: 1}}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train = [line for line in proc.stdout.splitlines() if "python -m hnclip train" in line and "/runs/" in line]
+    assert train and all("--set epochs=5 " in c for c in train)
+    # the shared lr reaches every method that does not carry its own (the adapters' recipe sets theirs)
+    shared = [c for c in train if not re.search(r"/runs/\w+/(lora|dora)", c)]
+    assert shared and all("--set lr=0.0002 " in c for c in shared)
+    assert all("--set lr=0.001 " in c for c in train if c not in shared)
+    # the embedded default's other train keys are kept (a nested override merges)
+    assert all("--set micro_batch=32 " in c for c in train)
+    assert any("results/runs/synthetic/hnclip/g0.3/f1/s0" in c for c in train)
+    # a number, not the text '1': the default profile's gpu cap (an int) accepts it
+    assert all("gpu=1" in block for block in proc.stdout.split("\nrule train:")[1:])
+
+
+def test_several_configfiles_layer_in_order(tmp_path):
+    overlay = write_config(tmp_path / "overlay.yaml", {
+        "train": {"epochs": 2},  # merged into micro's train mapping
+        "experiments": {"gamma_sweep": {"gammas": [0, 0.25, 0.5]}},  # a list replaces micro's [0, 0.5]
+    })
+    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--configfile", str(MICRO), str(overlay))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train = [line for line in proc.stdout.splitlines() if "python -m hnclip train" in line and "/runs/" in line]
+    # micro's 14 runs + gamma 0.25; micro's own keys survive under the overlay's
+    assert len(train) == 15
+    assert all("--set epochs=2 " in c and "--set micro_batch=8 " in c for c in train)
+    assert any("/hnclip/g0.25/" in c for c in train)
+
+
+def test_spec_files_follow_the_effective_config_and_are_rewritten_when_it_changes(tmp_path):
+    spec = tmp_path / "results/specs/main.json"
+    relabel = "methods={hnclip: {label: HN-CLIP (ours)}}"
+    first = snakemake(tmp_path, "--cores", "1", "results/specs/main.json", "--config", relabel)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rows = {c["row"] for c in json.loads(spec.read_text())["cells"]}
+    assert "HN-CLIP (ours)" in rows and "HN-CLIP" not in rows
+    again = snakemake(tmp_path, "-n", "--cores", "1", "results/specs/main.json", "--config", relabel)
+    assert "Nothing to be done" in again.stdout + again.stderr
+    second = snakemake(tmp_path, "--cores", "1", "results/specs/main.json")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "params" in (second.stdout + second.stderr).lower()  # Snakemake's reason: the params changed
+    rows = {c["row"] for c in json.loads(spec.read_text())["cells"]}
+    assert "HN-CLIP" in rows and "HN-CLIP (ours)" not in rows
+    assert json.loads(spec.read_text())["settings"]["methods"] == yaml.safe_load(EMBEDDED.read_text())[
+        "experiments"]["main"]["methods"]
+
+
+def test_no_job_carries_a_spec_or_config_as_json_on_its_command_line(tmp_path):
+    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--configfile", str(PAPER))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    commands = [line for line in proc.stdout.splitlines() if "python -m hnclip" in line]
+    assert any("--specs results/specs/main.json" in c for c in commands)
+    assert all('"cells"' not in c and len(c) < 20_000 for c in commands), max(map(len, commands))
+
+
+def test_rule_all_asks_for_every_evaluation_and_run_summary(tmp_path):
+    from hnclip import plan
+    from hnclip.plan_cli import load_config
+
+    config = load_config(MICRO)
+    proc = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(MICRO))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the inputs of rule all, as Snakemake lists them for the job
+    all_inputs = re.search(r"^rule all:\n\s+input: ([^\n]+)", proc.stdout, flags=re.M).group(1).split(", ")
+    evals = {e.path for e in plan.all_evaluations(config)}
+    summaries = {f"results/runs/{r.path}/summary.json" for r in plan.all_runs(config)}
+    # the zero-shot backbone's rows: main's synthetic and transfer's synthetic_shift (synthetic data has no
+    # protocol variants, so the protocol table adds no evaluation of its own here)
+    zeroshot = {"results/evals/zeroshot/synthetic.json", "results/evals/zeroshot/synthetic_shift.json"}
+    assert evals and summaries and evals | zeroshot | summaries | {"results/report.html"} == set(all_inputs)
+
+
+def test_lint_and_format_are_clean(tmp_path):
+    lint = snakemake(tmp_path, "--lint", "--cores", "1")
     assert lint.returncode == 0 and "good condition" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
     fmt = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True,
                          text=True)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
-def test_multi_gpu_training_jobs_launch_one_process_per_gpu_with_torchrun():
-    proc = subprocess.run([*SNAKEMAKE, "-n", "-p", "--cores", "1", "--forceall", "--config",
-                           'resources={"train": {"gpu": 2}}'], cwd=REPO, capture_output=True, text=True)
+def test_multi_gpu_training_jobs_launch_one_process_per_gpu_with_torchrun(tmp_path):
+    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--config", 'resources={"train": {"gpu": 2}}')
     assert proc.returncode == 0, proc.stderr[-2000:]
-    train_commands = [line for line in proc.stdout.splitlines() if "hnclip train" in line and "--subset" in line]
-    assert train_commands and all("torchrun --standalone --nproc-per-node 2 --no-python hnclip train" in c
+    train_commands = [line for line in proc.stdout.splitlines() if " train --init" in line and "--subset" in line]
+    assert train_commands and all("torchrun --standalone --nproc-per-node 2 -m hnclip train" in c
                                   for c in train_commands)
-    single = subprocess.run([*SNAKEMAKE, "-n", "-p", "--cores", "1", "--forceall"], cwd=REPO, capture_output=True,
-                            text=True)
-    assert "hnclip train" in single.stdout and "torchrun" not in single.stdout
+    single = snakemake(tmp_path, "-n", "-p", "--cores", "1")
+    assert "python -m hnclip train" in single.stdout and "torchrun" not in single.stdout

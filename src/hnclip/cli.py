@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 log = logging.getLogger("hnclip")
+SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
 
 
 def _json_arg(text: str):
@@ -123,6 +124,24 @@ def cmd_edges(args) -> None:
     build_edges(Path(args.images), Path(args.segments), Path(args.out))
 
 
+def _verify_stores(*dirs) -> None:
+    """Re-hash each image store a job reads against the checksum recorded when it was built: a corrupted
+    file fails the job before it trains on it (~1 s per GB, once per job; see hnclip.data.image_store)."""
+    from hnclip.data.image_store import ImageStore
+
+    for store_dir in dirs:
+        if store_dir:
+            ImageStore(store_dir).verify()
+
+
+def cmd_verify_store(args) -> None:
+    from hnclip.data.image_store import ImageStore
+
+    for store_dir in args.images:
+        checked = ImageStore(store_dir).verify()
+        log.info("%s: %s", store_dir, "sha256 matches" if checked else "size matches (no checksum recorded)")
+
+
 # ------------------------------------------------------------------------------------- train, evaluate
 def _parse_sets(items: list[str]) -> dict[str, str]:
     overrides = {}
@@ -140,6 +159,7 @@ def cmd_train(args) -> None:
 
     _set_threads(args.threads)
     cfg = TrainConfig.from_overrides(_parse_sets(args.set))
+    _verify_stores(args.images, args.eval_images)
     train(
         cfg,
         init_model_dir=Path(args.init),
@@ -158,9 +178,10 @@ def cmd_evaluate(args) -> None:
     from hnclip.evaluate import evaluate_checkpoint
 
     _set_threads(args.threads)
+    _verify_stores(args.images)
     evaluate_checkpoint(Path(args.model), Path(args.manifest), Path(args.images), Path(args.out),
                         run_info=args.run_info, eval_benchmark=args.eval_benchmark,
-                        batch_size=args.batch_size)
+                        batch_size=args.batch_size, ks=args.ks, split=args.split)
 
 
 # -------------------------------------------------------------------------------- analysis and report
@@ -174,24 +195,55 @@ def cmd_geometry(args) -> None:
 
 
 def cmd_table(args) -> None:
-    from hnclip.analysis.records import load_records
+    from hnclip.analysis.records import load_records, load_run_summaries, load_spec
     from hnclip.analysis.tables import build_table, write_table
 
-    records = load_records(args.spec)
-    write_table(build_table(args.spec, records), args.out_prefix, caption=_caption(args.spec))
+    spec = load_spec(args.spec)
+    table = build_table(spec, load_records(spec), summaries=load_run_summaries(spec))
+    write_table(table, args.out_prefix, caption=_caption(spec))
+
+
+def _scale_words(spec: dict) -> str:
+    return {"toy": "toy-scale run (synthetic benchmark, tiny backbone)",
+            "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)"}.get(
+        spec.get("scale"), "paper-scale run")
 
 
 def _caption(spec: dict) -> str:
-    scale = {"toy": "toy-scale run (synthetic benchmark, tiny backbone)",
-             "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)"}.get(
-        spec.get("scale"), "paper-scale run")
-    return f"{spec.get('experiment', '')}: {scale}"
+    return f"{spec.get('experiment', '')}: {_scale_words(spec)}"
 
 
 def cmd_table_epochs(args) -> None:
+    from hnclip.analysis.records import load_run_summaries, load_spec
     from hnclip.analysis.tables import build_epochs_table, write_table
 
-    write_table(build_epochs_table(args.spec), args.out_prefix, caption="R@1 per epoch: " + _caption(args.spec))
+    spec = load_spec(args.spec)
+    table = build_epochs_table(spec, summaries=load_run_summaries(spec))
+    write_table(table, args.out_prefix, caption="R@1 per epoch: " + _caption(spec))
+
+
+def cmd_table_convergence(args) -> None:
+    from hnclip.analysis.records import load_run_summaries, load_spec
+    from hnclip.analysis.tables import build_convergence_table, write_table
+
+    spec = load_spec(args.spec)
+    write_table(build_convergence_table(spec, summaries=load_run_summaries(spec)), args.out_prefix,
+                caption="R@1 and retrieval error per epoch and direction, beside the epoch's standard InfoNCE: "
+                + _caption(spec))
+
+
+def cmd_table_protocols(args) -> None:
+    from hnclip.analysis.records import load_protocol_spec
+    from hnclip.analysis.tables import build_protocols_table, load_protocol_summaries, write_table
+
+    spec = load_protocol_spec(args.spec)
+    variants = {f"{c['split']} ({c['benchmark']})": c["split_description"] for c in spec["cells"]
+                if c["split"] != "test"}
+    caption = ("evaluation protocols side by side: R@1/5/10 are the paper's cut-offs, R@1/5/25/50 GOAL's "
+               "(one ranking serves both); split 'test' is the paper's protocol"
+               + "".join(f"; {name}: {text}" for name, text in variants.items()))
+    table = build_protocols_table(spec, summaries=load_protocol_summaries(spec))
+    write_table(table, args.out_prefix, caption=f"{caption} ({_scale_words(spec)})")
 
 
 def cmd_table_cost(args) -> None:
@@ -209,6 +261,7 @@ def cmd_figure(args) -> None:
         "fractions": figures.plot_fractions,
         "gamma_sweep": figures.plot_gamma_sweep,
         "epochs": figures.plot_epochs,
+        "convergence": figures.plot_convergence,
     }[args.name]
     draw(args.spec, args.out_prefix)
 
@@ -221,12 +274,20 @@ def cmd_gallery(args) -> None:
 
 
 def cmd_report(args) -> None:
+    from hnclip.analysis.records import load_spec
     from hnclip.report import render_report_from_files
 
+    specs = {}
+    for path in args.specs:
+        spec = load_spec(path)
+        if spec["experiment"] in specs:
+            raise SystemExit(f"hnclip report: two specs of experiment {spec['experiment']!r} (second: {path})")
+        specs[spec["experiment"]] = spec
     render_report_from_files(
-        out_html=Path(args.out), title=args.title, scale=args.scale, specs=args.specs,
+        out_html=Path(args.out), title=args.title, scale=args.scale, specs=specs,
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
+        premise=Path(args.premise) if args.premise else None,
     )
 
 
@@ -243,8 +304,9 @@ def cmd_rehearsal_files(args) -> None:
 def cmd_plan(args) -> None:
     from hnclip.plan_cli import print_plan
 
-    print_plan([Path(c) for c in args.configfile], profile=args.profile, samples_per_s=args.samples_per_s,
-               results_dir=Path(args.results), job_cost=args.job_cost)
+    configfiles = [Path(p) for p in args.configfile]
+    print_plan(configfiles[0] if len(configfiles) == 1 else configfiles, profile=args.profile,
+               samples_per_s=args.samples_per_s, results_dir=Path(args.results), job_cost=args.job_cost)
 
 
 # ------------------------------------------------------------------------------------------- parser
@@ -267,10 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("prepare", cmd_prepare, "write a split's manifest and its pre-resized image store")
     p.add_argument("--source", required=True, help="source record written by `hnclip fetch`")
-    p.add_argument("--split", required=True, choices=["train", "test"])
+    p.add_argument("--split", required=True,
+                   help="train, test, or a test variant of another published protocol (hnclip.data.test_variants)")
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
+
+    p = verb("verify-store", cmd_verify_store, "check image stores against the sha256 recorded when built")
+    p.add_argument("images", nargs="+", help="image store folders")
 
     p = verb("subset", cmd_subset, "write a nested, deterministic fraction of a training manifest's ids")
     p.add_argument("--manifest", required=True)
@@ -337,6 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-info", type=_json_arg, default={})
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10, 25, 50],
+                   help="Recall@K cut-offs (default: the paper's 1/5/10 and GOAL's 25/50, from one ranking)")
+    p.add_argument("--split", default="test",
+                   help="protocol split the manifest holds, recorded in the result (test, or a test variant)")
     p.add_argument("--out", required=True)
 
     p = verb("geometry", cmd_geometry, "caption geometry of a benchmark under a model's text encoder")
@@ -350,10 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-figure", required=True)
 
-    for name, func, text in (("table", cmd_table, "one experiment's retrieval table"),
-                             ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs")):
+    protocols_help = "protocol spec file (results/specs/protocols.json, written by hnclip.protocols.write_protocol_spec)"
+    for name, func, text, spec_help in (
+            ("table", cmd_table, "one experiment's retrieval table", SPEC_HELP),
+            ("table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs", SPEC_HELP),
+            ("table-convergence", cmd_table_convergence,
+             "R@1 and error per epoch and direction beside InfoNCE (main runs)", SPEC_HELP),
+            ("table-protocols", cmd_table_protocols, "the main models under every published evaluation protocol",
+             protocols_help)):
         p = verb(name, func, text)
-        p.add_argument("--spec", type=_json_arg, required=True, help="experiment spec (JSON, from hnclip.plan)")
+        p.add_argument("--spec", type=Path, required=True, help=spec_help)
         p.add_argument("--out-prefix", required=True)
 
     p = verb("table-cost", cmd_table_cost, "training cost per run")
@@ -363,12 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-prefix", required=True)
 
     p = verb("figure", cmd_figure, "one figure of the paper")
-    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs"])
-    p.add_argument("--spec", type=_json_arg, required=True)
+    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence"])
+    p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
     p.add_argument("--out-prefix", required=True)
 
     p = verb("gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
-    p.add_argument("--spec", type=_json_arg, required=True, help="main experiment spec")
+    p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
     p.add_argument("--captions", type=int, default=4)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
@@ -376,11 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)
     p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
-    p.add_argument("--specs", type=_json_arg, required=True)
+    p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments shown")
     p.add_argument("--tables", nargs="*", default=[])
     p.add_argument("--figures", nargs="*", default=[])
     p.add_argument("--geometry", nargs="*", default=[])
     p.add_argument("--summaries", nargs="*", default=[])
+    p.add_argument("--premise", default=None,
+                   help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
     p.add_argument("--out", required=True)
 
     p = verb("rehearsal-files", cmd_rehearsal_files,
@@ -390,8 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")
     p.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
-                   help="config file(s), layered in order as Snakemake layers several --configfile")
-    p.add_argument("--profile", default=None, help="profile folder whose train resources are shown")
+                   help="config file(s); several layer in order, as with snakemake --configfile")
+    p.add_argument("--profile", default=None,
+                   help="profile folder whose train resources are shown (e.g. profiles/slurm, the cluster profile)")
     p.add_argument("--samples-per-s", type=float, default=None,
                    help="training samples/s per GPU (default: measured runs, else the Long-CLIP-L estimate)")
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
@@ -401,10 +480,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hnclip.config_validation import ConfigError
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    args.func(args)
+    try:
+        args.func(args)
+    except ConfigError as error:  # `hnclip plan` on a bad config: the key and the problem, no traceback
+        print(f"hnclip {args.verb}: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -20,8 +20,22 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-__all__ = ["check_store_matches_model", "encode_split", "encode_split_with_framework", "evaluate_checkpoint",
-           "evaluate_model", "recall_at_k", "recall_at_k_from_scores", "resolve_device"]
+__all__ = ["GOAL_KS", "PAPER_KS", "RECORDED_KS", "check_store_matches_model", "encode_split",
+           "encode_split_with_framework", "evaluate_checkpoint", "evaluate_model", "mean_caption_words",
+           "recall_at_k", "recall_at_k_from_scores", "resolve_device"]
+
+
+# Recall@K cut-offs: the paper's (and Long-CLIP's) R@1/5/10; GOAL's released evaluation reports
+# R@1/5/25/50 (PerceptualAI-Lab/GOAL retrieval_goal.py). Both come from one ranking.
+PAPER_KS = (1, 5, 10)
+GOAL_KS = (1, 5, 25, 50)
+RECORDED_KS = tuple(sorted(set(PAPER_KS) | set(GOAL_KS)))
+
+
+def mean_caption_words(captions) -> float:
+    """Mean number of whitespace-separated words per caption (the paper's D.1 reports 107-134)."""
+    counts = [len(str(c).split()) for c in captions]
+    return float(np.mean(counts)) if counts else 0.0
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -242,11 +256,14 @@ def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks
 
 
 def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info: dict, eval_benchmark: str,
-                        batch_size: int = 64, device="auto") -> dict:
+                        batch_size: int = 64, device="auto", ks=PAPER_KS, split: str = "test") -> dict:
     """Evaluate a saved model on a test split and write the result JSON (returned as a dict too).
 
     The framework saved beside the model (its modules and score, e.g. FineLIP's) is loaded with it;
-    a model saved without one is scored by the cosine of its global features.
+    a model saved without one is scored by the cosine of its global features. ``ks`` are the Recall@K
+    cut-offs (one ranking serves them all: ``RECORDED_KS`` gives the paper's R@1/5/10 and GOAL's
+    R@25/50 at no extra cost); ``split`` names the protocol split recorded (``test``, or an adapter's
+    test variant such as DOCCI's ``test_goal``).
     """
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
@@ -263,13 +280,15 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
     manifest = read_manifest(manifest_path)
     store = ImageStore(store_dir)
     image_ids, _ = _unique_images(manifest)
-    metrics = evaluate_model(model, manifest, store, batch_size, device, framework=framework)
+    metrics = evaluate_model(model, manifest, store, batch_size, device, ks=ks, framework=framework)
     result = {
         "run": run_info,
         "eval_benchmark": eval_benchmark,
-        "split": "test",
+        "split": split,
         "n_images": len(image_ids),
         "n_texts": len(manifest),
+        "mean_caption_words": mean_caption_words(manifest["caption"]),
+        "ks": sorted({int(k) for k in ks}),
         "metrics": metrics,
         "wall_time_s": time.perf_counter() - started,
     }

@@ -22,6 +22,7 @@ __all__ = [
     "contrastive_loss",
     "contrastive_logits",
     "gather_features",
+    "symmetric_cross_entropy",
     "token_similarity",
     "token_loss",
     "HNClipLoss",
@@ -67,13 +68,16 @@ def contrastive_logits(image_features: torch.Tensor, text_features: torch.Tensor
 
 
 def contrastive_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale,
-                     gamma: float = 0.0, margin_text_features: torch.Tensor | None = None) -> torch.Tensor:
-    """Symmetric InfoNCE with the HN margin; ``gamma = 0`` is exactly CLIP's loss.
+                     gamma: float = 0.0, margin_text_features: torch.Tensor | None = None,
+                     label_smoothing: float = 0.0) -> torch.Tensor:
+    """Symmetric InfoNCE with the HN margin; ``gamma = 0`` (and no smoothing) is exactly CLIP's loss.
 
     Inputs are L2-normalised [B, D] features and the multiplier ``s`` (already exponentiated).
     ``margin_text_features`` (normalised, [B, D]) are the captions' features used for G; pass the
     initial encoder's features for the paper's frozen-margin variant. The positive pair's logit never
-    receives a margin (G's diagonal is zero), so only negatives are boosted.
+    receives a margin (G's diagonal is zero), so only negatives are boosted. ``label_smoothing`` is
+    ``F.cross_entropy``'s, in both directions (Long-CLIP trains its global term with 0.1); the margin
+    acts on the logits, so the two compose.
     """
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
@@ -87,7 +91,14 @@ def contrastive_loss(image_features: torch.Tensor, text_features: torch.Tensor, 
         margin = caption_similarity(source)
     logits_i2t, logits_t2i = contrastive_logits(image_features, text_features, logit_scale, gamma, margin)
     labels = torch.arange(image_features.shape[0], device=image_features.device)
-    return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2
+    return symmetric_cross_entropy(logits_i2t, logits_t2i, labels, label_smoothing)
+
+
+def symmetric_cross_entropy(logits_i2t: torch.Tensor, logits_t2i: torch.Tensor, labels: torch.Tensor,
+                            label_smoothing: float = 0.0) -> torch.Tensor:
+    """Mean of the two directions' cross-entropies, row i's target ``labels[i]``."""
+    return (F.cross_entropy(logits_i2t, labels, label_smoothing=label_smoothing)
+            + F.cross_entropy(logits_t2i, labels, label_smoothing=label_smoothing)) / 2
 
 
 def _is_distributed() -> bool:
@@ -147,12 +158,15 @@ def token_loss(image_tokens: torch.Tensor, text_tokens: torch.Tensor, text_mask:
 
 
 class HNClipLoss(nn.Module):
-    """Drop-in HN-CLIP loss, shaped like open_clip's ``ClipLoss``.
+    """Drop-in HN-CLIP loss, shaped like open_clip's ``ClipLoss``: the one place that composes the global
+    HN term and the FILIP token term (the training loop's frameworks use it too).
 
     Under torch.distributed it gathers features from every rank so that negatives and the margin matrix
     G span the global batch, and computes the loss of the local rows against all columns (the mean over
-    ranks is the global loss). ``token_weight`` > 0 adds the FILIP token term; its inputs are local only,
-    since gathering [B, 248, D] token tensors across ranks would dominate communication.
+    ranks is the global loss); on one process :meth:`global_loss` is exactly :func:`contrastive_loss`.
+    ``token_weight`` > 0 adds the FILIP token term; its inputs are local only, since gathering
+    [B, 248, D] token tensors across ranks would dominate communication. ``label_smoothing`` applies to
+    the global term (Long-CLIP's 0.1), not to the token term.
 
     Only ``gather_with_grad=True`` gives the single-process gradients: with False, a rank's features
     get no gradient from the other ranks' rows (where they are negatives), which saves the backward
@@ -160,16 +174,19 @@ class HNClipLoss(nn.Module):
     """
 
     def __init__(self, gamma: float = 0.5, token_weight: float = 0.0, gather_with_grad: bool = True,
-                 token_chunk_size: int = 32):
+                 token_chunk_size: int = 32, label_smoothing: float = 0.0):
         super().__init__()
         if gamma < 0:
             raise ValueError(f"gamma must be >= 0, got {gamma}")
         if token_weight < 0:
             raise ValueError(f"token_weight must be >= 0, got {token_weight}")
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         self.gamma = float(gamma)
         self.token_weight = float(token_weight)
         self.gather_with_grad = gather_with_grad
         self.token_chunk_size = token_chunk_size
+        self.label_smoothing = float(label_smoothing)
         self._labels: dict[tuple[torch.device, int, int], torch.Tensor] = {}
 
     def get_ground_truth(self, device: torch.device, num_rows: int, offset: int) -> torch.Tensor:
@@ -193,17 +210,21 @@ class HNClipLoss(nn.Module):
         logits_i2t, logits_t2i = contrastive_logits(image_features, text_features, logit_scale, self.gamma,
                                                     margin, all_images, all_texts)
         labels = self.get_ground_truth(image_features.device, image_features.shape[0], offset)
-        return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2
+        return symmetric_cross_entropy(logits_i2t, logits_t2i, labels, self.label_smoothing)
+
+    def token_term(self, image_tokens, text_tokens, text_mask, logit_scale):
+        """``token_weight`` x the FILIP token loss of the local rows (no margin, no smoothing)."""
+        if image_tokens is None or text_tokens is None or text_mask is None:
+            raise ValueError("token_weight > 0 needs image_tokens, text_tokens and text_mask")
+        return self.token_weight * token_loss(image_tokens, text_tokens, text_mask, logit_scale,
+                                              self.token_chunk_size)
 
     def forward(self, image_features, text_features, logit_scale, margin_text_features=None,
                 image_tokens=None, text_tokens=None, text_mask=None, output_dict: bool = False):
         losses = {"contrastive_loss": self.global_loss(image_features, text_features, logit_scale,
                                                        margin_text_features)}
         if self.token_weight:
-            if image_tokens is None or text_tokens is None or text_mask is None:
-                raise ValueError("token_weight > 0 needs image_tokens, text_tokens and text_mask")
-            losses["token_loss"] = self.token_weight * token_loss(
-                image_tokens, text_tokens, text_mask, logit_scale, self.token_chunk_size)
+            losses["token_loss"] = self.token_term(image_tokens, text_tokens, text_mask, logit_scale)
         if output_dict:
             return losses
         return sum(losses.values())

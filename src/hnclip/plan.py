@@ -8,21 +8,39 @@ is trained once.
 
 from __future__ import annotations
 
+import difflib
+import hashlib
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hnclip.config_validation import ConfigError
 
 __all__ = [
     "EXPERIMENTS",
     "Evaluation",
+    "ZEROSHOT_ROW",
     "Run",
     "all_evaluations",
     "all_runs",
     "check_config",
     "experiment_spec",
     "format_number",
+    "is_zeroshot",
+    "spec_digest",
+    "spec_text",
     "train_overrides",
+    "write_spec",
+    "write_spec_file",
+    "zeroshot_eval_benchmarks",
+    "zeroshot_eval_path",
+    "zeroshot_run",
 ]
 
 EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds")
+# The backbone before fine-tuning: the first row of the main and transfer tables, a reference every
+# fine-tuned model is compared with (not a training run: its cells name no run folder).
+ZEROSHOT_ROW = "Zero-shot backbone"
 
 
 def format_number(x: float) -> str:
@@ -59,7 +77,15 @@ class Evaluation:
 
 
 def _fail(key: str, message: str):
-    raise ValueError(f"config key {key}: {message}")
+    raise ConfigError(f"config key {key}: {message}")
+
+
+def _unknown(kind: str, name: str, known) -> str:
+    """``unknown method 'hnclp'; did you mean 'hnclip'?`` (or the known names when none is close)."""
+    known = list(known)
+    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+    return f"unknown {kind} {name!r}; {hint}"
 
 
 def _label(config: dict, section: str, key: str) -> str:
@@ -73,35 +99,37 @@ def check_config(config: dict) -> None:
         train_set = bench.get("train_set")
         if train_set is not None:
             if train_set not in benchmarks:
-                _fail(f"benchmarks.{name}.train_set", f"unknown benchmark {train_set!r}")
+                _fail(f"benchmarks.{name}.train_set", _unknown("benchmark", train_set, benchmarks))
             if "train" not in benchmarks[train_set].get("splits", ["train", "test"]):
                 _fail(f"benchmarks.{name}.train_set", f"benchmark {train_set!r} has no train split")
     if config["backbone"]["source"] == "pretrain":
         bench = config["pretrain"]["benchmark"]
         if bench not in benchmarks:
-            _fail("pretrain.benchmark", f"unknown benchmark {bench!r}")
+            _fail("pretrain.benchmark", _unknown("benchmark", bench, benchmarks))
     elif not config["backbone"].get("checkpoint"):
         _fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
     experiments = config.get("experiments", {})
     for exp_name, exp in experiments.items():
         for i, bench in enumerate(exp.get("benchmarks", [])):
             if bench not in benchmarks:
-                _fail(f"experiments.{exp_name}.benchmarks[{i}]", f"unknown benchmark {bench!r}")
+                _fail(f"experiments.{exp_name}.benchmarks[{i}]", _unknown("benchmark", bench, benchmarks))
             if benchmarks[bench].get("train_set") is None:
                 _fail(f"experiments.{exp_name}.benchmarks[{i}]",
                       f"benchmark {bench!r} has no train_set, so it has no in-domain runs")
-        referenced = list(exp.get("methods", []))
+        where = f"experiments.{exp_name}"
+        referenced = [(f"{where}.methods[{i}]", m) for i, m in enumerate(exp.get("methods", []))]
         if "method" in exp:
-            referenced.append(exp["method"])
-        referenced += [p[k] for p in exp.get("pairs", []) for k in ("plain", "hn") if k in p]
-        referenced += [v["method"] for v in exp.get("variants", [])]
-        for method in referenced:
+            referenced.append((f"{where}.method", exp["method"]))
+        referenced += [(f"{where}.pairs[{i}].{k}", p[k]) for i, p in enumerate(exp.get("pairs", []))
+                       for k in ("plain", "hn") if k in p]
+        referenced += [(f"{where}.variants[{i}].method", v["method"]) for i, v in enumerate(exp.get("variants", []))]
+        for key, method in referenced:
             if method not in methods:
-                _fail(f"experiments.{exp_name}", f"unknown method {method!r}; known: {', '.join(methods)}")
+                _fail(key, _unknown("method", method, methods))
         for i, pair in enumerate(exp.get("pairs", [])):
             for k in ("train", "eval"):
                 if k in pair and pair[k] not in benchmarks:
-                    _fail(f"experiments.{exp_name}.pairs[{i}].{k}", f"unknown benchmark {pair[k]!r}")
+                    _fail(f"experiments.{exp_name}.pairs[{i}].{k}", _unknown("benchmark", pair[k], benchmarks))
             if "train" in pair and "train" not in benchmarks[pair["train"]].get("splits", ["train", "test"]):
                 _fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
     _check_preprocess(config, experiments)
@@ -131,6 +159,26 @@ def _check_preprocess(config: dict, experiments: dict) -> None:
             _fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a local SAM folder")
 
 
+def zeroshot_eval_path(eval_benchmark: str) -> str:
+    return f"results/evals/zeroshot/{eval_benchmark}.json"
+
+
+def is_zeroshot(cell: dict) -> bool:
+    return bool(cell.get("zeroshot"))
+
+
+def zeroshot_run(config: dict) -> dict:
+    """Run fields of the backbone's evaluation records (no train set, fraction 0): they key its record
+    the way a run's fields key a fine-tuned model's."""
+    return {"train_set": "none", "method": "zeroshot", "gamma": 0.0, "fraction": 0.0, "seed": config["seeds"][0]}
+
+
+def _zeroshot_cell(config: dict, eval_benchmark: str, group: str) -> dict:
+    return {"row": ZEROSHOT_ROW, "group": group, "variant": None, "x": None, "run": zeroshot_run(config),
+            "eval_benchmark": eval_benchmark, "eval_path": zeroshot_eval_path(eval_benchmark), "run_dir": None,
+            "zeroshot": True}
+
+
 def _cell_run(cell: dict) -> Run:
     info = cell["run"]
     return Run(info["train_set"], info["method"], format_number(info["gamma"]), format_number(info["fraction"]),
@@ -138,7 +186,7 @@ def _cell_run(cell: dict) -> Run:
 
 
 def _runs_of(config: dict, name: str) -> list[Run]:
-    return [_cell_run(c) for c in experiment_spec(config, name)["cells"]]
+    return [_cell_run(c) for c in experiment_spec(config, name)["cells"] if not is_zeroshot(c)]
 
 
 def _run(config: dict, train_set: str, method: str, gamma: float | None = None, fraction: float = 1.0,
@@ -177,9 +225,13 @@ def experiment_spec(config: dict, name: str) -> dict:
         return config["benchmarks"][bench]["train_set"]
 
     if name == "main":
+        cells += [_zeroshot_cell(config, b, bench_label[b]) for b in exp["benchmarks"]]
         for m in exp["methods"]:
             for b in exp["benchmarks"]:
-                cells.append(_cell(config, _run(config, in_domain(b), m), b, method_label[m], bench_label[b]))
+                cell = _cell(config, _run(config, in_domain(b), m), b, method_label[m], bench_label[b])
+                # which benchmark the run's epochs.csv scores (Long-DCI's runs log DOCCI's test split)
+                cell["epochs_benchmark"] = in_domain_eval_benchmark(config, in_domain(b))
+                cells.append(cell)
     elif name == "plugin":
         for pair in exp["pairs"]:
             for b in exp["benchmarks"]:
@@ -187,6 +239,9 @@ def experiment_spec(config: dict, name: str) -> dict:
                     run = _run(config, in_domain(b), pair[key])
                     cells.append(_cell(config, run, b, pair["label"], bench_label[b], variant=variant))
     elif name == "transfer":
+        for pair in exp["pairs"]:
+            group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
+            cells.append(_zeroshot_cell(config, pair["eval"], group))
         for m in exp["methods"]:
             for pair in exp["pairs"]:
                 group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
@@ -216,15 +271,57 @@ def experiment_spec(config: dict, name: str) -> dict:
                     cells.append(_cell(config, run, b, method_label[m], bench_label[b]))
     else:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    return {"experiment": name, "scale": config["scale"], "cells": cells}
+    return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells}
+
+
+def spec_text(spec: dict) -> str:
+    """A spec as its file holds it (sorted keys, so equal specs are equal files)."""
+    return json.dumps(spec, indent=1, sort_keys=True) + "\n"
+
+
+def spec_digest(config: dict, name: str) -> str:
+    """SHA-256 of the spec file :func:`write_spec` would write: changes exactly when the file would."""
+    return hashlib.sha256(spec_text(experiment_spec(config, name)).encode()).hexdigest()
+
+
+def write_spec(config: dict, name: str, path, log=None) -> Path:
+    """Write experiment ``name``'s spec (``results/specs/{name}.json``): the file the tables, figures and
+    report of that experiment read, so no spec travels on a command line (the paper grid's are 6-18 KB each,
+    ~60 KB together, half of Linux's 128 KB limit on one argument).
+    """
+    return write_spec_file(experiment_spec(config, name), path, log=log)
+
+
+def write_spec_file(spec: dict, path, log=None) -> Path:
+    """Write one spec (an experiment's, or the protocol table's) atomically; ``log`` gets one line: the
+    file, its cells, the runs they name and the file's SHA-256."""
+    from hnclip.fileio import write_text_atomic
+
+    text = spec_text(spec)
+    path = write_text_atomic(path, text)
+    if log is not None:
+        cells = json.loads(text)["cells"]
+        runs = {c["run_dir"] for c in cells if c.get("run_dir")}  # the zero-shot row names no run
+        write_text_atomic(log, f"{path}: {len(cells)} cells, {len(runs)} runs, sha256 "
+                               f"{hashlib.sha256(text.encode()).hexdigest()}\n")
+    return path
 
 
 def all_evaluations(config: dict) -> list[Evaluation]:
-    """Every (run, eval benchmark) any experiment needs, each once, in a stable order."""
+    """Every (run, eval benchmark) any experiment needs, each once, in a stable order (the zero-shot
+    backbone's evaluations are not runs': :func:`zeroshot_eval_path`)."""
     evals = set()
     for name in config.get("experiments", {}):
-        evals.update(Evaluation(_cell_run(c), c["eval_benchmark"]) for c in experiment_spec(config, name)["cells"])
+        evals.update(Evaluation(_cell_run(c), c["eval_benchmark"]) for c in experiment_spec(config, name)["cells"]
+                     if not is_zeroshot(c))
     return sorted(evals)
+
+
+def zeroshot_eval_benchmarks(config: dict) -> list[str]:
+    """Benchmarks the zero-shot backbone is evaluated on (its rows in the main and transfer tables), each
+    once: its evaluations are :func:`zeroshot_eval_path` of these."""
+    return sorted({c["eval_benchmark"] for name in config.get("experiments", {})
+                   for c in experiment_spec(config, name)["cells"] if is_zeroshot(c)})
 
 
 def all_runs(config: dict) -> list[Run]:
@@ -240,9 +337,15 @@ def in_domain_eval_benchmark(config: dict, train_set: str) -> str | None:
 
 
 def train_overrides(config: dict, run: Run) -> list[str]:
-    """``key=value`` fields of TrainConfig for one run: shared settings, then the method's and the run's."""
+    """``key=value`` items of TrainConfig for one run: the shared ``train`` section, the method's own recipe
+    over it (``methods.<m>.train``, null = shared), then the method's and the run's keys. Only the run's
+    framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.train_config.override_items`.
+    """
+    from hnclip.train_config import override_items
+
     method = config["methods"][run.method]
     settings = dict(config["train"])
+    settings.update({k: v for k, v in (method.get("train") or {}).items() if v is not None})
     token_weight = method.get("token_weight")
     settings.update(
         framework=method["framework"],
@@ -251,4 +354,4 @@ def train_overrides(config: dict, run: Run) -> list[str]:
         margin=method.get("margin", "recompute"),
         seed=run.seed,
     )
-    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in settings.items()]
+    return override_items(settings)

@@ -1,7 +1,9 @@
 """``hnclip plan``: what a config will submit, and what it will cost, before anything is submitted.
 
 For each experiment: its training and evaluation jobs (a run or evaluation shared by several experiments
-is counted once, for the first experiment in the config that needs it, so the rows add up to the total),
+is counted once, for the first experiment in the config that needs it, so the rows add up to the total;
+the zero-shot backbone's evaluations count with the main and transfer tables, the protocol table's
+test-split variants in a row of their own),
 the samples its new runs train on, and the GPU-hours they take at a samples/s rate. The rate comes, in
 order, from ``--samples-per-s``, from earlier runs (``results/runs/**/summary.json`` whose model has the
 config's backbone; the median), or from :data:`DEFAULT_SAMPLES_PER_S`; the output names its source.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from hnclip import plan
+from hnclip import plan, protocols
 from hnclip.data import BENCHMARKS
 from hnclip.data.subsets import subset_size
 
@@ -92,21 +94,23 @@ def _schema_path() -> Path:
 
 
 def load_config(configfiles) -> dict:
-    """The config exactly as the workflow sees it: the files layered in order as Snakemake layers several
-    ``--configfile``s (mappings merged key by key, anything else replaced; the embedded default is not
-    part of it), validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
-    from snakemake.utils import update_config, validate  # Snakemake's own merge and validator
+    """The config exactly as the workflow sees it: the file(s) alone (a --configfile replaces the embedded
+    default; several layer in order, later keys winning and mappings merging, as Snakemake layers them),
+    validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
+    from snakemake.utils import update_config  # Snakemake's own merge of several --configfile
 
-    configfiles = [configfiles] if isinstance(configfiles, (str, Path)) else list(configfiles)
+    from hnclip.config_validation import validate_config
+
+    paths = [Path(configfiles)] if isinstance(configfiles, str | Path) else [Path(p) for p in configfiles]
     config: dict = {}
-    for configfile in map(Path, configfiles):
+    for configfile in paths:
         if not configfile.is_file():
             raise FileNotFoundError(f"hnclip plan: config file {configfile} does not exist")
         layer = yaml.safe_load(configfile.read_text())
         if not isinstance(layer, dict):
             raise ValueError(f"{configfile}: expected a YAML mapping, got {type(layer).__name__}")
         update_config(config, layer)
-    validate(config, str(_schema_path()))
+    validate_config(config, _schema_path())
     plan.check_config(config)
     return config
 
@@ -283,7 +287,8 @@ def run_samples(train: dict, n_train: int, fraction: str) -> int:
 
 def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int, str]],
                gpus_per_job: int = 1) -> list[ExperimentCost]:
-    """One row per experiment (config order), plus a ``backbone`` row when the DAG pretrains it.
+    """One row per experiment (config order), plus a ``backbone`` row when the DAG pretrains it and a
+    ``protocols`` row (evaluations only) when the config has the protocol table.
 
     GPU-hours assume samples/s is per GPU and that a job with several GPUs scales linearly, so the
     GPU-hours do not depend on ``gpus_per_job``; a job's wall time does (longest_run_hours).
@@ -299,11 +304,12 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
         row = ExperimentCost(name)
         runs, evals = set(), set()
         for cell in plan.experiment_spec(config, name)["cells"]:
+            evals.add(cell["eval_path"])  # the zero-shot backbone's evaluations too (no run behind them)
+            if plan.is_zeroshot(cell):
+                continue
             info = cell["run"]
-            run = plan.Run(info["train_set"], info["method"], plan.format_number(info["gamma"]),
-                           plan.format_number(info["fraction"]), info["seed"])
-            runs.add(run)
-            evals.add(plan.Evaluation(run, cell["eval_benchmark"]))
+            runs.add(plan.Run(info["train_set"], info["method"], plan.format_number(info["gamma"]),
+                              plan.format_number(info["fraction"]), info["seed"]))
         row.runs = sorted(runs - seen_runs)
         row.train_jobs, row.new_train_jobs = len(runs), len(row.runs)
         row.eval_jobs, row.new_eval_jobs = len(evals), len(evals - seen_evals)
@@ -311,6 +317,13 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
         seen_runs |= runs
         seen_evals |= evals
         rows.append(row)
+    # the protocol table's evaluations (hnclip.protocols): the main models on other papers' test-split
+    # variants; their paper-protocol cells are the evaluations counted above, so only the variants are new
+    protocol_evals = {c["eval_path"] for c in protocols.protocol_spec(config)["cells"]}
+    if protocol_evals:
+        rows.append(ExperimentCost("protocols", eval_jobs=len(protocol_evals),
+                                   new_eval_jobs=len(protocol_evals - seen_evals)))
+        per_run["protocols"] = []
     for row in rows:
         row.samples = sum(per_run[row.name])
         row.gpu_hours = row.samples / throughput.samples_per_s / 3600
@@ -542,9 +555,9 @@ def format_plan(rows: list[ExperimentCost], throughput: Throughput, sizes: dict[
 
 def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir="results",
                file=None, job_cost=None) -> list[ExperimentCost]:
-    """Print the plan of ``configfile`` (one file or several layered, with ``profile``'s train resources, if
-    given) and, when job costs were measured (``job_cost``, default benchmarks/job_cost.json; False: leave
-    them out), what each job needs against its limits; return the rows."""
+    """Print the plan of ``configfile`` (one path, or several layered in order) with ``profile``'s train
+    resources, if given, and, when job costs were measured (``job_cost``, default benchmarks/job_cost.json;
+    False: leave them out), what each job needs against its limits; return its rows."""
     config = load_config(configfile)
     runs = plan.all_runs(config)
     train_sets = {r.train_set for r in runs}
@@ -557,8 +570,8 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     resources = profile_train_resources(profile) if profile else None
     gpus = int((resources or {}).get("gpu", 1) or 1)
     rows = build_plan(config, throughput, sizes, gpus_per_job=gpus)
-    names = " ".join(str(c) for c in ([configfile] if isinstance(configfile, (str, Path)) else configfile))
-    text = format_plan(rows, throughput, sizes, names, resources, profile)
+    label = configfile if isinstance(configfile, str | Path) else " + ".join(map(str, configfile))
+    text = format_plan(rows, throughput, sizes, label, resources, profile)
     cost_path = None if job_cost is False else job_cost_path(job_cost)
     if job_cost is False:
         pass

@@ -18,6 +18,7 @@ import jinja2
 import markupsafe
 import yaml
 
+from hnclip.analysis.claims import VERDICTS
 from hnclip.analysis.table_format import read_table_csv, scale_label
 
 __all__ = ["DEFAULT_PUBLISHED", "TEMPLATE_DIR", "compare_published", "load_published", "render_report",
@@ -33,6 +34,7 @@ BANNERS = {
                  "capped steps, to check that every job runs. Its numbers mean nothing and are not the paper's.",
 }
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown"), strict=True))
 
 
 # ------------------------------------------------------------------------------------- published numbers
@@ -63,7 +65,51 @@ def load_published(path) -> list[dict]:
             raise ValueError(f"{where}: needs 'value' (null allowed) or 'range'")
         if entry.get("value") is None and not has_range and not entry.get("status"):
             raise ValueError(f"{where}: a null value needs a 'status' saying why")
+        _check_compare(entry.get("compare"), where)
     return entries
+
+
+# compare kind -> the fields it needs (``published_numbers.yaml``'s header documents each)
+COMPARE_KINDS = {
+    "measured": ("key",),
+    "geometry": ("field",),
+    "table": ("table", "select"),
+    "eval": ("benchmark", "field"),
+    "provenance": (),
+    "spec": ("experiment", "row", "field"),
+    "claim": ("claim", "measure"),
+    "premise": (),
+}
+
+
+def _check_compare(compare, where: str) -> None:
+    """A ``compare`` block names a kind the report reads and the fields that kind needs."""
+    if compare is None:
+        return
+    if not isinstance(compare, Mapping) or compare.get("kind") not in COMPARE_KINDS:
+        kind = compare.get("kind") if isinstance(compare, Mapping) else compare
+        raise ValueError(f"{where}: compare kind {kind!r} is not one the report reads; known: "
+                         f"{', '.join(COMPARE_KINDS)}")
+    kind = compare["kind"]
+    missing = [f for f in COMPARE_KINDS[kind] if f not in compare]
+    if kind == "provenance" and not ("product" in compare or "field" in compare):
+        missing.append("product or field")
+    if kind == "premise" and not ("field" in compare or "fields" in compare):
+        missing.append("field or fields")
+    if missing:
+        raise ValueError(f"{where}: compare kind {kind!r} needs {missing}")
+    if kind == "claim":
+        from hnclip.analysis.claims import CLAIMS
+
+        if compare["claim"] not in CLAIMS:
+            raise ValueError(f"{where}: compare names claim {compare['claim']!r}; known: {', '.join(CLAIMS)}")
+    if kind == "premise":
+        from hnclip.analysis.claims import PREMISE_KEYS
+
+        fields = compare.get("fields") or [compare["field"]]
+        unknown = [f for f in fields if f not in PREMISE_KEYS]
+        if unknown:
+            raise ValueError(f"{where}: premise field(s) {unknown} unknown; known: {', '.join(PREMISE_KEYS)}")
 
 
 def _dotted(data: Mapping, path: str):
@@ -93,16 +139,20 @@ def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
         if prefix is None or not Path(f"{prefix}.csv").is_file():
             return []
         tidy = read_table_csv(f"{prefix}.csv")
-        mask = None
-        for level, label in compare["select"].items():
-            if level not in tidy.columns:
-                return []
-            hit = tidy[level].astype(str) == str(label)
-            mask = hit if mask is None else mask & hit
-        rows = tidy[mask]
-        return [("", float(rows["mean"].iloc[0]))] if len(rows) == 1 else []
+        found = _table_cells(tidy, compare["select"], compare.get("over") or [])
+        stand_in = compare.get("toy_stand_in")
+        if not found and stand_in and context.get("scale") == "toy":
+            # the synthetic benchmark stands in for the paper's: every group's value, each labelled
+            select = {k: v for k, v in compare["select"].items() if k != stand_in}
+            found = _table_cells(tidy, select, [stand_in, *(compare.get("over") or [])])
+        return found
     if kind == "eval":
-        values = _distinct(r.get(compare["field"]) for r in context.get("records") or []
+        records = context.get("records") or []
+        if compare["benchmark"] == "*":  # every benchmark we evaluate, each labelled
+            per_bench = {r["eval_benchmark"]: r.get(compare["field"]) for r in records
+                         if r.get(compare["field"]) is not None}
+            return list(per_bench.items())
+        values = _distinct(r.get(compare["field"]) for r in records
                            if r.get("eval_benchmark") == compare["benchmark"])
         return [("", v) for v in values]
     if kind == "provenance":
@@ -118,7 +168,48 @@ def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
         spec = (context.get("specs") or {}).get(compare["experiment"]) or {}
         return [("", v) for v in _distinct(c["run"].get(compare["field"]) for c in spec.get("cells", [])
                                             if c.get("row") == compare["row"])]
+    if kind == "claim":
+        verdict = next((c for c in context.get("claims") or [] if c.get("id") == compare["claim"]), None)
+        if compare["measure"] == "verdict":  # a sentence the claim tests, not a number: its verdict
+            return [("", verdict["verdict"])] if verdict and verdict["verdict"] != "no data" else []
+        value = (verdict or {}).get("measures", {}).get(compare["measure"])
+        if value is None:
+            return []
+        if not isinstance(value, Mapping):
+            return [("", value)]
+        items = [(str(label), v) for label, v in value.items()]
+        if "label" not in compare:
+            return items
+        hit = [(label, v) for label, v in items if label == compare["label"]]
+        if hit:
+            return [("", hit[0][1])]
+        return items if compare.get("toy_stand_in") and context.get("scale") == "toy" else []
+    if kind == "premise":
+        premise = context.get("premise") or {}
+        if "fields" in compare:
+            return [(f, premise[f]) for f in compare["fields"] if premise.get(f) is not None]
+        value = premise.get(compare["field"])
+        return [("", value)] if value is not None else []
     return []
+
+
+def _table_cells(tidy, select: Mapping, over: list) -> list[tuple[str, float]]:
+    """Cells of a tidy table matching ``select`` (a label, or a list of labels, per level). Without
+    ``over`` exactly one cell must match; with it, one value per match, labelled by its ``over`` levels."""
+    mask = None
+    for level, label in select.items():
+        if level not in tidy.columns:
+            return []
+        labels = [str(x) for x in label] if isinstance(label, list) else [str(label)]
+        hit = tidy[level].astype(str).isin(labels)
+        mask = hit if mask is None else mask & hit
+    rows = tidy if mask is None else tidy[mask]
+    if not over:
+        return [("", float(rows["mean"].iloc[0]))] if len(rows) == 1 else []
+    if any(level not in tidy.columns for level in over):
+        return []
+    return [(" ".join(str(r[level]).replace("->", "→") for level in over), float(r["mean"]))
+            for _, r in rows.iterrows()]
 
 
 def _fmt(value) -> str:
@@ -126,6 +217,8 @@ def _fmt(value) -> str:
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
+    if abs(value) >= 1e6:  # gradient ratios span decades: 1.5e+07, not 15,000,000
+        return f"{value:.3g}"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
@@ -138,9 +231,10 @@ def _difference(entry: Mapping, ours) -> str:
             return "within range"
         gap = ours - high if ours > high else ours - low
         return f"{gap:+.3g} {'above' if gap > 0 else 'below'}"
-    if entry.get("value") is None:
+    paper = entry.get("value")
+    if not isinstance(paper, int | float) or isinstance(paper, bool):  # none, or a list of settings in words
         return ""
-    return f"{ours - entry['value']:+.3g}"
+    return f"{ours - paper:+.3g}"
 
 
 def compare_published(published: list[dict], context: Mapping) -> tuple[list[dict], list[dict]]:
@@ -163,12 +257,14 @@ def compare_published(published: list[dict], context: Mapping) -> tuple[list[dic
             paper = entry.get("status", "not available")
         if has_paper and entry.get("unit") in ("x", "%"):
             paper += " " + entry["unit"]
+        absent = ("not reproduced in this run" if entry.get("compare")
+                  else f"not measured by our runs{': ' + entry['status'] if entry.get('status') else ''}")
         for label, value in ours or [("", None)]:
             rows.append({
                 "key": entry["key"], "what": entry["what"] + (f" [{label}]" if label else ""),
                 "paper": paper, "paper_scale": entry.get("scale", ""), "unit": entry.get("unit", ""),
                 "source": entry["source"], "note": entry.get("note", ""),
-                "ours": "not reproduced in this run" if value is None else _fmt(value),
+                "ours": absent if value is None else _fmt(value),
                 "has_ours": value is not None, "difference": _difference(entry, value) if value is not None else "",
             })
     return rows, neither
@@ -187,12 +283,36 @@ def _strip_suffix(path) -> str:
     return str(path.with_suffix("")) if path.suffix in (".csv", ".html", ".md", ".tex") else str(path)
 
 
+def _recipe_text(recipe: Mapping | None) -> str:
+    """A run's effective optimisation recipe (``summary.json``'s ``recipe``) in one line."""
+    if not recipe:
+        return ""
+    parts = [f"lr {recipe['lr']:g}"]
+    if any(str(g.get("name", "")).startswith("module_") for g in recipe.get("groups", [])):
+        parts.append(f"modules {recipe['module_lr']:g}")
+    parts += [f"wd {recipe['weight_decay']:g}", f"warmup {recipe['warmup_steps']}", str(recipe["schedule"]),
+              f"label smoothing {recipe['label_smoothing']:g}"]
+    if recipe.get("grad_clip"):
+        parts.append(f"clip {recipe['grad_clip']:g}")
+    return ", ".join(parts)
+
+
+def _hn_meanings(provenance: Iterable[Mapping]) -> list[dict]:
+    """What "+HN" trained for each framework of the runs shown (the plug-in table's legend)."""
+    meanings = {}
+    for s in provenance:
+        if s.get("framework") and s.get("hn_plugin"):
+            meanings.setdefault(s["framework"], s["hn_plugin"])
+    return [{"framework": k, "meaning": v} for k, v in meanings.items()]
+
+
 def _provenance_rows(provenance: Iterable[Mapping]) -> list[dict]:
     rows = []
     for s in provenance:
         run = s.get("run_dir") or s.get("run") or "?"
         rows.append({
             "run": str(run).removeprefix("results/runs/"),
+            "recipe": _recipe_text(s.get("recipe")),
             "config_hash": str(s.get("config_hash", "")),
             "git_commit": str(s.get("git_commit", "")),
             "seed": s.get("seed", ""),
@@ -208,7 +328,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   provenance: list[Mapping], geometry: Mapping[str, Mapping] | None, scale: str, title: str,
                   published=DEFAULT_PUBLISHED, measured: Mapping[str, float] | None = None,
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
-                  template_dir=TEMPLATE_DIR) -> Path:
+                  template_dir=TEMPLATE_DIR, premise: Mapping | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``tables``: name -> table prefix (``prefix.html`` is embedded, ``prefix.csv`` feeds paper-vs-ours; a
@@ -216,7 +336,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     :func:`hnclip.analysis.claims.evaluate_claims`; ``provenance``: run summaries; ``geometry``: name ->
     :func:`hnclip.analysis.geometry.caption_geometry` result; ``published``: the paper's numbers (YAML);
     ``measured``: values the report compares directly (default: §2.4's gradient ratio, measured on the
-    loss); ``records``/``specs``: evaluation records and experiment specs for counts and run settings.
+    loss); ``records``/``specs``: evaluation records and experiment specs for counts and run settings;
+    ``premise``: the §2.4 / appendix C measurements (``{kind: premise}`` comparisons read them).
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -235,7 +356,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
 
         measured = {"gradient_ratio": measure_gradient_ratio()}
     context = {"tables": tables, "geometry": geometry or {}, "measured": measured, "records": records or [],
-               "provenance": provenance, "specs": specs or {}}
+               "provenance": provenance, "specs": specs or {}, "claims": claims, "premise": premise or {},
+               "scale": scale}
     comparisons, not_compared = compare_published(load_published(published), context) if published else ([], [])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -245,8 +367,10 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         raise FileNotFoundError(f"report template {Path(template_dir) / TEMPLATE} does not exist") from None
     html = template.render(
         title=title, scale=scale, scale_label=label, banner=BANNERS[scale], claims=claims,
+        verdict_counts={v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS},
+        verdict_class=VERDICT_CLASS,
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
-        provenance=_provenance_rows(provenance),
+        provenance=_provenance_rows(provenance), hn_meanings=_hn_meanings(provenance),
         geometry=[{"name": n, **g} for n, g in (geometry or {}).items()],
         fmt=_fmt,
     )
@@ -256,15 +380,42 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     return out_html
 
 
+def _epochs_table(specs: Mapping[str, Mapping]):
+    """The main runs' per-epoch retrieval, when every run logged it (``train.eval_every_epoch``)."""
+    from hnclip.analysis.tables import build_epochs_table, epoch_cells
+
+    spec = specs.get("main")
+    if not spec:
+        return None
+    cells = epoch_cells(spec)
+    if not cells or not all(Path(c["run_dir"], "epochs.csv").is_file() for c in cells):
+        return None
+    return build_epochs_table(spec)
+
+
+def _caption_words(specs: Mapping[str, Mapping], records: Iterable[Mapping]) -> dict[str, float]:
+    """Mean caption length (words) per benchmark label, from the evaluation records that carry it."""
+    words = {r["eval_benchmark"]: r["mean_caption_words"] for r in records if r.get("mean_caption_words")}
+    return {c["group"]: float(words[c["eval_benchmark"]]) for spec in specs.values() for c in spec["cells"]
+            if c["eval_benchmark"] in words and " -> " not in str(c["group"])}
+
+
+def _load_premise(premise) -> dict | None:
+    if premise is None or isinstance(premise, Mapping):
+        return dict(premise) if premise else None
+    return json.loads(Path(premise).read_text())
+
+
 def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[str, Mapping],
                              tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
-                             hn_row: str = "HN-CLIP") -> Path:
+                             hn_row: str = "HN-CLIP", premise=None) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
     Tables and figures are named by their file stem; claims are judged on tables rebuilt from the
-    specs' evaluation records (cheap, and independent of the table files' formatting) and on the
-    dynamics logs of the runs the specs show in row ``hn_row`` with gamma > 0.
+    specs' evaluation records (cheap, and independent of the table files' formatting), on the main runs'
+    per-epoch logs, and on the dynamics logs of the runs the specs show in row ``hn_row`` with gamma > 0.
+    ``premise``: the §2.4 / appendix C measurements, a dict or a JSON file (None: those claims say "no data").
     """
     from hnclip.analysis.claims import evaluate_claims
     from hnclip.analysis.records import load_dynamics, load_records, load_summary
@@ -290,7 +441,12 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
             label = str(run_dir).removeprefix("results/runs/")
             if label not in dynamics and Path(run_dir, "dynamics.csv").is_file():
                 dynamics[label] = load_dynamics(run_dir)
-    claims = evaluate_claims(built, scale, dynamics=dynamics, hn_row=hn_row)
+    epochs = _epochs_table(specs)
+    if epochs is not None:
+        built["epochs"] = epochs
+    premise = _load_premise(premise)
+    claims = evaluate_claims(built, scale, specs=specs, records=records, premise=premise,
+                             caption_words=_caption_words(specs, records), hn_row=hn_row, dynamics=dynamics)
     geometry_results = {}
     for path in geometry:
         geometry_results[Path(path).stem] = json.loads(Path(path).read_text())
@@ -306,4 +462,5 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         published=published,
         records=records,
         specs=specs,
+        premise=premise,
     )

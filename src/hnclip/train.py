@@ -27,7 +27,7 @@ import random
 import resource
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,21 +38,13 @@ from tqdm import tqdm
 from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
+from hnclip.losses import HNClipLoss
 from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
-from hnclip.training.checkpoint import (
-    CHECKPOINT_NAME,
-    capture_rng_state,
-    check_resumable,
-    load_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-)
+from hnclip.training.checkpoint import Resumable, RunCheckpoint, TrainState
 from hnclip.training.distributed import (
     DistributedContext,
     all_reduce_probe,
-    check_world_size,
-    global_contrastive_loss,
     join_process_group,
     rank_seed,
     sync_gradients,
@@ -60,7 +52,7 @@ from hnclip.training.distributed import (
 )
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe
 from hnclip.training.logs import CsvLog
-from hnclip.training.schedule import build_optimizer, build_scheduler
+from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
 
 __all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_set", "train", "train_model"]
 
@@ -68,18 +60,9 @@ log = logging.getLogger(__name__)
 
 EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 MAX_LOG_LOGIT_SCALE = math.log(100.0)  # CLIP's cap on the temperature multiplier
-
-
-@dataclass
-class TrainState:
-    """Where the run stands; saved in every checkpoint. ``epoch`` counts completed epochs."""
-
-    step: int = 0  # optimizer steps done
-    epoch: int = 0
-    batch_in_epoch: int = 0  # effective batches of the current epoch already done
-    samples_seen: int = 0
-    last_loss: float = math.nan
-    wall_time_s: float = 0.0  # summed over all sessions of the run
+# the dynamics' reference: plain InfoNCE on the global features (no margin, no smoothing), the quantity
+# whose saturation the paper diagnoses; over the global micro-batch under torchrun
+STANDARD_INFONCE = HNClipLoss(gamma=0.0)
 
 
 # --------------------------------------------------------------------------------------- setup helpers
@@ -176,23 +159,21 @@ def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standar
 
     The trained objective is the sum of ``framework.loss_terms`` (default framework: the global term,
     HN when gamma > 0, plus the token term), computed in float32 outside autocast. The standard value
-    is plain InfoNCE on the global features: the trained objective itself when the two coincide
-    (gamma = 0 and no other term), else computed alongside, with a graph only if asked for. Under
-    data parallelism both span the global micro-batch (every rank must call this: it gathers).
+    is plain InfoNCE on the global features (no margin, no label smoothing): the trained objective
+    itself when the two coincide (only a global term, gamma = 0, no smoothing), else computed
+    alongside, with a graph only if asked for. Under data parallelism both span the global
+    micro-batch (every rank must call this: it gathers).
     """
     framework = framework if framework is not None else Framework(cfg)
     terms = framework.loss_terms(out, batch, margin_features)
-    loss = terms["global"]
-    for name, term in terms.items():
-        if name != "global":
-            loss = loss + term
-    if cfg.gamma == 0 and len(terms) == 1:
+    loss = sum(terms.values())
+    if list(terms) == ["global"] and cfg.gamma == 0 and cfg.label_smoothing == 0:
         return loss, loss
     images, texts, scale = out["image_features"].float(), out["text_features"].float(), out["logit_scale"].float()
     if standard_with_grad:
-        return loss, global_contrastive_loss(images, texts, scale)
+        return loss, STANDARD_INFONCE.global_loss(images, texts, scale)
     with torch.no_grad():
-        return loss, global_contrastive_loss(images.detach(), texts.detach(), scale.detach())
+        return loss, STANDARD_INFONCE.global_loss(images.detach(), texts.detach(), scale.detach())
 
 
 def _clamp_logit_scale(model) -> None:
@@ -259,6 +240,41 @@ class _TrainStep(nn.Module):
         return loss, standard, out["logit_scale"].detach()
 
 
+@dataclass
+class _Session:
+    """One training session's run: settings, data, the live objects, where it stands and where it writes."""
+
+    cfg: TrainConfig
+    context: DistributedContext
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    data: TrainingSet
+    store: object
+    eval_data: tuple | None
+    out_dir: Path
+    fingerprint: str
+    steps_per_epoch: int
+    total_steps: int
+    parts: Resumable
+    checkpoint: RunCheckpoint
+    state: TrainState
+    started: float  # perf_counter at the session's start
+    base_wall_time: float = 0.0  # wall time of the run's earlier sessions
+
+    def __post_init__(self):
+        # what the optimizer trains, in a fixed order (gradient clipping, the dynamics probe)
+        self.params = [p for module in (self.parts.model, self.parts.framework) for p in module.parameters()
+                       if p.requires_grad]
+
+    def wall_time(self) -> float:
+        """Seconds of the run over all its sessions, up to now."""
+        return self.base_wall_time + time.perf_counter() - self.started
+
+    def save(self) -> None:
+        self.state.wall_time_s = self.wall_time()
+        self.checkpoint.save(self.state, self.parts, self.state.step >= self.total_steps, self.cfg.accum_steps)
+
+
 # ------------------------------------------------------------------------------------------- the loop
 def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data=None,
                 data_fingerprint: str | None = None, run_info: dict | None = None, products=None) -> dict:
@@ -267,8 +283,8 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     ``eval_data``: (manifest, ImageStore) evaluated after each epoch when ``cfg.eval_every_epoch``.
     ``data_fingerprint`` identifies the training data and initial model in checkpoints (default: the
     data alone). ``products`` maps the framework's preprocessing products (e.g. ``"segments"``) to
-    their files or folders. Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` (``model/`` holds
-    the framework's modules too) and keeps ``checkpoint_dir/last.pt`` for resuming.
+    their files or folders. Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` (``model/``
+    holds the framework's modules too) and keeps ``checkpoint_dir/last.pt`` as ``cfg.keep_checkpoint`` says.
 
     Under torchrun every process calls this with the same arguments (the folders on a filesystem
     they share); ``cfg.micro_batch`` is then the global micro-batch, only rank 0 writes (and
@@ -276,22 +292,26 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     """
     device, amp_dtype = resolve_runtime(cfg)
     context, device = join_process_group(device)
-    return _train_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
-                          eval_data, data_fingerprint, run_info, products)
+    session = _start_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
+                             eval_data, data_fingerprint, products)
+    _run_epochs(session)
+    return _finish_run(session, run_info)
 
 
-def _train_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
-                   data: TrainingSet, store, out_dir, checkpoint_dir, eval_data, data_fingerprint, run_info,
-                   products) -> dict:
-    from hnclip.evaluate import check_store_matches_model, evaluate_model
-    from hnclip.models import save_model
+def _start_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
+                   data: TrainingSet, store, out_dir, checkpoint_dir, eval_data, data_fingerprint,
+                   products) -> _Session:
+    """Everything up to the first step: the framework, its data, the optimizer, and a checkpoint resumed.
 
-    session_start = time.perf_counter()
-    is_main = context.is_main
-    out_dir, checkpoint_dir = Path(out_dir), Path(checkpoint_dir)
-    if is_main:
+    The order of what draws random numbers is fixed (new modules, adapters, then the RNG streams of a
+    resumed run), so that a resumed run continues bit for bit.
+    """
+    from hnclip.evaluate import check_store_matches_model
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    if context.is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint_path = checkpoint_dir / CHECKPOINT_NAME
     configure_determinism(device)
     seed_everything(cfg.seed)  # the same on every rank: new modules start identical
 
@@ -304,21 +324,49 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
     fingerprint = data_fingerprint or data.fingerprint()
-    config_dict, config_hash = cfg.to_dict(), cfg.config_hash()
     check_store_matches_model(store, model, getattr(store, "root", store))
-
-    if is_main:
-        for stale in checkpoint_dir.glob(CHECKPOINT_NAME + ".*.tmp"):  # left by a kill during a checkpoint write
-            stale.unlink(missing_ok=True)
-    checkpoint = None
-    if checkpoint_path.is_file():  # every rank reads it (weights, its own RNG stream)
-        checkpoint = load_checkpoint(checkpoint_path)
-        check_resumable(checkpoint_path, checkpoint, config_dict, config_hash, fingerprint)
-        check_world_size(checkpoint_path, checkpoint, context.world_size)
+    checkpoint = RunCheckpoint(checkpoint_dir, cfg.to_dict(), cfg.config_hash(), fingerprint, context,
+                               cfg.keep_checkpoint)
+    payload = checkpoint.read()  # every rank reads it (weights, its own RNG stream)
 
     model = model.to(device)
     # new modules draw their initial weights here, from the run's seed (resume overwrites them below)
     framework = build_framework(cfg, model).to(device)
+    _prepare_framework(framework, cfg, data, model, products)
+    margin_features = None
+    if cfg.margin == "frozen" and cfg.gamma > 0:
+        if payload is not None:
+            margin_features = payload["margin_features"].to(device)
+        else:  # from the initial weights, before any adapter or update
+            # every rank encodes every caption (no extra wall time); rank 0's copy makes G bit-identical
+            # across ranks even where kernels differ between devices
+            margin_features = context.broadcast_(encode_captions(model, data.tokens, device, amp_dtype))
+    model = framework.wrap_model(model).to(device)
+    model.train()
+    framework.train()
+    optimizer = build_optimizer(framework.param_groups(model), cfg)
+    logs = {"dynamics": CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS),
+            "epochs": CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS)}
+    parts = Resumable(model, framework, optimizer, build_scheduler(optimizer, cfg, total_steps), logs,
+                      margin_features)
+    if payload is None:
+        state = TrainState()
+        if context.is_main:
+            for csv_log in logs.values():
+                csv_log.start()
+        if context.is_distributed:  # a dropout stream per rank; identical streams would repeat masks
+            seed_everything(rank_seed(cfg.seed, context.rank))
+    else:
+        state = checkpoint.restore(payload, parts)  # last: nothing from here to the loop draws numbers
+        log.info("resuming %s at step %d/%d (epoch %d, batch %d)", checkpoint.path, state.step, total_steps,
+                 state.epoch + 1, state.batch_in_epoch)
+    return _Session(cfg, context, device, amp_dtype, data, store, eval_data if cfg.eval_every_epoch else None,
+                    out_dir, fingerprint, steps_per_epoch, total_steps, parts, checkpoint, state, started,
+                    base_wall_time=state.wall_time_s)
+
+
+def _prepare_framework(framework: Framework, cfg: TrainConfig, data: TrainingSet, model, products) -> None:
+    """Hand the framework its products and manifest columns (checked) and the tokenised captions."""
     products = {name: Path(path) for name, path in (products or {}).items()}
     missing = [name for name in framework.products if name not in products]
     if missing:
@@ -331,167 +379,133 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
                          f"the training manifest has {columns}")
     data.tokens = model.tokenize(data.captions)  # once: BPE on 248-token dense captions is slow in Python
     framework.prepare(data, products, model.tokenize)
-    margin_features = None
-    if cfg.margin == "frozen" and cfg.gamma > 0:
-        if checkpoint is not None:
-            margin_features = checkpoint["margin_features"].to(device)
-        else:  # from the initial weights, before any adapter or update
-            # every rank encodes every caption (no extra wall time); rank 0's copy makes G bit-identical
-            # across ranks even where kernels differ between devices
-            margin_features = context.broadcast_(encode_captions(model, data.tokens, device, amp_dtype))
-    model = framework.wrap_model(model).to(device)
-    model.train()
-    framework.train()
-    params = [p for p in model.parameters() if p.requires_grad] + \
-        [p for p in framework.parameters() if p.requires_grad]
-    optimizer = build_optimizer(framework.param_groups(model), cfg)
-    scheduler = build_scheduler(optimizer, cfg, total_steps)
-    state = TrainState()
-    if checkpoint is not None:
-        model.load_state_dict(checkpoint["model"])
-        framework.load_state_dict(checkpoint["framework"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        state = TrainState(**checkpoint["state"])
+
+
+def _run_epochs(session: _Session) -> None:
+    """The loop: optimizer steps until ``total_steps``, evaluation and a checkpoint at each epoch end."""
+    from hnclip.evaluate import evaluate_model
+
+    cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
     # after the weights are final: DDP's constructor broadcasts rank 0's parameters
-    runner = wrap_data_parallel(_TrainStep(model, framework, cfg, device, amp_dtype), context)
-    dynamics_log = CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS)
-    epochs_log = CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS)
-    if checkpoint is None:
-        if is_main:
-            dynamics_log.start()
-            epochs_log.start()
-        if context.is_distributed:  # a dropout stream per rank; identical streams would repeat masks
-            seed_everything(rank_seed(cfg.seed, context.rank))
-    else:
-        if is_main:
-            dynamics_log.start(checkpoint["logs"]["dynamics"])
-            epochs_log.start(checkpoint["logs"]["epochs"])
-        rng = checkpoint["rng_by_rank"][context.rank] if context.is_distributed else checkpoint["rng"]
-        restore_rng_state(rng)  # last: nothing between here and the loop may draw numbers
-        log.info("resuming %s at step %d/%d (epoch %d, batch %d)", checkpoint_path, state.step, total_steps,
-                 state.epoch + 1, state.batch_in_epoch)
-        del checkpoint
-    evaluate_each_epoch = eval_data is not None and cfg.eval_every_epoch
-
-    def write_checkpoint() -> None:
-        # every rank's RNG stream goes in (a collective); rank 0 writes, the others wait for the file
-        rng_states = context.all_gather_object(capture_rng_state())
-        state.wall_time_s = base_wall_time + time.perf_counter() - session_start
-        if is_main:
-            save_checkpoint(checkpoint_path, {
-                "config": config_dict, "config_hash": config_hash, "data_fingerprint": fingerprint,
-                "state": asdict(state), "world_size": context.world_size,
-                "data_position": {"epoch": state.epoch, "micro_batch": state.batch_in_epoch * cfg.accum_steps,
-                                  "samples_seen": state.samples_seen},
-                "model": model.state_dict(), "framework": framework.state_dict(),
-                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "rng": rng_states[0], **({"rng_by_rank": rng_states} if context.is_distributed else {}),
-                "margin_features": None if margin_features is None else margin_features.cpu(),
-                "logs": {"dynamics": dynamics_log.read_text(), "epochs": epochs_log.read_text()},
-            })
-        context.barrier()
-
-    base_wall_time, session_samples = state.wall_time_s, 0
+    runner = wrap_data_parallel(_TrainStep(parts.model, parts.framework, cfg, session.device, session.amp_dtype),
+                                context)
+    session_samples = 0
     loop_start = time.perf_counter()
     # DataLoader draws a base seed from a generator each time it is iterated; a private one keeps the
     # global RNG (dropout) independent of where a resumed run re-creates its loader
     loader_generator = torch.Generator()
-    bar = tqdm(total=total_steps, initial=state.step, desc="train", unit="step", dynamic_ncols=True,
-               disable=not is_main)
-    while state.step < total_steps:
-        order = epoch_order(len(data), cfg.seed, state.epoch)  # the same on every rank
+    bar = tqdm(total=session.total_steps, initial=state.step, desc="train", unit="step", dynamic_ncols=True,
+               disable=not context.is_main)
+    while state.step < session.total_steps:
+        order = epoch_order(len(session.data), cfg.seed, state.epoch)  # the same on every rank
         micro_batches = [order[i * cfg.micro_batch:(i + 1) * cfg.micro_batch]
-                         for i in range(state.batch_in_epoch * cfg.accum_steps, steps_per_epoch * cfg.accum_steps)]
+                         for i in range(state.batch_in_epoch * cfg.accum_steps,
+                                        session.steps_per_epoch * cfg.accum_steps)]
         global_rows = iter(micro_batches)
         batches = iter(torch.utils.data.DataLoader(
-            MicroBatchImages(store, data.store_rows, model.image_mean, model.image_std),
+            MicroBatchImages(session.store, session.data.store_rows, parts.model.image_mean, parts.model.image_std),
             sampler=[context.shard(rows) for rows in micro_batches],
-            batch_size=None, num_workers=cfg.num_workers, pin_memory=device.type == "cuda",
+            batch_size=None, num_workers=cfg.num_workers, pin_memory=session.device.type == "cuda",
             generator=loader_generator))
-        while state.batch_in_epoch < steps_per_epoch and state.step < total_steps:
-            step_number = state.step + 1
-            probe = GradientProbe(params) if cfg.dynamics_every and state.step % cfg.dynamics_every == 0 else None
-            lr = optimizer.param_groups[0]["lr"]
-            losses, standard_losses = [], []
-            for micro_index in range(cfg.accum_steps):
-                pixels, positions = next(batches)
-                rows = next(global_rows)
-                pixels = pixels.to(device, non_blocking=True)
-                tokens = data.tokens[positions].to(device, non_blocking=True)
-                batch = Batch(pixels, tokens, positions, progress=state.step / total_steps,
-                              extras=framework.batch_extras(positions, device))
-                margin = None if margin_features is None else margin_features[positions.to(device)]
-                with sync_gradients(runner, micro_index == cfg.accum_steps - 1):
-                    loss, standard, logit_scale = runner(batch, margin, probe is not None)
-                    # a sync per micro-batch, so a NaN is pinned to its micro-batch; the mean over ranks,
-                    # so that every rank sees the same value and stops together
-                    value, standard_value = context.mean([float(loss.detach()), float(standard.detach())])
-                    if not math.isfinite(value):
-                        kept = f"the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.is_file() \
-                            else f"no checkpoint was written yet in {checkpoint_dir}"
-                        raise FloatingPointError(
-                            f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
-                            f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {rows.tolist()}); {kept}")
-                    if probe is not None:
-                        probe.add(standard, loss, 1.0 / cfg.accum_steps)
-                    # divided so that the accumulated .grad is that of the mean micro-batch loss
-                    (loss / cfg.accum_steps).backward()
-                losses.append(value)
-                standard_losses.append(standard_value)
-            logit_scale = float(logit_scale)
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
-            _clamp_logit_scale(model)
-
-            state.step = step_number
-            state.batch_in_epoch += 1
-            state.samples_seen += cfg.effective_batch
-            state.last_loss = sum(losses) / len(losses)
+        while state.batch_in_epoch < session.steps_per_epoch and state.step < session.total_steps:
+            _optimizer_step(session, runner, batches, global_rows)
             session_samples += cfg.effective_batch
-            row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": logit_scale,
-                   "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses)}
-            if probe is not None:
-                all_reduce_probe(probe, context)
-                row.update(probe.summary())
-                del probe
-            if is_main:
-                dynamics_log.append(row)
             rate = session_samples / max(1e-9, time.perf_counter() - loop_start)
             bar.update(1)
             bar.set_postfix(loss=f"{state.last_loss:.4f}", samples_s=f"{rate:.1f}")
-            if state.step % cfg.checkpoint_every == 0 and state.batch_in_epoch < steps_per_epoch:
-                write_checkpoint()
-        if state.batch_in_epoch == steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
+            if state.step % cfg.checkpoint_every == 0 and state.batch_in_epoch < session.steps_per_epoch:
+                session.save()
+        if state.batch_in_epoch == session.steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
             state.epoch += 1
             state.batch_in_epoch = 0
-            if evaluate_each_epoch and is_main:  # the other ranks wait in write_checkpoint
-                metrics = evaluate_model(model, eval_data[0], eval_data[1], device=device, framework=framework)
-                epochs_log.append({"epoch": state.epoch, "step": state.step, **metrics})
+            if session.eval_data is not None and context.is_main:  # the other ranks wait in save()
+                metrics = evaluate_model(parts.model, session.eval_data[0], session.eval_data[1],
+                                         device=session.device, framework=parts.framework)
+                parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics})
                 log.info("epoch %d: %s", state.epoch, metrics)
-            write_checkpoint()
+            session.save()
     bar.close()
-    if state.batch_in_epoch:  # a max_steps stop mid-epoch: epoch ends already wrote theirs
-        write_checkpoint()
+    if session.checkpoint.saved_step != state.step:  # a max_steps stop mid-epoch: epoch ends wrote theirs
+        session.save()
 
+
+def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) -> None:
+    """``accum_steps`` micro-batches, then clip, AdamW, schedule, logit-scale clamp and the dynamics row."""
+    cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
+    step_number = state.step + 1
+    params = session.params
+    probe = GradientProbe(params) if cfg.dynamics_every and state.step % cfg.dynamics_every == 0 else None
+    lr = parts.optimizer.param_groups[0]["lr"]
+    micro_per_epoch = session.steps_per_epoch * cfg.accum_steps
+    losses, standard_losses = [], []
+    for micro_index in range(cfg.accum_steps):
+        pixels, positions = next(batches)
+        rows = next(global_rows)
+        pixels = pixels.to(session.device, non_blocking=True)
+        tokens = session.data.tokens[positions].to(session.device, non_blocking=True)
+        batch = Batch(pixels, tokens, positions, epoch=state.epoch,
+                      epoch_progress=(state.batch_in_epoch * cfg.accum_steps + micro_index) / micro_per_epoch,
+                      extras=parts.framework.batch_extras(positions, session.device))
+        margin = None if parts.margin_features is None else parts.margin_features[positions.to(session.device)]
+        with sync_gradients(runner, micro_index == cfg.accum_steps - 1):
+            loss, standard, logit_scale = runner(batch, margin, probe is not None)
+            # a sync per micro-batch, so a NaN is pinned to its micro-batch; the mean over ranks,
+            # so that every rank sees the same value and stops together
+            value, standard_value = context.mean([float(loss.detach()), float(standard.detach())])
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
+                    f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {rows.tolist()}); "
+                    f"{session.checkpoint.describe()}")
+            if probe is not None:
+                probe.add(standard, loss, 1.0 / cfg.accum_steps)
+            # divided so that the accumulated .grad is that of the mean micro-batch loss
+            (loss / cfg.accum_steps).backward()
+        losses.append(value)
+        standard_losses.append(standard_value)
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+    parts.optimizer.step()
+    parts.optimizer.zero_grad(set_to_none=True)
+    parts.scheduler.step()
+    _clamp_logit_scale(parts.model)
+
+    state.step = step_number
+    state.batch_in_epoch += 1
+    state.samples_seen += cfg.effective_batch
+    state.last_loss = sum(losses) / len(losses)
+    row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": float(logit_scale),
+           "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses)}
+    if probe is not None:
+        all_reduce_probe(probe, context)
+        row.update(probe.summary())
+    if context.is_main:
+        parts.logs["dynamics"].append(row)
+
+
+def _finish_run(session: _Session, run_info: dict | None) -> dict:
+    """Rank 0 exports the model and writes the summary; every rank returns it."""
+    from hnclip.models import save_model
+
+    cfg, state, parts, device = session.cfg, session.state, session.parts, session.device
     summary = None
-    if is_main:
-        wall_time_s = base_wall_time + time.perf_counter() - session_start
-        model_dir = save_model(framework.export_model(model), out_dir / "model")
-        save_framework(framework, model_dir)
+    if session.context.is_main:
+        wall_time_s = session.wall_time()
+        model_dir = save_model(parts.framework.export_model(parts.model), session.out_dir / "model")
+        save_framework(parts.framework, model_dir)
         summary = {
-            "config": config_dict,
-            "config_hash": config_hash,
+            "config": cfg.to_dict(),
+            "config_hash": cfg.config_hash(),
+            "framework": cfg.framework,
+            "hn_plugin": parts.framework.hn_meaning,
+            "recipe": describe_recipe(cfg, parts.optimizer, session.total_steps),
             "seed": cfg.seed,
             "steps": state.step,
             "epochs": state.epoch,
-            "steps_per_epoch": steps_per_epoch,
+            "steps_per_epoch": session.steps_per_epoch,
             "samples_seen": state.samples_seen,
-            "n_train": len(data),
-            "world_size": context.world_size,
+            "n_train": len(session.data),
+            "world_size": session.context.world_size,
             "wall_time_s": wall_time_s,
             "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
             "peak_memory_mb": _peak_memory_mb(device),
@@ -501,12 +515,13 @@ def _train_session(context: DistributedContext, device: torch.device, amp_dtype,
             "torch_version": torch.__version__,
             "checkpoint_sha256": _sha256(Path(model_dir) / "model.safetensors"),
             "git_commit": _git_commit(),
-            "data_fingerprint": fingerprint,
+            "data_fingerprint": session.fingerprint,
             **({"run": run_info} if run_info else {}),
         }
-        write_json_atomic(out_dir / "summary.json", summary, sort_keys=True)
+        write_json_atomic(session.out_dir / "summary.json", summary, sort_keys=True)
+        session.checkpoint.finish()
     # the other ranks wait here until rank 0 has written the model and the summary
-    return context.broadcast_object(summary)
+    return session.context.broadcast_object(summary)
 
 
 def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,

@@ -1,8 +1,14 @@
-"""One training run's settings: a flat dataclass, parsed from the workflow's ``key=value`` overrides.
+"""One training run's settings: the loop's own fields plus its framework's settings dataclass.
 
 Every field carries a default and help text (peft's config style); ``__post_init__`` rejects bad values
-naming the field, so a typo in the workflow config fails before any model is loaded. The hash of the
-whole dict names the run's settings in checkpoints: resuming under different settings is refused.
+naming the field, so a typo in the workflow config fails before any model is loaded. What a framework
+adds (FineLIP's margin, LoRA's rank, ...) lives in that framework's settings
+(:mod:`hnclip.frameworks.settings`), held in ``framework_settings``; a run carries its own framework's
+settings only. The hash of :meth:`to_dict` names the run's settings in checkpoints: resuming under
+different settings is refused.
+
+Each default is declared once, here or in the framework settings; the workflow schema's defaults are
+tested against them (``tests/test_train_config.py``).
 """
 
 from __future__ import annotations
@@ -10,26 +16,28 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import types
-import typing
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from hnclip.frameworks.registry import FRAMEWORK_NAMES
+from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_value
+from hnclip.frameworks.registry import FRAMEWORK_NAMES, FRAMEWORK_SECTIONS
+from hnclip.frameworks.settings import SETTINGS_CLASSES, FrameworkSettings
 
-__all__ = ["FRAMEWORKS", "TrainConfig"]
+__all__ = ["FRAMEWORKS", "NOT_HASHED", "RECIPE_KEYS", "TrainConfig", "override_items"]
 
 FRAMEWORKS = FRAMEWORK_NAMES  # the registry in hnclip.frameworks.registry
-FINELIP_HINGES = ("sum", "max")
 MARGINS = ("recompute", "frozen")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def _help(text: str) -> dict:
-    return {"help": text}
+SCHEDULES = ("cosine", "constant")
+KEEP_CHECKPOINT = ("full", "weights", "none")
+# Settings that do not change what a run trains: left out of the config hash, so changing them on a
+# finished run does not retrain it.
+NOT_HASHED = ("keep_checkpoint",)
+# The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):
+# each baseline's published recipe, inside the shared budget (epochs, micro-batch, accumulation).
+RECIPE_KEYS = ("lr", "module_lr", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio", "label_smoothing",
+               "grad_clip", "beta1", "beta2", "eps")
 
 
 @dataclass
@@ -37,139 +45,100 @@ class TrainConfig:
     """Settings of one fine-tuning run.
 
     Args:
-        framework: a name in :mod:`hnclip.frameworks.registry`. ``longclip`` fine-tunes every weight
-            with global InfoNCE on the long captions; ``lora``/``dora`` train low-rank adapters and merge
-            them at the end; ``finelip`` adds token aggregators and a cross-modal hinge loss; ``goal``
-            and ``structxlip`` add segment-sentence (and edge) alignment from cached preprocessing.
-        gamma: HN margin strength; 0 is plain InfoNCE.
-        token_weight: weight of the FILIP token-level loss. The dataclass default 0.0 leaves the branch
-            off (and skips computing token features); full HN-CLIP uses 0.5, which the workflow config sets.
+        framework: a name in :mod:`hnclip.frameworks.registry` (what each trains: the README's framework
+            table and each module's docstring).
+        gamma: HN margin strength; 0 is the framework's own objective.
+        token_weight: weight of the FILIP token-level loss; 0 leaves the branch off (and skips computing
+            token features); full HN-CLIP uses 0.5, which the workflow config sets.
         margin: ``recompute`` builds G from the current batch's text features; ``frozen`` from the initial
             model's, computed once for the whole training set.
         micro_batch, accum_steps: the effective batch is their product (paper: 16 x 8 = 128); the
             contrastive loss sees only the micro-batch's negatives.
-        lr, adapter_lr: peak learning rate for full fine-tuning, resp. for LoRA/DoRA (all trainable
-            parameters of an adapter run use ``adapter_lr``).
-        warmup_steps, min_lr_ratio: linear warmup over optimizer steps, then cosine decay to
-            ``min_lr_ratio * lr``.
+        lr, module_lr: peak learning rates of the model's trainable parameters (every weight; for LoRA and
+            DoRA the adapters) and of a framework's new modules (FineLIP's aggregators), which start
+            from random weights and so get their own rate.
+        weight_decay: AdamW's decoupled decay on matrices (never on biases, norms, embeddings, the logit scale).
+        warmup_steps, schedule, min_lr_ratio: linear warmup over optimizer steps, then ``cosine`` decay to
+            ``min_lr_ratio * lr`` or a ``constant`` rate.
+        label_smoothing: label smoothing of the global image-text term's cross-entropies (Long-CLIP: 0.1).
+            It belongs to the framework's global term, so the "+HN" variant keeps it: HN adds gamma * G
+            to the same smoothed InfoNCE. 0 is the exact CLIP loss.
         grad_clip: max global gradient norm; 0 disables clipping.
         precision: ``auto`` is bf16 autocast on CUDA and fp32 on CPU.
-        dynamics_every: optimizer steps 1, 1 + k, 1 + 2k, ... log boosted vs standard gradient norms
+        dynamics_every: optimizer steps 1, 1 + k, 1 + 2k, ... log standard vs trained gradient norms
             (costs up to two extra backward passes per micro-batch of those steps); 0 disables.
         checkpoint_every: optimizer steps between resumable checkpoints (also written at each epoch end).
+        keep_checkpoint: what stays of the resumable checkpoint once the run has finished: ``full``
+            (resumable, ~3x the weights: AdamW keeps two moments per weight), ``weights`` (weights, logs
+            and state without the optimizer: enough to rebuild the run's outputs without a training
+            step), ``none`` (deleted; a rerun trains again). Not part of the config hash.
         max_steps: stop after this many optimizer steps (0: run all epochs); the LR schedule spans the
             shorter of the two.
-        module_lr: peak learning rate of a framework's new modules (FineLIP's aggregators...): they
-            start from random weights, so they get a higher rate than the pretrained encoders.
-        longclip_short_weight, short_caption_column, longclip_pca_components: Long-CLIP's own recipe
-            adds a short-caption term matching PCA-reduced image features (top ``k`` components of the
-            batch) with short-caption features; weight 0 (the default, and the paper's "Long-CLIP FT"
-            baseline: global InfoNCE on long captions) leaves it off and needs no short captions.
-        finelip_slots, finelip_weight, finelip_margin, finelip_hinge, finelip_score_weight: FineLIP's
-            K aggregated tokens per side (0: FineLIP's 20 % of the patch count), weight and margin of its cross-modal hinge loss (``sum`` over
-            violating negatives or only the hardest, ``max``), and the evaluation score
-            ``(1 - w) * global cosine + w * cross similarity``.
+        framework_settings: the framework's settings dataclass (or a dict of its fields); default: its
+            defaults.
     """
 
-    framework: str = field(default="longclip", metadata=_help(" | ".join(FRAMEWORK_NAMES)))
-    gamma: float = field(default=0.0, metadata=_help("HN margin strength (>= 0; 0 = InfoNCE)"))
-    token_weight: float = field(default=0.0, metadata=_help(
-        "weight of the FILIP token loss (>= 0); full HN-CLIP uses 0.5, set by the workflow config"))
-    margin: str = field(default="recompute", metadata=_help("recompute | frozen: source of G's text features"))
-    epochs: int = field(default=1, metadata=_help("passes over the training set (>= 1)"))
-    micro_batch: int = field(default=16, metadata=_help(
-        "samples per contrastive loss; under torchrun the global micro-batch, split evenly over processes "
-        "(token and framework terms see each process's share)"))
-    accum_steps: int = field(default=8, metadata=_help("micro-batches per optimizer step"))
-    lr: float = field(default=1e-5, metadata=_help("peak learning rate, full fine-tuning"))
-    adapter_lr: float = field(default=1e-4, metadata=_help("peak learning rate, LoRA/DoRA"))
-    weight_decay: float = field(default=0.1, metadata=_help("AdamW decoupled weight decay on matrices"))
-    warmup_steps: int = field(default=0, metadata=_help("linear warmup length in optimizer steps (>= 0)"))
-    min_lr_ratio: float = field(default=0.0, metadata=_help("cosine floor as a fraction of the peak lr"))
-    grad_clip: float = field(default=1.0, metadata=_help("max global grad norm; 0 disables"))
-    beta1: float = field(default=0.9, metadata=_help("AdamW beta1"))
-    beta2: float = field(default=0.98, metadata=_help("AdamW beta2 (CLIP's 0.98)"))
-    eps: float = field(default=1e-6, metadata=_help("AdamW epsilon (CLIP's 1e-6)"))
-    seed: int = field(default=0, metadata=_help("seeds weights of new modules, data order and dropout"))
-    precision: str = field(default="auto", metadata=_help("auto | fp32 | bf16 (auto: bf16 on CUDA)"))
-    device: str = field(default="auto", metadata=_help("auto | cpu | cuda"))
-    dynamics_every: int = field(default=10, metadata=_help(
-        "log gradient dynamics on steps 1, 1+k, 1+2k, ... (extra backward passes); 0 disables"))
-    checkpoint_every: int = field(default=100, metadata=_help("optimizer steps between checkpoints (>= 1)"))
-    eval_every_epoch: bool = field(default=True, metadata=_help("evaluate on the eval split after each epoch"))
-    caption_column: str = field(default="caption", metadata=_help("manifest column holding the captions"))
-    lora_r: int = field(default=16, metadata=_help("LoRA/DoRA rank"))
-    lora_alpha: int = field(default=32, metadata=_help("LoRA/DoRA scaling numerator (scale = alpha / r)"))
-    lora_dropout: float = field(default=0.05, metadata=_help("dropout on the adapter input, in [0, 1)"))
-    max_steps: int = field(default=0, metadata=_help("cap on optimizer steps; 0 = no cap"))
-    num_workers: int = field(default=0, metadata=_help("DataLoader worker processes for image reading"))
-    module_lr: float = field(default=1e-4, metadata=_help(
-        "peak learning rate of a framework's new modules (FineLIP aggregators, ...)"))
-    longclip_short_weight: float = field(default=0.0, metadata=_help(
-        "weight of Long-CLIP's short-caption PCA term (>= 0); 0 = off, plain long-caption fine-tuning"))
-    short_caption_column: str = field(default="short_caption", metadata=_help(
-        "manifest column of the short captions (read only when longclip_short_weight > 0)"))
-    longclip_pca_components: int = field(default=32, metadata=_help(
-        "principal components of the batch's image features kept for the short-caption term (Long-CLIP: 32)"))
-    finelip_slots: int = field(default=0, metadata=_help(
-        "FineLIP: aggregated tokens K per image and per caption; 0 = FineLIP's int(0.2 * image patches)"))
-    finelip_weight: float = field(default=1.0, metadata=_help("FineLIP: weight of the cross-modal hinge loss"))
-    finelip_margin: float = field(default=0.2, metadata=_help("FineLIP: margin of the VSE hinge loss"))
-    finelip_hinge: str = field(default="sum", metadata=_help(
-        "FineLIP: sum | max: hinge summed over negatives or on the hardest negative only (VSE++)"))
-    finelip_score_weight: float = field(default=0.2, metadata=_help(
-        "FineLIP: evaluation score = (1 - w) * global cosine + w * cross similarity, w in [0, 1]"))
-    # GOAL and StructXLIP term settings; frameworks/goal.py and structxlip.py read them through their
-    # Settings dataclasses, which validate them (tests/test_train_config.py checks the defaults agree)
-    goal_segment_weight: float = field(default=0.5, metadata=_help("GOAL: weight of the segment-sentence CLIP term"))
-    goal_patch_weight: float = field(default=1.0, metadata=_help("GOAL: weight of the patch-token alignment term"))
-    goal_text_weight: float = field(default=1.0, metadata=_help("GOAL: weight of the text-token alignment term"))
-    structxlip_structure_weight: float = field(default=0.5, metadata=_help(
-        "StructXLIP: weight of the edge-caption contrastive term"))
-    structxlip_consistency_weight: float = field(default=0.05, metadata=_help(
-        "StructXLIP: weight of the RGB-edge consistency term"))
-    structxlip_local_weight: float = field(default=0.1, metadata=_help(
-        "StructXLIP: weight of the local chunk-to-edge-crop InfoNCE"))
-    structxlip_top_k: int = field(default=3, metadata=_help("StructXLIP: edge crops per image in the local term"))
-    structxlip_chunk_tau: float = field(default=0.07, metadata=_help("StructXLIP: temperature of the local term"))
-    structxlip_chunk_window: int = field(default=3, metadata=_help("StructXLIP: words per caption chunk"))
-    structxlip_chunk_stride: int = field(default=1, metadata=_help("StructXLIP: stride between caption chunks"))
-    structxlip_max_chunks: int = field(default=64, metadata=_help("StructXLIP: chunks per caption at most"))
-    structxlip_max_log_logit_scale: float = field(default=3.5, metadata=_help(
-        "StructXLIP: clamp of the log logit scale"))
-    structxlip_lexicon: str = field(default="colour,material,texture", metadata=_help(
-        "StructXLIP: word categories removed from captions for the structure term"))
-    structxlip_anneal_start: float = field(default=0.1, metadata=_help(
-        "StructXLIP: training fraction where the cosine annealing of term weights starts"))
-    structxlip_anneal_end: float = field(default=0.8, metadata=_help(
-        "StructXLIP: training fraction where it ends"))
+    framework: str = help_field("longclip", " | ".join(FRAMEWORK_NAMES))
+    gamma: float = help_field(0.0, "HN margin strength (>= 0; 0 = the framework's own objective)")
+    token_weight: float = help_field(0.0, "weight of the FILIP token loss (>= 0); full HN-CLIP uses 0.5, set by "
+                                          "the workflow config")
+    margin: str = help_field("recompute", "recompute | frozen: source of G's text features")
+    epochs: int = help_field(10, "passes over the training set (>= 1)")
+    micro_batch: int = help_field(16, "samples per contrastive loss; under torchrun the global micro-batch, "
+                                      "split evenly over processes (token and framework terms see each "
+                                      "process's share)")
+    accum_steps: int = help_field(8, "micro-batches per optimizer step")
+    lr: float = help_field(1e-5, "peak learning rate of the model's trainable parameters (LoRA/DoRA: adapters)")
+    module_lr: float = help_field(1e-4, "peak learning rate of a framework's new modules (FineLIP's aggregators)")
+    weight_decay: float = help_field(0.1, "AdamW decoupled weight decay on matrices")
+    warmup_steps: int = help_field(200, "linear warmup length in optimizer steps (>= 0)")
+    schedule: str = help_field("cosine", "cosine | constant: the learning rate after warmup")
+    min_lr_ratio: float = help_field(0.0, "cosine floor as a fraction of the peak lr")
+    label_smoothing: float = help_field(0.0, "label smoothing of the global term's cross-entropies, in [0, 1)")
+    grad_clip: float = help_field(1.0, "max global grad norm; 0 disables")
+    beta1: float = help_field(0.9, "AdamW beta1")
+    beta2: float = help_field(0.98, "AdamW beta2 (CLIP's 0.98)")
+    eps: float = help_field(1e-6, "AdamW epsilon (CLIP's 1e-6)")
+    seed: int = help_field(0, "seeds weights of new modules, data order and dropout")
+    precision: str = help_field("auto", "auto | fp32 | bf16 (auto: bf16 on CUDA)")
+    device: str = help_field("auto", "auto | cpu | cuda")
+    dynamics_every: int = help_field(10, "log gradient dynamics on steps 1, 1+k, 1+2k, ... (extra backward "
+                                         "passes); 0 disables")
+    checkpoint_every: int = help_field(500, "optimizer steps between checkpoints (>= 1)")
+    keep_checkpoint: str = help_field("weights", "full | weights | none: what stays of the resumable checkpoint "
+                                                 "after the run (not hashed)")
+    eval_every_epoch: bool = help_field(True, "evaluate on the eval split after each epoch")
+    caption_column: str = help_field("caption", "manifest column holding the captions")
+    max_steps: int = help_field(0, "cap on optimizer steps; 0 = no cap")
+    num_workers: int = help_field(0, "DataLoader worker processes for image reading")
+    framework_settings: FrameworkSettings | None = help_field(
+        None, "the framework's settings (hnclip.frameworks.settings); --set <section>.<key>=value")
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):  # coerce ints given for float fields (e.g. gamma=1 in YAML)
-            value = getattr(self, f.name)
-            if _field_type(f) is float and isinstance(value, int) and not isinstance(value, bool):
-                setattr(self, f.name, float(value))
+        coerce_numbers(self)
         self._check_choice("framework", FRAMEWORKS)
+        settings_class = self.settings_class(self.framework)
+        if self.framework_settings is None or isinstance(self.framework_settings, Mapping):
+            self.framework_settings = settings_class.from_dict(self.framework_settings)
+        elif type(self.framework_settings) is not settings_class:
+            raise ValueError(f"TrainConfig.framework_settings: framework {self.framework!r} takes "
+                             f"{settings_class.__name__}, got {type(self.framework_settings).__name__}")
         self._check_choice("margin", MARGINS)
         self._check_choice("precision", PRECISIONS)
         self._check_choice("device", DEVICES)
-        self._check_choice("finelip_hinge", FINELIP_HINGES)
-        for name in ("gamma", "token_weight", "lr", "adapter_lr", "weight_decay", "grad_clip", "eps",
-                     "lora_alpha", "module_lr", "longclip_short_weight", "finelip_weight", "finelip_margin"):
+        self._check_choice("schedule", SCHEDULES)
+        self._check_choice("keep_checkpoint", KEEP_CHECKPOINT)
+        for name in ("gamma", "token_weight", "lr", "module_lr", "weight_decay", "grad_clip", "eps"):
             self._check(name, getattr(self, name) >= 0, "must be >= 0")
-        for name in ("epochs", "micro_batch", "accum_steps", "checkpoint_every", "lora_r",
-                     "longclip_pca_components"):
+        for name in ("epochs", "micro_batch", "accum_steps", "checkpoint_every"):
             self._check(name, getattr(self, name) >= 1, "must be >= 1")
-        for name in ("warmup_steps", "dynamics_every", "max_steps", "num_workers", "finelip_slots"):
+        for name in ("warmup_steps", "dynamics_every", "max_steps", "num_workers"):
             self._check(name, getattr(self, name) >= 0, "must be >= 0")
         self._check("micro_batch", self.micro_batch >= 2, "must be >= 2 (a contrastive batch needs negatives)")
         self._check("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]")
-        for name in ("beta1", "beta2", "lora_dropout"):
+        for name in ("beta1", "beta2", "label_smoothing"):
             self._check(name, 0 <= getattr(self, name) < 1, "must be in [0, 1)")
         self._check("caption_column", bool(self.caption_column), "must be a column name")
-        self._check("finelip_score_weight", 0 <= self.finelip_score_weight <= 1, "must be in [0, 1]")
-        if self.longclip_short_weight > 0:
-            self._check("short_caption_column", bool(self.short_caption_column), "must be a column name")
         if self.precision == "bf16" and self.device == "cpu":
             raise ValueError("precision='bf16' needs device 'cuda' or 'auto': bf16 autocast is only used on CUDA")
 
@@ -180,77 +149,94 @@ class TrainConfig:
     def _check_choice(self, name: str, choices: tuple[str, ...]) -> None:
         self._check(name, getattr(self, name) in choices, f"is not one of {', '.join(choices)}")
 
+    @staticmethod
+    def settings_class(framework: str) -> type[FrameworkSettings]:
+        return SETTINGS_CLASSES[FRAMEWORK_SECTIONS[framework]]
+
+    @property
+    def section(self) -> str:
+        """The key of this framework's settings: ``--set <section>.<field>``, ``train.<section>`` in YAML."""
+        return FRAMEWORK_SECTIONS[self.framework]
+
     @property
     def effective_batch(self) -> int:
         return self.micro_batch * self.accum_steps
 
     @classmethod
-    def from_overrides(cls, overrides: dict[str, object] | None = None) -> TrainConfig:
-        """Build from ``{"gamma": "0.5", ...}`` (the CLI's ``key=value`` pairs), converting to field types.
+    def from_overrides(cls, overrides: Mapping[str, object] | None = None) -> TrainConfig:
+        """Build from ``{"gamma": "0.5", "finelip.margin": "0.3", ...}`` (the CLI's ``key=value`` pairs).
 
-        Values that already have the field's type are taken as they are, so a parsed YAML dict works too.
+        Values are converted to the field types; values that already have them pass as they are, so a
+        parsed YAML dict, or :meth:`to_dict`'s output (its section as a nested dict), works too. A
+        setting of another framework than ``framework`` is refused (it would silently do nothing).
         """
         overrides = dict(overrides or {})
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - set(fields))
+        types_ = {name: kind for name, kind in field_types(cls).items() if name != "framework_settings"}
+        framework = str(overrides.pop("framework", cls.framework))
+        if framework not in FRAMEWORKS:
+            raise ValueError(f"TrainConfig.framework={framework!r} is not one of {', '.join(FRAMEWORKS)}")
+        section = FRAMEWORK_SECTIONS[framework]
+        settings: dict[str, object] = {}
+        kwargs: dict[str, object] = {}
+        unknown = []
+        for key, value in overrides.items():
+            head, dot, tail = key.partition(".")
+            if key in types_:
+                kwargs[key] = parse_value(f"TrainConfig.{key}", types_[key], value)
+            elif head in SETTINGS_CLASSES and head != section:
+                raise ValueError(f"TrainConfig: {key!r} is a setting of the {head!r} section, but framework "
+                                 f"{framework!r} reads section {section!r}")
+            elif head == section and dot:
+                settings[tail] = value
+            elif key == section and isinstance(value, Mapping):
+                settings.update(value)
+            else:
+                unknown.append(key)
         if unknown:
-            raise ValueError(f"unknown TrainConfig key(s) {unknown}; known keys: {', '.join(fields)}")
-        kwargs = {name: _parse(name, _field_type(fields[name]), value) for name, value in overrides.items()}
-        return cls(**kwargs)
+            raise ValueError(f"unknown TrainConfig key(s) {sorted(unknown)}; known keys: {', '.join(types_)}, "
+                             f"and {section}.<key> for framework {framework!r}: "
+                             f"{', '.join(SETTINGS_CLASSES[section].help())}")
+        return cls(framework=framework, framework_settings=SETTINGS_CLASSES[section].from_dict(settings), **kwargs)
 
     @classmethod
     def help(cls) -> dict[str, str]:
-        """Field name -> help text (for ``hnclip train --help``)."""
-        return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+        """Field name -> help text (for ``hnclip train --help``), framework sections as ``section.key``."""
+        texts = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name != "framework_settings"}
+        for settings_class in SETTINGS_CLASSES.values():
+            texts.update(settings_class.help())
+        return texts
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every setting; the framework's settings as a nested dict under their section name."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "framework_settings"}
+        values[self.section] = self.framework_settings.to_dict()
+        return values
 
     def config_hash(self) -> str:
-        """sha256 of the sorted dict as JSON; floats print with repr, so 1e-05 and 0.00001 hash alike."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """sha256 of the sorted dict as JSON without :data:`NOT_HASHED`; floats print with repr, so 1e-05
+        and 0.00001 hash alike."""
+        values = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        text = json.dumps(values, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-_HINTS: dict[str, type] = {}
+def override_items(settings: Mapping[str, object]) -> list[str]:
+    """``key=value`` items for ``hnclip train --set`` from a workflow ``train`` dict of nested sections.
+
+    Only the section of ``settings["framework"]`` (default: TrainConfig's) is passed on: another
+    framework's settings cannot change this run, and leaving them out keeps them out of its config hash.
+    """
+    framework = str(settings.get("framework", TrainConfig.framework))
+    section = FRAMEWORK_SECTIONS.get(framework)
+    items = []
+    for key, value in settings.items():
+        if isinstance(value, Mapping):
+            if key == section:
+                items += [f"{key}.{k}={_text(v)}" for k, v in value.items()]
+        elif value is not None:
+            items.append(f"{key}={_text(value)}")
+    return items
 
 
-def _field_type(f: dataclasses.Field) -> type:
-    # annotations are strings under `from __future__ import annotations`; resolve them once
-    if not _HINTS:
-        _HINTS.update(typing.get_type_hints(TrainConfig))
-    hint = _HINTS[f.name]
-    if isinstance(hint, types.UnionType):  # not used today; keeps a later `int | None` field parseable
-        hint = next(a for a in hint.__args__ if a is not type(None))
-    return hint
-
-
-def _parse(name: str, kind: type, value: object):
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        raise ValueError(f"TrainConfig.{name}: cannot read {value!r} as a boolean (true/false/1/0/yes/no)")
-    if kind in (int, float):
-        if isinstance(value, bool):
-            raise ValueError(f"TrainConfig.{name}: expected a number, got the boolean {value!r}")
-        if isinstance(value, kind) or (kind is float and isinstance(value, int)):
-            return kind(value)
-        try:
-            text = str(value).strip()
-            if kind is int:
-                try:
-                    return int(text)
-                except ValueError:
-                    number = float(text)  # accepts "1e3"; refuses "2.5" rather than truncating it
-                    if not number.is_integer():
-                        raise
-                    return int(number)
-            return float(text)
-        except ValueError:
-            raise ValueError(f"TrainConfig.{name}: cannot read {value!r} as {kind.__name__}") from None
-    return str(value)
+def _text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

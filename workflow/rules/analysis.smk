@@ -1,9 +1,24 @@
-# One rule per table and per figure of the paper; each reads the evaluations its experiment needs.
+# One rule per table and per figure of the paper. Each reads its experiment's spec file (written by the
+# spec rule from the effective config) and the evaluations, summaries or logs of the runs it names.
+
+
+rule spec:
+    output:
+        spec="results/specs/{experiment}.json",
+    log:
+        "results/logs/specs/{experiment}.log",
+    localrule: True
+    params:
+        # The spec's digest: a config change that changes the spec (a file, a layered --configfile or a
+        # --config override) changes this param, and Snakemake's params trigger rewrites the file.
+        digest=lambda w: plan.spec_digest(config, w.experiment),
+    run:
+        plan.write_spec(config, wildcards.experiment, output.spec, log=log[0])
 
 
 rule table:
     input:
-        get_experiment_inputs,
+        unpack(get_experiment_inputs),
     output:
         report(
             "results/tables/{experiment}.html",
@@ -20,17 +35,16 @@ rule table:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=get_experiment_spec,
-        prefix="results/tables/{experiment}",
+        prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
-        "hnclip table --spec {params.spec:q} --out-prefix {params.prefix} 2> {log}"
+        "python -m hnclip table --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
 
 
 rule table_epochs:
     input:
-        [f"{d}/epochs.csv" for d in spec_runs("main")]
-        if "main" in config["experiments"]
-        else [],
+        spec=spec_path("main"),
+        epochs=[f"{d}/epochs.csv" for d in spec_runs("main")],
+        summaries=run_summaries("main"),
     output:
         report(
             "results/tables/epochs.html",
@@ -45,13 +59,9 @@ rule table_epochs:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=(
-            json.dumps(plan.experiment_spec(config, "main"))
-            if "main" in config["experiments"]
-            else "{}"
-        ),
+        prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
-        "hnclip table-epochs --spec {params.spec:q} --out-prefix results/tables/epochs 2> {log}"
+        "python -m hnclip table-epochs --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
 
 
 rule table_cost:
@@ -73,9 +83,10 @@ rule table_cost:
         "../../envs/report.yaml"
     params:
         scale=config["scale"],
+        prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
-        "hnclip table-cost --summaries {input.summaries} --benchmarks {input.benchmarks} "
-        "--scale {params.scale} --out-prefix results/tables/cost 2> {log}"
+        "python -m hnclip table-cost --summaries {input.summaries} --benchmarks {input.benchmarks} "
+        "--scale {params.scale} --out-prefix {params.prefix} 2> {log}"
 
 
 rule geometry:
@@ -94,19 +105,23 @@ rule geometry:
         "results/logs/geometry/{benchmark}.log",
     conda:
         "../../envs/train.yaml"
+    resources:
+        **get_resources("evaluate"),
     params:
         batch_size=lookup(dpath="geometry/batch_size", within=config),
         n_batches=lookup(dpath="geometry/n_batches", within=config),
         seed=config["seeds"][0],
     shell:
-        "hnclip geometry --model {input.model} --manifest {input.manifest} --benchmark {wildcards.benchmark} "
-        "--batch-size {params.batch_size} --n-batches {params.n_batches} --seed {params.seed} "
+        "python -m hnclip geometry --model {input.model} --manifest {input.manifest} "
+        "--benchmark {wildcards.benchmark} --batch-size {params.batch_size} "
+        "--n-batches {params.n_batches} --seed {params.seed} "
         "--out-json {output.json} --out-figure {output.figure} 2> {log}"
 
 
 rule figure_dynamics:
     input:
-        [f"{d}/dynamics.csv" for d in spec_runs("fractions")],
+        spec=spec_path("fractions"),
+        dynamics=[f"{d}/dynamics.csv" for d in spec_runs("fractions")],
     output:
         report(
             "results/figures/dynamics.png",
@@ -120,14 +135,14 @@ rule figure_dynamics:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=json.dumps(plan.experiment_spec(config, "fractions")),
+        prefix=lambda w, output: output[0].removesuffix(".png"),
     shell:
-        "hnclip figure dynamics --spec {params.spec:q} --out-prefix results/figures/dynamics 2> {log}"
+        "python -m hnclip figure dynamics --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
 
 
 rule figure_from_evaluations:
     input:
-        get_experiment_inputs,
+        unpack(get_experiment_inputs),
     output:
         report(
             "results/figures/{experiment}.png",
@@ -143,15 +158,16 @@ rule figure_from_evaluations:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=get_experiment_spec,
+        prefix=lambda w, output: output[0].removesuffix(".png"),
     shell:
-        "hnclip figure {wildcards.experiment} --spec {params.spec:q} "
-        "--out-prefix results/figures/{wildcards.experiment} 2> {log}"
+        "python -m hnclip figure {wildcards.experiment} --spec {input.spec} "
+        "--out-prefix {params.prefix} 2> {log}"
 
 
 rule figure_epochs:
     input:
-        rules.table_epochs.input,
+        spec=spec_path("main"),
+        epochs=rules.table_epochs.input.epochs,
     output:
         report(
             "results/figures/epochs.png",
@@ -165,13 +181,14 @@ rule figure_epochs:
     conda:
         "../../envs/report.yaml"
     params:
-        spec=rules.table_epochs.params.spec,
+        prefix=lambda w, output: output[0].removesuffix(".png"),
     shell:
-        "hnclip figure epochs --spec {params.spec:q} --out-prefix results/figures/epochs 2> {log}"
+        "python -m hnclip figure epochs --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
 
 
 rule gallery:
     input:
+        spec=spec_path("main"),
         evals=eval_paths("main"),
         runs=[f"{d}/model" for d in spec_runs("main")],
         data=[
@@ -190,8 +207,11 @@ rule gallery:
         "results/logs/figures/gallery.log",
     conda:
         "../../envs/train.yaml"
+    resources:
+        **get_resources("evaluate"),
     params:
-        spec=json.dumps(plan.experiment_spec(config, "main")),
         n=lookup(dpath="report/gallery_captions", within=config),
+        prefix=lambda w, output: output[0].removesuffix(".png"),
     shell:
-        "hnclip gallery --spec {params.spec:q} --captions {params.n} --out-prefix results/figures/gallery 2> {log}"
+        "python -m hnclip gallery --spec {input.spec} --captions {params.n} "
+        "--out-prefix {params.prefix} 2> {log}"

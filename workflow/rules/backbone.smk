@@ -16,7 +16,7 @@ if config["backbone"]["source"] == "pretrain":
             context_length=lookup(dpath="pretrain/context_length", within=config),
             seed=config["seeds"][0],
         shell:
-            "hnclip init-model --name {params.name} --context-length {params.context_length} "
+            "python -m hnclip init-model --name {params.name} --context-length {params.context_length} "
             "--seed {params.seed} --out {output} 2> {log}"
 
     rule pretrain_backbone:
@@ -38,16 +38,18 @@ if config["backbone"]["source"] == "pretrain":
             **get_resources("train"),
         params:
             overrides=" ".join(
-                f"--set {k}={v}"
-                for k, v in {
-                    **config["pretrain"]["train"],
-                    "caption_column": config["pretrain"]["caption_column"],
-                    "seed": config["seeds"][0],
-                }.items()
+                f"--set {item}"
+                for item in override_items(
+                    {
+                        **config["pretrain"]["train"],
+                        "caption_column": config["pretrain"]["caption_column"],
+                        "seed": config["seeds"][0],
+                    }
+                )
             ),
             out_dir=lambda w, output: Path(output.summary).parent,
         shell:
-            "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
+            "python -m hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
             "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone "
             "--threads {threads} {params.overrides} 2> {log}"
 
@@ -64,7 +66,7 @@ if config["backbone"]["source"] == "pretrain":
             keep=lookup(dpath="backbone/frozen_positions", within=config),
             context_length=lookup(dpath="backbone/context_length", within=config),
         shell:
-            "hnclip stretch --model {input} --keep {params.keep} "
+            "python -m hnclip stretch --model {input} --keep {params.keep} "
             "--context-length {params.context_length} --out {output} 2> {log}"
 
 else:
@@ -80,5 +82,5 @@ else:
             source=lookup(dpath="backbone/source", within=config),
             checkpoint=lookup(dpath="backbone/checkpoint", within=config),
         shell:
-            "hnclip convert-checkpoint --format {params.source} --source {params.checkpoint} "
+            "python -m hnclip convert-checkpoint --format {params.source} --source {params.checkpoint} "
             "--out {output} 2> {log}"

@@ -5,32 +5,54 @@ import json
 import sys
 from pathlib import Path
 
-from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import validate
+from snakemake.logging import logger
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-
-# Jobs call `hnclip`, installed beside the Python running Snakemake (.venv/bin): find it there even when
-# the venv is not activated. Not with --use-conda/--sdm conda, where each rule's own environment must win.
-if "conda" not in {
+# The workflow's own src/ is the code every job runs (`python -m hnclip` with src/ on PYTHONPATH),
+# so neither .venv nor a rule's conda environment needs the project installed (envs/ hold dependencies
+# only). Without --use-conda, `python` is the one running Snakemake (.venv/bin), found even when the venv
+# is not activated; with it, each rule's own environment must come first on PATH, so PATH is left alone.
+SRC = Path(workflow.basedir) / "src"
+sys.path.insert(0, str(SRC))
+_use_conda = "conda" in {
     str(m).lower() for m in workflow.deployment_settings.deployment_method
-}:
-    shell.prefix(f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
-from hnclip import plan  # noqa: E402
+}
+# (Snakemake formats the prefix like a shell command: the shell's own braces are doubled.)
+shell.prefix(
+    f'set -euo pipefail; export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
+    + ("" if _use_conda else f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
+)
+from hnclip import plan, protocols  # noqa: E402
+from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
 from hnclip.frameworks.registry import FRAMEWORK_PRODUCTS  # noqa: E402
+from hnclip.train_config import override_items  # noqa: E402
 
 if workflow.config_settings.configfiles:
     # A --configfile is a complete configuration (config/paper.yaml, a test's micro config): it replaces
     # the embedded default instead of being merged into it, which would leave the synthetic benchmarks
-    # and toy experiments in the paper grid. --config key=value overrides still apply on top.
+    # and toy experiments in the paper grid. Several --configfile layer in order (a later file's keys
+    # win, mappings merge, lists are replaced); --config key=value overrides apply on top.
     config.clear()
     config.update(copy.deepcopy(workflow.config_settings.overwrite_config))
 
-validate(config, schema="../schemas/config.schema.yaml")
-plan.check_config(config)
+try:
+    validate_config(
+        config,
+        Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
+        overrides=workflow.config_settings.config,
+    )
+    plan.check_config(config)
+except ConfigError as error:
+    # raised afresh here, so Snakemake prints the message and this line, not a traceback into src/
+    raise ConfigError(str(error)) from None
 
 RUNS = plan.all_runs(config)
 EVALUATIONS = plan.all_evaluations(config)
+# the backbone before fine-tuning: the first row of the main and transfer tables
+ZEROSHOT_EVALUATIONS = [
+    plan.zeroshot_eval_path(b) for b in plan.zeroshot_eval_benchmarks(config)
+]
+# the protocol table's cells: the main models under every published test-split variant (protocols.smk)
+PROTOCOL_SPEC = protocols.protocol_spec(config)
 BENCHMARKS = list(config["benchmarks"])
 
 
@@ -39,7 +61,8 @@ wildcard_constraints:
     train_set="|".join(BENCHMARKS),
     eval_benchmark="|".join(BENCHMARKS),
     method="|".join(config["methods"]),
-    experiment="|".join(config["experiments"]),
+    # no experiment configured: a pattern that matches nothing, so no spec or table rule can apply
+    experiment="|".join(config["experiments"]) or "(?!)",
     split="train|test",
     gamma=r"[0-9]+(\.[0-9]+)?",
     fraction=r"[0-9]+(\.[0-9]+)?(e-[0-9]+)?",
@@ -47,23 +70,42 @@ wildcard_constraints:
 
 
 def get_final_output():
-    """The report, which gathers every table, figure and geometry result."""
-    return ["results/report.html"]
+    """The report, and every evaluation (runs', the zero-shot backbone's, each protocol variant's) and run
+    summary, so a deleted one is rebuilt (the report alone would not ask for them again while the tables
+    built from them exist)."""
+    return [
+        "results/report.html",
+        *(e.path for e in EVALUATIONS),
+        *ZEROSHOT_EVALUATIONS,
+        *protocol_eval_paths(),
+        *get_summaries(),
+    ]
 
 
 def is_active(experiment):
     return experiment in config["experiments"]
 
 
+def spec_path(experiment):
+    return f"results/specs/{experiment}.json"
+
+
 def get_report_inputs():
-    """Everything the report shows; an experiment absent from the config drops its table and figure."""
-    tables = [f"results/tables/{e}.csv" for e in config["experiments"]] + [
-        "results/tables/cost.csv"
-    ]
+    """Everything the report shows; an experiment absent from the config drops its spec, table and
+    figures, and a config without runs drops the cost table."""
+    tables = [f"results/tables/{e}.csv" for e in config["experiments"]]
+    if RUNS:
+        tables.append("results/tables/cost.csv")
     figures = []
     if is_active("main"):
-        tables.append("results/tables/epochs.csv")
-        figures += ["results/figures/epochs.png", "results/figures/gallery.png"]
+        tables += ["results/tables/epochs.csv", "results/tables/convergence.csv"]
+        figures += [
+            "results/figures/epochs.png",
+            "results/figures/convergence.png",
+            "results/figures/gallery.png",
+        ]
+    if is_active("main") or is_active("transfer"):
+        tables.append("results/tables/protocols.csv")
     if is_active("fractions"):
         figures += ["results/figures/dynamics.png", "results/figures/fractions.png"]
     if is_active("gamma_sweep"):
@@ -71,6 +113,7 @@ def get_report_inputs():
     geometry = [f"results/geometry/{b}.json" for b in BENCHMARKS]
     figures += [f"results/figures/geometry_{b}.png" for b in BENCHMARKS]
     return {
+        "specs": [spec_path(e) for e in config["experiments"]],
         "tables": tables,
         "figures": figures,
         "geometry": geometry,
@@ -125,33 +168,62 @@ def get_products(wildcards):
 
 
 def get_train_launcher():
-    """Several GPUs per training job (resources.train.gpu > 1): one process per GPU through torchrun;
-    the configured micro-batch is then the global one, split evenly over the processes.
+    """How a training job starts `hnclip`: several GPUs per job (resources.train.gpu > 1) get one process
+    per GPU through torchrun; the configured micro-batch is then the global one, split evenly.
     """
     gpus = int(config["resources"]["train"].get("gpu", 0) or 0)
     if gpus <= 1:
-        return ""
-    return f"torchrun --standalone --nproc-per-node {gpus} --no-python "
+        return "python -m hnclip"
+    return f"torchrun --standalone --nproc-per-node {gpus} -m hnclip"
 
 
 def get_resources(kind):
     return config["resources"][kind]
 
 
-def eval_paths(experiment):
-    """Evaluation JSONs one experiment's table reads (empty when the experiment is not configured)."""
-    if experiment not in config["experiments"]:
+def experiment_cells(experiment):
+    """The cells of an experiment's spec (none when the experiment is not configured)."""
+    if not is_active(experiment):
         return []
-    spec = plan.experiment_spec(config, experiment)
-    return sorted({c["eval_path"] for c in spec["cells"]})
+    return plan.experiment_spec(config, experiment)["cells"]
+
+
+def eval_paths(experiment):
+    """Evaluation JSONs one experiment's table reads."""
+    return sorted({c["eval_path"] for c in experiment_cells(experiment)})
+
+
+def spec_runs(experiment):
+    """Run folders of an experiment's cells (figures that read per-run logs); the zero-shot row has none."""
+    return sorted(
+        {c["run_dir"] for c in experiment_cells(experiment) if not plan.is_zeroshot(c)}
+    )
+
+
+def run_summaries(experiment):
+    """summary.json of each run behind an experiment's cells: a table row carries their config hashes."""
+    return [f"{d}/summary.json" for d in spec_runs(experiment)]
 
 
 def get_experiment_inputs(wildcards):
-    return eval_paths(wildcards.experiment)
+    return {
+        "spec": spec_path(wildcards.experiment),
+        "evals": eval_paths(wildcards.experiment),
+        "summaries": run_summaries(wildcards.experiment),
+    }
 
 
-def get_experiment_spec(wildcards):
-    return json.dumps(plan.experiment_spec(config, wildcards.experiment))
+def protocol_eval_paths():
+    """Evaluation JSONs the protocol table reads: the paper's split's (shared with main and transfer) and
+    each test-split variant's (results/protocols/...)."""
+    return sorted({c["eval_path"] for c in PROTOCOL_SPEC["cells"]})
+
+
+def protocol_run_summaries():
+    """summary.json of each run the protocol table scores (its lines carry their config hashes)."""
+    return sorted(
+        {f"{c['run_dir']}/summary.json" for c in PROTOCOL_SPEC["cells"] if c["run_dir"]}
+    )
 
 
 def get_summaries(runs=None):
@@ -164,13 +236,18 @@ def get_benchmark_files():
     return [f"results/benchmarks/train/{r.path}.tsv" for r in RUNS]
 
 
-def spec_runs(experiment):
-    """Run folders of an experiment's cells (figures that read per-run logs)."""
-    if experiment not in config["experiments"]:
-        return []
-    spec = plan.experiment_spec(config, experiment)
-    return sorted({c["run_dir"] for c in spec["cells"]})
-
-
 def geometry_split(benchmark):
     return "train" if "train" in config["benchmarks"][benchmark]["splits"] else "test"
+
+
+def warn_on_local_gpu_cap(resources, local):
+    """profiles/default caps GPU jobs at one at a time for a one-GPU machine; a cluster executor given
+    with --profile still loads it (the workflow profile wins), which would run a grid one job at a time.
+    """
+    cap = resources.get("gpu")  # a snakemake Resource (value None when unset)
+    if not local and getattr(cap, "value", cap) == 1:
+        logger.warning(
+            "hnclip: GPU jobs are capped at one at a time (resources: gpu: 1, from profiles/default) on a "
+            "cluster executor; pass the cluster profile as --workflow-profile profiles/slurm instead of "
+            "--profile, which replaces profiles/default."
+        )

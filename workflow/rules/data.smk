@@ -14,7 +14,7 @@ rule fetch_benchmark:
         adapter=lambda w: config["benchmarks"][w.benchmark]["adapter"],
         settings=lambda w: json.dumps(config["benchmarks"][w.benchmark]),
     shell:
-        "hnclip fetch --benchmark {wildcards.benchmark} --adapter {params.adapter} "
+        "python -m hnclip fetch --benchmark {wildcards.benchmark} --adapter {params.adapter} "
         "--root {params.root} --settings {params.settings:q} --out {output} 2> {log}"
 
 
@@ -35,7 +35,7 @@ rule prepare:
     params:
         image_size=lookup(dpath="backbone/image_size", within=config),
     shell:
-        "hnclip prepare --source {input} --split {wildcards.split} --image-size {params.image_size} "
+        "python -m hnclip prepare --source {input} --split {wildcards.split} --image-size {params.image_size} "
         "--manifest {output.manifest} --images {output.images} 2> {log}"
 
 
@@ -49,7 +49,7 @@ rule subset:
     conda:
         "../../envs/data.yaml"
     shell:
-        "hnclip subset --manifest {input} --fraction {wildcards.fraction} --seed {wildcards.seed} "
+        "python -m hnclip subset --manifest {input} --fraction {wildcards.fraction} --seed {wildcards.seed} "
         "--out {output} 2> {log}"
 
 
@@ -80,7 +80,7 @@ rule segments:
         max_area=lookup(dpath="preprocess/max_area_ratio", within=config),
         max_pairs=lookup(dpath="preprocess/max_pairs", within=config),
     shell:
-        "hnclip segments --manifest {input.manifest} --source {input.source} --model {input.model} "
+        "python -m hnclip segments --manifest {input.manifest} --source {input.source} --model {input.model} "
         "--segmenter {params.segmenter} {params.sam} --min-area-ratio {params.min_area} "
         "--max-area-ratio {params.max_area} --max-pairs {params.max_pairs} --threads {threads} "
         "--out {output} 2> {log}"
@@ -99,4 +99,4 @@ rule edges:
     conda:
         "../../envs/train.yaml"
     shell:
-        "hnclip edges --images {input.images} --segments {input.segments} --out {output} 2> {log}"
+        "python -m hnclip edges --images {input.images} --segments {input.segments} --out {output} 2> {log}"

@@ -1,4 +1,5 @@
-# Retrieval of one finished run on one benchmark's test split (in-domain or transfer).
+# Retrieval of one finished run (or of the backbone before fine-tuning: the zero-shot row) on one
+# benchmark's test split (in-domain or transfer).
 
 
 rule evaluate:
@@ -21,6 +22,31 @@ rule evaluate:
         run=lambda w: json.dumps(run_of(w).info()),
         batch_size=lookup(dpath="evaluate/batch_size", within=config),
     shell:
-        "hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
+        "python -m hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
+        "--eval-benchmark {wildcards.eval_benchmark} --run-info {params.run:q} "
+        "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"
+
+
+rule evaluate_zeroshot:
+    input:
+        model="results/backbone/model",
+        manifest="results/data/{eval_benchmark}/test.csv",
+        images="results/data/{eval_benchmark}/test_images",
+    output:
+        "results/evals/zeroshot/{eval_benchmark}.json",
+    log:
+        "results/logs/evaluate/zeroshot/{eval_benchmark}.log",
+    benchmark:
+        "results/benchmarks/evaluate/zeroshot/{eval_benchmark}.tsv"
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    resources:
+        **get_resources("evaluate"),
+    params:
+        run=json.dumps(plan.zeroshot_run(config)),
+        batch_size=lookup(dpath="evaluate/batch_size", within=config),
+    shell:
+        "python -m hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
         "--eval-benchmark {wildcards.eval_benchmark} --run-info {params.run:q} "
         "--batch-size {params.batch_size} --threads {threads} --out {output} 2> {log}"

@@ -14,10 +14,7 @@ rule report:
     params:
         title=lookup(dpath="report/title", within=config),
         scale=config["scale"],
-        specs=json.dumps(
-            {e: plan.experiment_spec(config, e) for e in config["experiments"]}
-        ),
     shell:
-        "hnclip report --title {params.title:q} --scale {params.scale} --specs {params.specs:q} "
+        "python -m hnclip report --title {params.title:q} --scale {params.scale} --specs {input.specs} "
         "--tables {input.tables} --figures {input.figures} --geometry {input.geometry} "
         "--summaries {input.summaries} --out {output} 2> {log}"

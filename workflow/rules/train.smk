@@ -42,7 +42,7 @@ rule train:
         out_dir=lambda w, output: Path(output.summary).parent,
         checkpoint_dir="results/checkpoints/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}",
     shell:
-        "{params.launcher}hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
+        "{params.launcher} train --init {input.model} --manifest {input.manifest} --images {input.images} "
         "{params.subset} {params.epoch_eval} --out {params.out_dir} "
         "--checkpoint-dir {params.checkpoint_dir} --threads {threads} {params.products} "
         "{params.overrides} 2> {log}"

@@ -17,24 +17,25 @@ def rows(schema: dict) -> list[str]:
     defs = schema.get("definitions", {})
     out = []
 
-    def walk(node, path):
+    def walk(node, path, required):
         if "$ref" in node:
             node = defs[node["$ref"].split("/")[-1]]
         if path:
             kind = node.get("type", "")
             kind = "/".join(kind) if isinstance(kind, list) else kind
-            default = json.dumps(node["default"]) if "default" in node else "required"
+            # no default: the key must be given where its parent requires it, else it may be left out
+            default = json.dumps(node["default"]) if "default" in node else ("required" if required else "optional")
             text = " ".join(node.get("description", "").split()).replace("|", "\\|")
             out.append(f"| `{path}` | {kind} | {default} | {text} |")
         for key, child in node.get("properties", {}).items():
-            walk(child, f"{path}.{key}" if path else key)
+            walk(child, f"{path}.{key}" if path else key, key in node.get("required", []))
         if isinstance(node.get("additionalProperties"), dict):
-            walk(node["additionalProperties"], f"{path}.<name>")
+            walk(node["additionalProperties"], f"{path}.<name>", True)
         items = node.get("items")
         if isinstance(items, dict) and items.get("properties"):
-            walk(items, f"{path}[]")
+            walk(items, f"{path}[]", True)
 
-    walk(schema, "")
+    walk(schema, "", True)
     return out
 
 

@@ -26,9 +26,11 @@ from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_t
 __all__ = [
     "DYNAMICS_QUANTITIES",
     "plot_caption_geometry",
+    "plot_convergence",
     "plot_dynamics",
     "plot_epoch_recall",
     "plot_epochs",
+    "plot_error_vs_infonce",
     "plot_fractions",
     "plot_gamma_sweep",
     "plot_gradient_dynamics",
@@ -306,3 +308,66 @@ def dynamics_panels(spec) -> dict[tuple[float, str], pd.DataFrame]:
 
 def plot_dynamics(spec, out_prefix) -> list[Path]:
     return plot_gradient_dynamics(dynamics_panels(spec), out_prefix)
+
+
+# ------------------------------------------------------------------------ error beside InfoNCE per epoch
+def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str = "HN-CLIP") -> list[Path]:
+    """Retrieval error (100 - R@1) per epoch and direction beside the epoch's mean standard InfoNCE.
+
+    ``table`` is a convergence table (:func:`hnclip.analysis.tables.build_convergence_table`): one row of
+    panels per benchmark; left, error per epoch (solid I→T, dashed T→I) per method; right, each run's
+    standard InfoNCE averaged over the epoch's steps (log scale: it falls by decades when it saturates).
+    The paper's §2.4 reads these side by side: error keeps falling after InfoNCE has flattened.
+    """
+    benchmarks = list(dict.fromkeys(table.index.get_level_values("benchmark")))
+    methods = list(dict.fromkeys(table.index.get_level_values("method")))
+    if not benchmarks:
+        raise ValueError("error-vs-InfoNCE figure: the convergence table has no rows")
+    fig, axes = plt.subplots(len(benchmarks), 2, squeeze=False, layout="constrained",
+                             figsize=(9, 3.1 * len(benchmarks) + 0.6))
+    for i, bench in enumerate(benchmarks):
+        ax_err, ax_loss = axes[i]
+        for j, method in enumerate(methods):
+            mask = ((table.index.get_level_values("benchmark") == bench)
+                    & (table.index.get_level_values("method") == method))
+            sub = table[mask]
+            if sub.empty:
+                continue
+            epochs = sub.index.get_level_values("epoch").to_numpy(float)
+            width = 2.2 if method == highlight else 1.0
+            for d, style in zip(DIRECTION_LABELS, ("-", "--"), strict=True):
+                ax_err.plot(epochs, sub[(d, "error", "mean")].to_numpy(float), linestyle=style, color=f"C{j}",
+                            linewidth=width, label=f"{method} {d.replace('->', '→')}", **_style(len(epochs)))
+            loss = sub[("both", "InfoNCE", "mean")].to_numpy(float)
+            keep = np.isfinite(loss) & (loss > 0)
+            if keep.any():
+                ax_loss.plot(epochs[keep], loss[keep], color=f"C{j}", linewidth=width, label=str(method),
+                             **_style(len(epochs)))
+        ax_err.set_title(f"{bench}: retrieval error (100 − R@1)", fontsize=9)
+        ax_err.set_ylabel("error (%)", fontsize=8)
+        ax_loss.set_title(f"{bench}: standard InfoNCE, epoch mean", fontsize=9)
+        ax_loss.set_ylabel("InfoNCE (log)", fontsize=8)
+        if ax_loss.lines:
+            ax_loss.set_yscale("log")
+            # plain numbers: an InfoNCE that has not saturated spans less than a decade (1e-4 when it has)
+            ax_loss.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+            ax_loss.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+        for ax in (ax_err, ax_loss):
+            ax.set_xlabel("epoch", fontsize=8)
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+            ax.tick_params(which="both", labelsize=7)
+            ax.grid(alpha=0.3)
+        if i == 0:
+            ax_err.legend(fontsize=6, ncol=2)
+            if ax_loss.lines:
+                ax_loss.legend(fontsize=6)
+    scale = table.attrs.get("scale")
+    fig.suptitle("Retrieval error beside standard InfoNCE" + (f" ({scale}-scale run)" if scale else ""),
+                 fontsize=10)
+    return save_figure(fig, out_prefix)
+
+
+def plot_convergence(spec, out_prefix) -> list[Path]:
+    from hnclip.analysis.tables import build_convergence_table
+
+    return plot_error_vs_infonce(build_convergence_table(spec), out_prefix)

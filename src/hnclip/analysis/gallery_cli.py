@@ -27,7 +27,8 @@ def choose_runs(spec: dict, hn_row: str = "HN-CLIP") -> tuple[str, dict, dict]:
     spec = load_spec(spec)
     table = build_table(spec, load_records(spec))
     group = spec["cells"][0]["group"]
-    cells = {c["row"]: c for c in spec["cells"] if c["group"] == group}
+    # the zero-shot backbone is a reference row, not a fine-tuned baseline (and has no run folder)
+    cells = {c["row"]: c for c in spec["cells"] if c["group"] == group and not c.get("zeroshot")}
     if hn_row not in cells:
         raise ValueError(f"gallery: main spec has no row {hn_row!r} on {group!r}; rows: {sorted(cells)}")
     hn_rows = {c["row"] for c in spec["cells"] if float(c["run"]["gamma"]) > 0}

@@ -28,11 +28,14 @@ __all__ = [
     "load_dynamics",
     "load_epochs",
     "load_eval",
+    "load_protocol_spec",
     "load_records",
+    "load_run_summaries",
     "load_spec",
     "load_summary",
     "record_key",
     "run_name",
+    "summary_config_hash",
 ]
 
 RUN_FIELDS = ("train_set", "method", "gamma", "fraction", "seed")
@@ -132,6 +135,25 @@ def load_spec(spec) -> dict:
     return spec
 
 
+PROTOCOL_CELL_KEYS = ("row", "benchmark", "eval_benchmark", "split", "run", "eval_path")
+
+
+def load_protocol_spec(spec) -> dict:
+    """The protocol table's spec (:func:`hnclip.protocols.protocol_spec`) from a dict or its JSON file
+    (``results/specs/protocols.json``), checked for the fields the table reads."""
+    if isinstance(spec, str | Path):
+        spec = _read_json(Path(spec), "protocol spec")
+    if spec.get("experiment") != "protocols" or not spec.get("cells"):
+        raise ValueError("protocols table: expected a spec from hnclip.protocols.protocol_spec with cells")
+    if spec.get("scale") not in SCALES:
+        raise ValueError(f"protocol spec: scale is {spec.get('scale')!r}; known: {SCALES}")
+    for i, cell in enumerate(spec["cells"]):
+        missing = [k for k in PROTOCOL_CELL_KEYS if k not in cell]
+        if missing:
+            raise ValueError(f"protocol spec: cells[{i}] lacks {missing}")
+    return spec
+
+
 def load_records(spec) -> list[dict]:
     """Every evaluation record a spec's cells point to that exists; absent ones surface in build_table."""
     spec = load_spec(spec)
@@ -169,6 +191,25 @@ def load_summary(run_dir) -> dict:
         raise ValueError(f"run summary {path}: no key(s) {missing}")
     summary.setdefault("run_dir", str(path.parent))
     return summary
+
+
+def summary_config_hash(summary: Mapping) -> str:
+    """The config hash a run's summary.json records (empty when it records none)."""
+    return str(summary.get("config_hash") or "")
+
+
+def load_run_summaries(spec) -> dict[str, dict]:
+    """summary.json of every run a spec's cells name, keyed by the cells' ``run_dir``.
+
+    A table's lines carry these runs' config hashes, so a missing summary fails here naming the file.
+    """
+    spec = load_spec(spec)
+    summaries = {}
+    for cell in spec["cells"]:
+        run_dir = cell.get("run_dir")
+        if run_dir and str(run_dir) not in summaries:
+            summaries[str(run_dir)] = load_summary(run_dir)
+    return summaries
 
 
 def _read_csv(path: Path, what: str, columns: Iterable[str], **kwargs) -> pd.DataFrame:

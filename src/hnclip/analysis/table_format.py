@@ -1,7 +1,8 @@
 """Write a table (see :mod:`hnclip.analysis.tables`) for machines (CSV) and people (HTML, Markdown, LaTeX).
 
-The CSV is tidy, one line per cell with its header labels, mean, std, n, scale and experiment, so the
-report and other scripts can select a number by name without knowing the table's layout. The people's
+The CSV is tidy, one line per cell with its header labels, mean, std, n, the runs behind the number
+(``runs`` and ``run_*`` columns, when the table knows them), scale and experiment, so the report and other
+scripts can select a number by name without knowing the table's layout, and reach its runs in one hop. The people's
 formats show "mean ± std" where a cell has several seeds, a dash where the experiment has no such cell,
 the best value of each ranked column in bold (ties all bold, compared at the printed precision; nothing
 bold when every row prints the same), and the
@@ -102,17 +103,35 @@ class _Cells:
 
 
 # ------------------------------------------------------------------------------------------------ CSV
+# The runs behind a line: their names (results/runs/<name>), then each key's distinct values, and the
+# config hash of each named run in the same order; several values are joined with ";".
+RUN_COLUMNS = ("runs", "run_train_set", "run_method", "run_gamma", "run_fraction", "run_seeds", "run_config_hash")
+
+
+def _run_columns(runs: list[dict]) -> list[str]:
+    runs = sorted(runs, key=lambda r: (r["train_set"], r["method"], r["gamma"], r["fraction"], r["seed"]))
+
+    def distinct(key):
+        return ";".join(dict.fromkeys(str(r[key]) for r in runs))
+
+    names = ";".join(f"{r['train_set']}/{r['method']}/g{r['gamma']}/f{r['fraction']}/s{r['seed']}" for r in runs)
+    return [names, distinct("train_set"), distinct("method"), distinct("gamma"), distinct("fraction"),
+            distinct("seed"), ";".join(str(r.get("config_hash") or "") for r in runs)]
+
+
 def _write_csv(df: pd.DataFrame, path: Path) -> None:
     lines = []
     names = [str(n) for n in df.index.names] + list(df.columns.names[:-1])
+    runs = df.attrs.get("runs") or {}
     for row in df.index:
         row_t = row if isinstance(row, tuple) else (row,)
         for col in [c[:-1] for c in df.columns if c[-1] == "mean"]:
             mean, std, n = (df.loc[row, col + (s,)] for s in ("mean", "std", "n"))
             if not n:
                 continue
-            lines.append(list(row_t) + list(col) + [mean, std, int(n)])
-    tidy = pd.DataFrame(lines, columns=names + ["mean", "std", "n"])
+            behind = _run_columns(runs.get((row_t, col), [])) if runs else []
+            lines.append(list(row_t) + list(col) + [mean, std, int(n)] + behind)
+    tidy = pd.DataFrame(lines, columns=names + ["mean", "std", "n"] + (list(RUN_COLUMNS) if runs else []))
     tidy["scale"] = df.attrs.get("scale")
     tidy["experiment"] = df.attrs.get("experiment")
     tidy.to_csv(path, index=False)

@@ -5,7 +5,9 @@ them all: row index = the experiment's rows (method, framework, variant ...), co
 header levels (group, direction, metric, ...) plus a last level ``stat`` in {mean, std, n}. Seeds of one
 cell (same row, group, variant and x) are aggregated to mean and sample std (ddof = 1, NaN for one seed);
 the seeds experiment instead shows each seed. ``df.attrs`` carries what the writer needs: experiment,
-scale, which columns rank lower-is-better or not at all, and decimals.
+scale, which columns rank lower-is-better or not at all, decimals, and ``runs``: for each (row, column)
+the runs behind the number (run fields, seed and the config hash of the run's summary.json), which the
+tidy CSV writes on every line so a cell reaches its runs in one hop.
 
 A cell whose evaluation record is missing raises :class:`MissingRecordError` naming the run; a cell the
 spec never asked for (a method not run on some group) stays NaN and is printed as a dash.
@@ -24,18 +26,23 @@ import pandas as pd
 
 from hnclip.analysis.records import (
     DIRECTIONS,
+    RUN_FIELDS,
     MissingRecordError,
     index_records,
     load_benchmark_tsv,
     load_epochs,
+    load_protocol_spec,
     load_spec,
     load_summary,
     record_key,
     run_name,
+    summary_config_hash,
 )
 from hnclip.analysis.table_format import write_table
 
-__all__ = ["build_cost_table", "build_epochs_table", "build_table", "write_table", "STAT"]
+__all__ = ["build_convergence_table", "build_cost_table", "build_epochs_table", "build_protocols_table",
+           "build_table", "epoch_cells", "epoch_infonce", "load_protocol_records", "load_protocol_summaries",
+           "write_table", "STAT"]
 
 STAT = ("mean", "std", "n")
 DIRECTION_LABELS = tuple(DIRECTIONS.values())
@@ -55,9 +62,12 @@ class _Grid:
     lower_is_better: set[tuple] = field(default_factory=set)
     unranked: set[tuple] = field(default_factory=set)
     decimals: dict[tuple, int | None] = field(default_factory=dict)
+    runs: dict[tuple, list[dict]] = field(default_factory=dict)
 
-    def add(self, row: tuple, col: tuple, values: Iterable[float]) -> None:
+    def add(self, row: tuple, col: tuple, values: Iterable[float], runs: Iterable[Mapping] = ()) -> None:
         self.values.setdefault(row, {}).setdefault(col, []).extend(values)
+        behind = self.runs.setdefault((row, col), [])
+        behind.extend(dict(r) for r in runs if dict(r) not in behind)
         if col not in self.columns:
             self.columns.append(col)
 
@@ -92,8 +102,22 @@ def _to_frame(grid: _Grid, experiment: str, scale: str | None, column_order: lis
         lower_is_better=[c for c in columns if c in grid.lower_is_better],
         unranked=[c for c in columns if c in grid.unranked],
         decimals={c: grid.decimals[c] for c in columns if c in grid.decimals},
+        runs={key: runs for key, runs in grid.runs.items() if key[1] in columns and runs},
     )
     return df
+
+
+def _run_of(run: Mapping, config_hash: str = "") -> dict:
+    """The keys of one run as a table line carries them: its wildcards and its summary's config hash."""
+    key = dict(zip(("train_set", "method", "gamma", "fraction", "seed"), record_key(run, "")[:5], strict=True))
+    return {**key, "config_hash": config_hash}
+
+
+def _config_hash(cell: Mapping, summaries: Mapping | None) -> str:
+    if not summaries or not cell.get("run_dir"):
+        return ""
+    summary = summaries.get(str(cell["run_dir"]))
+    return summary_config_hash(summary) if summary is not None else ""
 
 
 # ------------------------------------------------------------------------------------ retrieval tables
@@ -102,9 +126,12 @@ def _metric(direction: str, k: int) -> str:
     return f"{prefix}_r{k}"
 
 
-def _cell_seeds(spec: dict, index: dict) -> dict[tuple, list[tuple[str, dict]]]:
-    """Cells grouped by (row, group, variant, x): each group's (seed, metrics) in spec order."""
+def _cell_seeds(spec: dict, index: dict, summaries: Mapping | None = None
+                ) -> tuple[dict[tuple, list[tuple[str, dict]]], dict[tuple, list[dict]]]:
+    """Cells grouped by (row, group, variant, x): each group's (seed, metrics) in spec order, and the
+    runs behind each group (see :func:`_run_of`)."""
     grouped: dict[tuple, list[tuple[str, dict]]] = {}
+    runs: dict[tuple, list[dict]] = {}
     for cell in spec["cells"]:
         run, bench = cell["run"], cell["eval_benchmark"]
         record = index.get(record_key(run, bench))
@@ -119,7 +146,10 @@ def _cell_seeds(spec: dict, index: dict) -> dict[tuple, list[tuple[str, dict]]]:
             raise ValueError(f"{spec['experiment']} spec: two cells for row {cell['row']!r}, group "
                              f"{cell['group']!r}, variant {cell.get('variant')!r}, x {cell.get('x')!r}, seed {seed}")
         seeds.append((seed, record["metrics"]))
-    return grouped
+        behind = runs.setdefault(key, [])
+        if not cell.get("zeroshot"):  # the backbone before fine-tuning: no run behind its row
+            behind.append(_run_of(run, _config_hash(cell, summaries)))
+    return grouped, runs
 
 
 def _unique(items: Iterable) -> list:
@@ -131,10 +161,14 @@ def _x_of(cell_key: tuple, cell_runs: dict, field_name: str) -> float:
     return float(x) if x is not None else float(cell_runs[cell_key][field_name])
 
 
-def build_table(spec, records) -> pd.DataFrame:
-    """The table of one experiment from its spec and its evaluation records (list, or mapping path -> record)."""
+def build_table(spec, records, summaries: Mapping | None = None) -> pd.DataFrame:
+    """The table of one experiment from its spec and its evaluation records (list, or mapping path -> record).
+
+    ``summaries`` (run_dir -> summary.json content, see :func:`hnclip.analysis.records.load_run_summaries`)
+    gives each cell's runs their config hash; without it the hash is left empty.
+    """
     spec = load_spec(spec)
-    grouped = _cell_seeds(spec, index_records(records))
+    grouped, behind = _cell_seeds(spec, index_records(records), summaries)
     experiment = spec["experiment"]
     groups = _unique(key[1] for key in grouped)
     group_level = "transfer" if experiment == "transfer" else "group"
@@ -146,10 +180,11 @@ def build_table(spec, records) -> pd.DataFrame:
     if experiment in ("main", "transfer", "ablation"):
         row_name = {"main": "method", "transfer": "method", "ablation": "variant"}[experiment]
         grid = _Grid((row_name,), (group_level, "direction", "metric"))
-        for (row, group, _, _), seeds in grouped.items():
+        for key, seeds in grouped.items():
+            row, group = key[:2]
             for d in DIRECTION_LABELS:
                 for k in ks:
-                    grid.add((row,), (group, d, f"R@{k}"), [m[_metric(d, k)] for _, m in seeds])
+                    grid.add((row,), (group, d, f"R@{k}"), [m[_metric(d, k)] for _, m in seeds], behind[key])
         return _to_frame(grid, experiment, spec["scale"], retrieval_columns())
 
     if experiment in ("fractions", "gamma_sweep"):
@@ -170,33 +205,34 @@ def build_table(spec, records) -> pd.DataFrame:
         grid = _Grid(row_names, ("group", "direction", "metric"))
         for key, seeds in sorted(grouped.items(), key=order):
             for d in DIRECTION_LABELS:
-                grid.add(row_of(key), (key[1], d, "R@1"), [m[_metric(d, 1)] for _, m in seeds])
+                grid.add(row_of(key), (key[1], d, "R@1"), [m[_metric(d, 1)] for _, m in seeds], behind[key])
         return _to_frame(grid, experiment, spec["scale"], retrieval_columns())
 
     if experiment == "plugin":
-        return _plugin_table(spec, grouped, groups)
+        return _plugin_table(spec, grouped, groups, behind)
     if experiment == "seeds":
-        return _seeds_table(spec, grouped, groups)
+        return _seeds_table(spec, grouped, groups, behind)
     raise ValueError(f"no table layout for experiment {experiment!r}")
 
 
-def _plugin_table(spec: dict, grouped: dict, groups: list) -> pd.DataFrame:
+def _plugin_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.DataFrame:
     """Frameworks x (group, direction, R@1, {plain, +HN, Δ}); Δ is paired by seed when both sides share seeds."""
     grid = _Grid(("framework",), ("group", "direction", "metric", "variant"))
     frameworks = _unique(key[0] for key in grouped)
     for fw in frameworks:
         for g in groups:
-            sides = {}
+            sides, side_runs = {}, {}
             for variant in VARIANTS:
-                seeds = grouped.get((fw, g, variant, None))
-                if seeds is None:
-                    seeds = next((s for k, s in grouped.items() if k[:3] == (fw, g, variant)), None)
-                sides[variant] = seeds
+                key = (fw, g, variant, None)
+                if key not in grouped:
+                    key = next((k for k in grouped if k[:3] == (fw, g, variant)), None)
+                sides[variant] = grouped.get(key)
+                side_runs[variant] = behind.get(key, [])
             for d in DIRECTION_LABELS:
                 m = _metric(d, 1)
                 for variant, seeds in sides.items():
                     if seeds is not None:
-                        grid.add((fw,), (g, d, "R@1", variant), [v[m] for _, v in seeds])
+                        grid.add((fw,), (g, d, "R@1", variant), [v[m] for _, v in seeds], side_runs[variant])
                 plain, hn = sides["plain"], sides["+HN"]
                 if plain is None or hn is None:
                     continue
@@ -205,7 +241,7 @@ def _plugin_table(spec: dict, grouped: dict, groups: list) -> pd.DataFrame:
                     deltas = [hn_by_seed[s][m] - plain_by_seed[s][m] for s in plain_by_seed]
                 else:  # unpaired: difference of means, no spread
                     deltas = [np.mean([v[m] for _, v in hn]) - np.mean([v[m] for _, v in plain])]
-                grid.add((fw,), (g, d, "R@1", DELTA), deltas)
+                grid.add((fw,), (g, d, "R@1", DELTA), deltas, side_runs["plain"] + side_runs["+HN"])
     bad = [k for k in grouped if k[2] not in VARIANTS]
     if bad:
         raise ValueError(f"plugin spec: cell {bad[0]} has variant {bad[0][2]!r}; expected one of {VARIANTS}")
@@ -213,23 +249,25 @@ def _plugin_table(spec: dict, grouped: dict, groups: list) -> pd.DataFrame:
     return _to_frame(grid, "plugin", spec["scale"], [c for c in order if c in grid.columns])
 
 
-def _seeds_table(spec: dict, grouped: dict, groups: list) -> pd.DataFrame:
+def _seeds_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.DataFrame:
     """Methods x (group, direction, R@1, {each seed, difference}): replication, so seeds are not averaged."""
     grid = _Grid(("method",), ("group", "direction", "metric", "seed"))
     seeds_all = sorted(_unique(s for seeds in grouped.values() for s, _ in seeds), key=_seed_order)
     spread = (f"s{seeds_all[1]}−s{seeds_all[0]}" if len(seeds_all) == 2 else "max−min")
-    for (row, group, _, _), seeds in grouped.items():
+    for key, seeds in grouped.items():
+        row, group = key[:2]
+        runs_by_seed = {r["seed"]: r for r in behind[key]}
         for d in DIRECTION_LABELS:
             m = _metric(d, 1)
             by_seed = dict(seeds)
             for s in seeds_all:
                 if s in by_seed:
-                    grid.add((row,), (group, d, "R@1", f"s{s}"), [by_seed[s][m]])
+                    grid.add((row,), (group, d, "R@1", f"s{s}"), [by_seed[s][m]], [runs_by_seed[s]])
             if len(by_seed) >= 2:
                 vals = [by_seed[s][m] for s in seeds_all if s in by_seed]
                 diff = vals[1] - vals[0] if len(seeds_all) == 2 else max(vals) - min(vals)
                 col = (group, d, "R@1", spread)
-                grid.add((row,), col, [diff])
+                grid.add((row,), col, [diff], behind[key])
                 grid.unranked.add(col)
     order = [(g, d, "R@1", s) for g in groups for d in DIRECTION_LABELS for s in [f"s{x}" for x in seeds_all] + [spread]]
     return _to_frame(grid, "seeds", spec["scale"], [c for c in order if c in grid.columns])
@@ -243,23 +281,26 @@ def _seed_order(seed: str):
 
 
 # ----------------------------------------------------------------------------------------- per epoch
-def build_epochs_table(spec) -> pd.DataFrame:
+def build_epochs_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
     """Retrieval after each epoch (epochs.csv) of the spec's runs: rows (method, benchmark, epoch).
 
-    Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch.
+    Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch; ``summaries`` as in
+    :func:`build_table`. The zero-shot row has no epochs; a cell whose run logs another benchmark's test
+    split after each epoch (its ``epochs_benchmark``: Long-DCI's runs train on DOCCI and log DOCCI) is
+    left out, not mislabelled.
     """
     spec = load_spec(spec)
     grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
     seen = set()
     per_run: dict[tuple, list[pd.DataFrame]] = {}
-    for cell in spec["cells"]:
-        run_dir = cell.get("run_dir")
-        if not run_dir:
-            raise ValueError(f"epochs table: cell of run {run_name(cell['run'])} has no run_dir")
+    behind: dict[tuple, list[dict]] = {}
+    for cell in epoch_cells(spec):
+        run_dir = cell["run_dir"]
         if (cell["row"], cell["group"], run_dir) in seen:
             continue
         seen.add((cell["row"], cell["group"], run_dir))
         per_run.setdefault((cell["row"], cell["group"]), []).append(load_epochs(run_dir))
+        behind.setdefault((cell["row"], cell["group"]), []).append(_run_of(cell["run"], _config_hash(cell, summaries)))
     for (row, group), frames in per_run.items():
         epochs = sorted(set().union(*(set(f["epoch"].astype(int)) for f in frames)))
         for epoch in epochs:
@@ -268,7 +309,7 @@ def build_epochs_table(spec) -> pd.DataFrame:
                     m = _metric(d, k)
                     vals = [float(f.loc[f["epoch"].astype(int) == epoch, m].iloc[-1]) for f in frames
                             if (f["epoch"].astype(int) == epoch).any()]
-                    grid.add((row, group, epoch), (d, f"R@{k}"), vals)
+                    grid.add((row, group, epoch), (d, f"R@{k}"), vals, behind[(row, group)])
     return _to_frame(grid, "epochs", spec["scale"], [(d, f"R@{k}") for d in DIRECTION_LABELS for k in ALL_KS])
 
 
@@ -341,29 +382,34 @@ def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str 
     accel = "GPU-hours" if any_gpu else "CPU-hours"
     grid = _Grid(("train_set", "method", "gamma", "fraction"), ("quantity",))
     wall_by_row: dict[tuple, list[float]] = {}
+    runs_by_row: dict[tuple, list[dict]] = {}
     for summary in loaded:
         parts = _run_parts(str(summary.get("run_dir", "")))
         if parts is None:
             raise ValueError(f"cost table: summary of run folder {summary.get('run_dir')!r} is not under "
                              ".../train_set/method/g*/f*/s*")
         row = parts[:4]
+        run = [_run_of(dict(zip(RUN_FIELDS, parts, strict=True)), summary_config_hash(summary))]
+        runs_by_row.setdefault(row, []).extend(run)
         wall_h = float(summary["wall_time_s"]) / 3600.0
         wall_by_row.setdefault(row, []).append(wall_h)
-        grid.add(row, ("wall time (h)",), [wall_h])
-        grid.add(row, ("samples/s",), [float(summary["samples_per_s"])])
-        grid.add(row, (accel,), [wall_h * _n_gpus(summary) if any_gpu else wall_h])
-        grid.add(row, ("peak memory (MB)",), [float(summary["peak_memory_mb"])])
+        grid.add(row, ("wall time (h)",), [wall_h], run)
+        grid.add(row, ("samples/s",), [float(summary["samples_per_s"])], run)
+        grid.add(row, (accel,), [wall_h * _n_gpus(summary) if any_gpu else wall_h], run)
+        grid.add(row, ("peak memory (MB)",), [float(summary["peak_memory_mb"])], run)
         bench = tsv.get(parts)
         if benchmarks and bench is None:
             raise ValueError(f"cost table: no Snakemake benchmark file for run {_run_path(parts)}")
         if bench is not None:
-            grid.add(row, ("max RSS (MB)",), [bench["max_rss"]])
-            grid.add(row, ("CPU time (h)",), [bench["cpu_time"] / 3600.0])
+            grid.add(row, ("max RSS (MB)",), [bench["max_rss"]], run)
+            grid.add(row, ("CPU time (h)",), [bench["cpu_time"] / 3600.0], run)
     ratio_col = (f"time vs {reference_method}",)
     for row, walls in wall_by_row.items():
-        ref = wall_by_row.get((row[0], reference_method, f"{float(reference_gamma):g}", row[3]))
+        ref_row = (row[0], reference_method, f"{float(reference_gamma):g}", row[3])
+        ref = wall_by_row.get(ref_row)
         if ref is not None:
-            grid.add(row, ratio_col, [float(np.mean(walls)) / float(np.mean(ref))])
+            grid.add(row, ratio_col, [float(np.mean(walls)) / float(np.mean(ref))],
+                     runs_by_row[row] + runs_by_row[ref_row])
     grid.lower_is_better = {c for c in grid.columns if c != ("samples/s",)}
     grid.unranked = {ratio_col}
     grid.decimals = {c: None for c in grid.columns}  # adaptive: toy runs last minutes, paper runs days
@@ -371,3 +417,126 @@ def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str 
         scales = {(s.get("config") or {}).get("scale") for s in loaded} - {None}
         scale = scales.pop() if len(scales) == 1 else None
     return _to_frame(grid, "cost", scale)
+
+
+# ------------------------------------------------------------------------------------------ protocols
+PROTOCOL_KS = (1, 5, 10, 25, 50)  # the paper's R@1/5/10 and GOAL's R@1/5/25/50, from one ranking
+COUNT_COLUMNS = (("pairs", "images"), ("pairs", "captions"))
+def load_protocol_summaries(spec: Mapping) -> dict[str, dict]:
+    """summary.json of every fine-tuned model the protocol spec scores, keyed by its ``run_dir`` (the
+    zero-shot backbone has none): the table's lines carry their config hashes."""
+    summaries = {}
+    for cell in spec["cells"]:
+        run_dir = cell.get("run_dir")
+        if run_dir and str(run_dir) not in summaries:
+            summaries[str(run_dir)] = load_summary(run_dir)
+    return summaries
+
+
+def load_protocol_records(spec: Mapping) -> dict[str, dict]:
+    """The protocol spec's evaluation records by path; a missing one raises naming the model and split."""
+    from hnclip.analysis.records import load_eval
+
+    records = {}
+    for cell in spec["cells"]:
+        path = cell["eval_path"]
+        if path in records:
+            continue
+        if not Path(path).is_file():
+            raise MissingRecordError(f"protocols table: no evaluation of {cell['row']!r} on {cell['benchmark']!r} "
+                                     f"split {cell['split']!r} (expected {path})")
+        records[path] = load_eval(path)
+    return records
+
+
+def build_protocols_table(spec, records: Mapping[str, Mapping] | None = None,
+                          summaries: Mapping | None = None) -> pd.DataFrame:
+    """Rows (benchmark, split, method): Recall@K at the paper's and GOAL's cut-offs, and the pairs scored.
+
+    ``records`` maps each cell's ``eval_path`` to its record (default: read from disk). A record lacking
+    R@25/R@50 (made before they were recorded) shows a dash there rather than a guess. ``summaries`` as in
+    :func:`build_table` (see :func:`load_protocol_summaries`); the zero-shot row has no run behind it.
+    """
+    spec = load_protocol_spec(spec)
+    records = load_protocol_records(spec) if records is None else records
+    grid = _Grid(("benchmark", "split", "method"), ("direction", "metric"))
+    for cell in spec["cells"]:
+        record = records.get(cell["eval_path"])
+        if record is None:
+            raise MissingRecordError(f"protocols table: no record {cell['eval_path']} ({cell['row']!r}, "
+                                     f"{cell['benchmark']!r}, split {cell['split']!r})")
+        row = (cell["benchmark"], cell["split"], cell["row"])
+        metrics = record["metrics"]
+        behind = [] if cell.get("zeroshot") else [_run_of(cell["run"], _config_hash(cell, summaries))]
+        for d in DIRECTION_LABELS:
+            for k in PROTOCOL_KS:
+                value = metrics.get(_metric(d, k))
+                grid.add(row, (d, f"R@{k}"), [] if value is None else [float(value)], behind)
+        grid.add(row, COUNT_COLUMNS[0], [float(record["n_images"])], behind)
+        grid.add(row, COUNT_COLUMNS[1], [float(record["n_texts"])], behind)
+    columns = [(d, f"R@{k}") for d in DIRECTION_LABELS for k in PROTOCOL_KS] + list(COUNT_COLUMNS)
+    grid.unranked = set(columns)  # rows mix benchmarks and splits: a best over them would say nothing
+    grid.decimals = {c: 0 for c in COUNT_COLUMNS}
+    return _to_frame(grid, "protocols", spec.get("scale"), columns)
+
+
+# ------------------------------------------------------------------------------- per-direction convergence
+def epoch_infonce(dynamics: pd.DataFrame) -> pd.Series:
+    """Standard InfoNCE (dynamics.csv ``infonce``, one value per optimizer step) averaged per epoch."""
+    logged = dynamics[["epoch", "infonce"]].apply(pd.to_numeric, errors="coerce").dropna()
+    return logged.groupby(logged["epoch"].astype(int))["infonce"].mean()
+
+
+def build_convergence_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
+    """Per-direction convergence of the main runs: rows (method, benchmark, epoch); columns R@1 and
+    retrieval error (100 - R@1) per direction, and the epoch's mean standard InfoNCE (the paper's §2.4:
+    error keeps falling after InfoNCE flattens; appendix E.3's split-direction view).
+
+    Reads each run's epochs.csv and dynamics.csv; a cell whose epochs.csv scores another benchmark
+    (``epochs_benchmark``: Long-DCI's runs log DOCCI's test split) is left out rather than mislabelled.
+    Seeds of one (method, benchmark) are averaged per epoch; ``summaries`` as in :func:`build_table`.
+    """
+    from hnclip.analysis.records import load_dynamics
+
+    spec = load_spec(spec)
+    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
+    columns = [(d, q) for d in DIRECTION_LABELS for q in ("R@1", "error")] + [("both", "InfoNCE")]
+    per_run: dict[tuple, list[tuple[pd.DataFrame, pd.Series]]] = {}
+    behind: dict[tuple, list[dict]] = {}
+    seen = set()
+    for cell in epoch_cells(spec):
+        key = (cell["row"], cell["group"], cell["run_dir"])
+        if key in seen:
+            continue
+        seen.add(key)
+        dynamics = load_dynamics(cell["run_dir"])
+        per_run.setdefault(key[:2], []).append((load_epochs(cell["run_dir"]), epoch_infonce(dynamics)))
+        behind.setdefault(key[:2], []).append(_run_of(cell["run"], _config_hash(cell, summaries)))
+    for (row, group), runs in per_run.items():
+        epochs = sorted(set().union(*(set(e["epoch"].astype(int)) for e, _ in runs)))
+        for epoch in epochs:
+            at = (row, group, epoch)
+            for d in DIRECTION_LABELS:
+                r1 = [float(e.loc[e["epoch"].astype(int) == epoch, _metric(d, 1)].iloc[-1]) for e, _ in runs
+                      if (e["epoch"].astype(int) == epoch).any()]
+                grid.add(at, (d, "R@1"), r1, behind[(row, group)])
+                grid.add(at, (d, "error"), [100.0 - v for v in r1], behind[(row, group)])
+            grid.add(at, ("both", "InfoNCE"), [float(s[epoch]) for _, s in runs if epoch in s.index],
+                     behind[(row, group)])
+    grid.unranked = set(columns)  # rows are trajectories (method x epoch): a "best" over them says nothing
+    grid.decimals = {("both", "InfoNCE"): None}
+    return _to_frame(grid, "convergence", spec["scale"], columns)
+
+
+def epoch_cells(spec: Mapping) -> list[dict]:
+    """Cells with a run whose epochs.csv scores the cell's own benchmark (zero-shot cells have no run)."""
+    cells = []
+    for cell in spec["cells"]:
+        if cell.get("zeroshot"):
+            continue
+        if not cell.get("run_dir"):
+            raise ValueError(f"{spec['experiment']} spec: cell of run {run_name(cell['run'])} has no run_dir")
+        if cell.get("epochs_benchmark", cell["eval_benchmark"]) != cell["eval_benchmark"]:
+            continue
+        cells.append(cell)
+    return cells

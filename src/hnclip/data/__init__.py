@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["BENCHMARKS", "MANIFEST_COLUMNS", "load_benchmark"]
+__all__ = ["BENCHMARKS", "MANIFEST_COLUMNS", "load_benchmark", "test_variants"]
 
 MANIFEST_COLUMNS = ("image_id", "image_path", "caption")
 
@@ -35,16 +35,27 @@ SPLITS = ("train", "test")
 from .adapter_utils import PROTOCOL, check_count  # noqa: E402 (it imports MANIFEST_COLUMNS from this module)
 
 
+def test_variants(name: str) -> dict[str, str]:
+    """Test splits of other published protocols that benchmark ``name``'s adapter also reads (split name ->
+    what it is), e.g. DOCCI's ``test_goal`` (GOAL's 5,100 images); empty for most benchmarks."""
+    if name not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    return dict(getattr(importlib.import_module(BENCHMARKS[name], __name__), "TEST_VARIANTS", {}))
+
+
 def load_benchmark(name: str, root, split: str, expected_count=PROTOCOL) -> pd.DataFrame:
     """Read benchmark ``name`` from ``root`` (its files as the publisher distributes them) into a manifest.
 
+    ``split`` is "train" or "test" (the paper's protocol), or one of the adapter's :func:`test_variants`.
     ``expected_count``: the records the split must have; by default the adapter's protocol count
     (DOCCI's 5,000 test images...), ``None`` for no check (a caller checking its own count).
     """
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r} for benchmark {name!r}; known: {', '.join(SPLITS)}")
+    variants = test_variants(name)
+    if split not in SPLITS and split not in variants:
+        known = ", ".join([*SPLITS, *variants])
+        raise ValueError(f"unknown split {split!r} for benchmark {name!r}; known: {known}")
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"benchmark {name!r}: root folder {root} does not exist")

@@ -41,6 +41,10 @@ in-domain, DCI -> DOCCI transfer), as GOAL does:
 - ``"auto"`` (the default, what ``load_benchmark`` and so the config get): ``"goal"`` when the split
   file is present, else ``"all"`` for ``test`` (logged as a warning) and an error naming the missing
   file for ``train``. The protocol used is in ``manifest.attrs["protocol"]``.
+
+Test variant (``TEST_VARIANTS``, a split name ``load_benchmark`` accepts, for the report's protocol
+table): ``test_all`` = protocol ``"all"``'s test (7,805, LoTLIP) whatever ``"auto"`` would choose; the
+paper's ``test`` is GOAL's 1,999 when GOAL's file is present.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ __all__ = [
     "GOAL_SPLIT_URL",
     "PHOTOS_DIR",
     "PROTOCOLS",
+    "TEST_VARIANTS",
     "TOP_FOLDER",
     "find_goal_split_file",
     "join_caption",
@@ -90,6 +95,9 @@ GOAL_SPLIT_URL = "https://github.com/PerceptualAI-Lab/GOAL/blob/main/datasets/DC
 PROTOCOLS = ("auto", "goal", "all")
 # protocol -> split -> record count; GOAL's train is DCI's 7,805 annotated images minus its 1,999
 EXPECTED_COUNTS = {"all": {"test": 7805}, "goal": {"train": 5806, "test": 1999}}
+# test splits of the published protocols, by name: split -> (protocol, what it is)
+TEST_VARIANTS = {"test_all": "all 7,805 annotated images (LoTLIP's long-text DCI retrieval)"}
+_VARIANT_PROTOCOL = {"test_all": "all"}
 
 
 def join_caption(short_caption: str, extra_caption: str) -> str:
@@ -164,8 +172,10 @@ def load_dci(
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"dci: unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    if split in _VARIANT_PROTOCOL:  # a named protocol's test split, chosen by name rather than by "auto"
+        split, protocol = "test", _VARIANT_PROTOCOL[split]
     if split not in ("train", "test"):
-        raise ValueError(f"dci: unknown split {split!r}; known: train, test")
+        raise ValueError(f"dci: unknown split {split!r}; known: train, test, {', '.join(TEST_VARIANTS)}")
     base = find_layout_root(Path(root), ANNOTATIONS_DIR, (TOP_FOLDER,), "dci")
     split_file = find_goal_split_file(Path(root)) if protocol != "all" else None
     protocol = _resolve_protocol(protocol, split, split_file, Path(root))

@@ -21,6 +21,11 @@ and counted (logged, and in ``manifest.attrs["dropped_empty_captions"]``). DCI h
 images of which 203 have an empty ``extra_caption``, so 7,805 rows may be listed and 7,602 pairs
 remain (TULIP's constructor already skips them; either file gives the same 7,602). The protocol
 count is checked on the pairs kept. Evaluation-only: the images are DCI's.
+
+Test variant (``TEST_VARIANTS``, for the report's protocol table): ``test_keep_empty`` keeps every
+listed row, an empty caption encoded as the empty text, so all 7,805 listed images count. We know of no
+released evaluation code that does this (TULIP drops them); it shows how much the 203 captionless
+images would move the numbers of a paper that counts 7,805 Long-DCI images.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from .adapter_utils import (
     safe_relative_path,
 )
 
-__all__ = ["ANNOTATION_FILE", "COLUMNS", "EXPECTED_COUNTS", "IMAGE_DIRS", "load", "load_long_dci"]
+__all__ = ["ANNOTATION_FILE", "COLUMNS", "EXPECTED_COUNTS", "IMAGE_DIRS", "TEST_VARIANTS", "load",
+           "load_long_dci"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +55,8 @@ ANNOTATION_FILE = "dci_long.csv"
 COLUMNS = ("filepath", "title")
 IMAGE_DIRS = (".", "photos", "densely_captioned_images/photos")
 # pairs kept after dropping empty captions (7,805 DCI images - 203 empty extra_captions)
-EXPECTED_COUNTS = {"test": 7602}
+EXPECTED_COUNTS = {"test": 7602, "test_keep_empty": 7805}
+TEST_VARIANTS = {"test_keep_empty": "every listed row, empty captions kept as empty text (7,805)"}
 
 
 def load_long_dci(
@@ -61,10 +68,12 @@ def load_long_dci(
     wrong header, a row with a missing or extra field or a missing image, and CountMismatchError when
     the number of pairs kept is not the protocol's.
     """
-    if split != "test":
+    if split not in ("test", *TEST_VARIANTS):
         raise ValueError(
-            f"long_dci: split {split!r} is not part of the protocol: Long-DCI is a test set only"
+            f"long_dci: split {split!r} is not part of the protocol: Long-DCI is a test set only "
+            f"(splits: test, {', '.join(TEST_VARIANTS)})"
         )
+    keep_empty = split == "test_keep_empty"
     expected = resolve_expected(expected_count, EXPECTED_COUNTS, "long_dci", split)
     root = Path(root)
     table = root / ANNOTATION_FILE
@@ -89,7 +98,7 @@ def load_long_dci(
                 filepath = record["filepath"].strip()
                 where = f"{where} (filepath {filepath!r})"
                 caption = record["title"].strip()
-                if not caption:
+                if not caption and not keep_empty:
                     dropped += 1
                     continue
                 image = safe_relative_path(filepath, where)

@@ -18,10 +18,18 @@ images into 14,575 train, 2,487 val and 2,489 test.
 Protocol: ``train`` = the ids of ``train_split.json`` in file order, ``test`` = ``test_split.json``
 (val unused). Each image is looked for first in the folder its ``url`` names, then in the other; a
 listed image missing from both is an error, never a silent drop.
+
+Repeated image ids: the published ``paragraphs_v1.json`` holds 19,561 records for the 19,551 images of
+the three split files, so a few ids have two records. The reference preprocessing keeps the first
+record of an id and skips the rest (lukemelas/image-paragraph-captioning ``scripts/prepro_text.py``,
+"Skip duplicate paragraph captions"); so do we, and the number skipped is logged and kept in
+``manifest.attrs["skipped_repeated_records"]``. A repeated record still needs an integer ``image_id``
+(that is how it is recognised); its other fields are not read, as in the reference.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path, PurePosixPath
 
 import pandas as pd
@@ -44,19 +52,22 @@ SPLIT_FILES = {"train": "train_split.json", "test": "test_split.json"}
 IMAGE_DIRS = ("VG_100K", "VG_100K_2")
 EXPECTED_COUNTS = {"train": 14575, "test": 2489}
 
+log = logging.getLogger(__name__)
+
 
 def load_vg(root: Path, split: str, *, expected_count=PROTOCOL, verify_images: bool = False) -> pd.DataFrame:
     """VG paragraph ``split`` as a manifest in split-file order; ``image_id`` is the VG id as a string.
 
     Raises BenchmarkFormatError naming the file and record for a malformed record, an id listed
-    twice, a split id without a paragraph, an empty paragraph or a missing image, and
-    CountMismatchError when the split's size is not the protocol's.
+    twice in the split file, a split id without a paragraph, an empty paragraph or a missing image, and
+    CountMismatchError when the split's size is not the protocol's. A repeated paragraph record of an
+    image is skipped (the first one is kept) and counted.
     """
     if split not in SPLIT_FILES:
         raise ValueError(f"vg: unknown split {split!r}; known: {sorted(SPLIT_FILES)}")
     expected = resolve_expected(expected_count, EXPECTED_COUNTS, "vg", split)
     root = Path(root)
-    paragraphs = _read_paragraphs(root / PARAGRAPHS_FILE)
+    paragraphs, skipped = _read_paragraphs(root / PARAGRAPHS_FILE)
     split_file = root / SPLIT_FILES[split]
     ids = read_json(split_file, "vg")
     if not isinstance(ids, list):
@@ -74,18 +85,19 @@ def load_vg(root: Path, split: str, *, expected_count=PROTOCOL, verify_images: b
         rows.append((str(image_id), _find_image(root, image_id, url_dir, where), caption))
     check_count("vg", split, len(rows), expected, split_file)
     manifest = make_manifest(rows, "vg", split_file)
+    manifest.attrs["skipped_repeated_records"] = skipped
     if verify_images:
         decode_all_images(manifest, "vg")
     return manifest
 
 
-def _read_paragraphs(path: Path) -> dict[int, tuple[str, str | None]]:
-    """image_id -> (paragraph, the VG folder named by its url, if any)."""
+def _read_paragraphs(path: Path) -> tuple[dict[int, tuple[str, str | None]], int]:
+    """(image_id -> (paragraph, the VG folder named by its url, if any), repeated records skipped)."""
     records = read_json(path, "vg")
     if not isinstance(records, list):
         raise BenchmarkFormatError(f"vg: {path} is a JSON {type(records).__name__}, not a list of records")
     paragraphs: dict[int, tuple[str, str | None]] = {}
-    first_seen: dict[int, int] = {}
+    repeated: dict[int, int] = {}  # image_id -> records skipped
     for position, record in enumerate(records):
         where = f"vg: {path} record {position}"
         if not isinstance(record, dict):
@@ -94,14 +106,19 @@ def _read_paragraphs(path: Path) -> dict[int, tuple[str, str | None]]:
         if isinstance(image_id, bool) or not isinstance(image_id, int):
             raise BenchmarkFormatError(f"{where}: image_id {image_id!r} is not an integer")
         where = f"{where} (image_id {image_id})"
-        if image_id in first_seen:
-            raise BenchmarkFormatError(f"{where}: image already described by record {first_seen[image_id]}")
-        first_seen[image_id] = position
+        if image_id in paragraphs:
+            repeated[image_id] = repeated.get(image_id, 0) + 1
+            continue
         caption = require_text(record, "paragraph", where)
         url = record.get("url")
         url_dir = PurePosixPath(url).parent.name if isinstance(url, str) else None
         paragraphs[image_id] = (caption, url_dir if url_dir in IMAGE_DIRS else None)
-    return paragraphs
+    skipped = sum(repeated.values())
+    if skipped:
+        shown = ", ".join(str(i) for i in list(repeated)[:10]) + (", ..." if len(repeated) > 10 else "")
+        log.info("vg: %s: skipped %d repeated record(s) of %d image id(s) (%s), keeping each id's first record",
+                 path, skipped, len(repeated), shown)
+    return paragraphs, skipped
 
 
 def _find_image(root: Path, image_id: int, url_dir: str | None, where: str) -> Path:

@@ -7,35 +7,41 @@ subclass. The loop in :mod:`hnclip.train` builds it from ``TrainConfig.framework
 ==========================  =============================================================================
 hook                        the loop's use
 ==========================  =============================================================================
+``settings_class``          the framework's settings dataclass (:mod:`.settings`); ``self.settings`` holds
+                            the run's
 ``products``                names of cached per-benchmark preprocessing products (``"segments"``, ...)
                             the run needs; their files are handed to :meth:`prepare`
 ``required_columns``        manifest columns besides the caption (e.g. a short caption)
 ``prepare``                 once, before training: read products / columns for the training set's rows
 ``batch_extras``            per micro-batch: the framework's data for those rows -> :attr:`Batch.extras`
 ``wrap_model``              once, after the frozen-margin features: e.g. add LoRA adapters
-``param_groups``            AdamW groups, each with its own ``lr`` (new modules get ``module_lr``)
+``param_groups``            AdamW groups: the model's at ``cfg.lr``, new modules at ``cfg.module_lr``
 ``encode``                  one micro-batch's forward pass(es) -> an output dict
 ``loss_terms``              named, already weighted loss terms; the loop backpropagates their sum
 ``export_model``            the plain DualEncoder saved for evaluation (adapters merged)
 ``encode_images/texts``,    evaluation: per-item features and the image x text score used for Recall@K
 ``score``, ``has_score``    (default: cosine of the global features)
+``hn_plugin``               one line: what "+HN" (gamma > 0) trains for this framework (report legend)
 ==========================  =============================================================================
 
 **The plug-in protocol.** :meth:`loss_terms` is the template every framework shares: the term named
-``"global"`` is the global image-text contrastive term, ``contrastive_loss(..., cfg.gamma,
-margin_features)``, so a run with ``gamma > 0`` (the "+HN" variant) replaces exactly that term with the
-HN objective; the FILIP token term (``"token"``, weight ``cfg.token_weight``) is an independent addition;
-everything else comes from :meth:`extra_terms`, which never sees gamma. Subclasses override
-:meth:`extra_terms` (and :meth:`encode` when they need more forward passes), not :meth:`loss_terms`.
+``"global"`` is the framework's global image-text contrastive term, composed with the FILIP token term
+(``"token"``, weight ``cfg.token_weight``) by :class:`hnclip.losses.HNClipLoss`, the one place where the
+two meet; with ``gamma > 0`` (the "+HN" variant) the global term is the HN objective, with the run's
+``label_smoothing`` in both variants. Everything else comes from :meth:`extra_terms`, which never sees
+gamma. Subclasses override :meth:`extra_terms` (and :meth:`encode` when they need more forward passes).
+A framework whose authors train no global term (FineLIP) says so with :attr:`trains_global_term`; its
+"+HN" variant then adds the HN term rather than replacing one (:attr:`hn_plugin`).
 
 A framework is an ``nn.Module`` whose submodules are its extra trainable modules (none for Long-CLIP,
 LoRA, DoRA). They are created in ``__init__`` under the run's seed, trained with the model, saved in
 resume checkpoints (``state_dict``) and beside the exported model (:func:`hnclip.frameworks.save_framework`),
 and loaded again at evaluation (:func:`hnclip.frameworks.load_framework`).
 
-Writing a framework: subclass, set ``name``, add the module to ``FRAMEWORK_MODULES`` in
-:mod:`hnclip.frameworks.registry` and define ``FRAMEWORK = YourClass`` at the end of the module.
-Add the settings it needs to :class:`hnclip.train_config.TrainConfig` (and the workflow schema).
+Writing a framework: subclass, set ``name`` and ``settings_class`` (a dataclass in :mod:`.settings`, with
+its section in ``FRAMEWORK_SECTIONS`` and the workflow schema's ``train`` section), add the module to
+``FRAMEWORK_MODULES`` in :mod:`hnclip.frameworks.registry` and define ``FRAMEWORK = YourClass`` at the
+end of the module.
 """
 
 from __future__ import annotations
@@ -48,8 +54,10 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from hnclip.losses import token_loss
-from hnclip.training.distributed import global_contrastive_loss
+from hnclip.losses import HNClipLoss
+
+from .registry import FRAMEWORK_HN_PLUGIN
+from .settings import FrameworkSettings, LongCLIPSettings
 
 __all__ = ["Batch", "Framework"]
 
@@ -63,15 +71,17 @@ class Batch:
         tokens: caption tokens [B, context_length] on the training device.
         positions: the micro-batch's rows of the training set (CPU LongTensor [B]); index
             per-row data prepared in :meth:`Framework.prepare` with it.
-        progress: fraction of training done before this optimizer step, ``step / total_steps`` in [0, 1)
-            (for weights annealed over training).
+        epoch: the 0-based epoch the micro-batch belongs to (StructXLIP anneals its weights per epoch).
+        epoch_progress: micro-batches of this epoch done before this one, over the epoch's micro-batches,
+            in [0, 1) (FineLIP ramps its hinge in over the first epoch with it).
         extras: what :meth:`Framework.batch_extras` returned for these rows (already on the device).
     """
 
     pixels: torch.Tensor
     tokens: torch.Tensor
     positions: torch.Tensor
-    progress: float = 0.0
+    epoch: int = 0
+    epoch_progress: float = 0.0
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,20 +98,36 @@ class Framework(nn.Module):
     """
 
     name: ClassVar[str] = ""
+    #: the framework's settings dataclass; the run's instance is ``self.settings``
+    settings_class: ClassVar[type[FrameworkSettings]] = LongCLIPSettings
     #: cached per-benchmark preprocessing products the training set must provide (see :meth:`prepare`)
     products: ClassVar[tuple[str, ...]] = ()
     #: True when :meth:`score` is not the cosine of global features (evaluation then uses it)
     has_score: ClassVar[bool] = False
+    #: what a run with gamma > 0 ("+HN") trains, in one line (the report's plug-in legend)
+    hn_plugin: ClassVar[str] = FRAMEWORK_HN_PLUGIN["longclip"]
 
     def __init__(self, cfg, model: nn.Module | None = None):
         super().__init__()
         self.cfg = cfg
+        self.settings = cfg.framework_settings
+        if not isinstance(self.settings, self.settings_class):
+            raise TypeError(f"framework {self.name or type(self).__name__!r} takes {self.settings_class.__name__}, "
+                            f"the config holds {type(self.settings).__name__}")
+        # no parameters or buffers: it adds nothing to the state dict
+        self.criterion = HNClipLoss(gamma=cfg.gamma, token_weight=cfg.token_weight,
+                                    label_smoothing=cfg.label_smoothing)
 
     # ----------------------------------------------------------------------------------- configuration
-    @classmethod
-    def base_lr(cls, cfg) -> float:
-        """Peak learning rate of the model's own trainable parameters (adapters: ``adapter_lr``)."""
-        return cfg.lr
+    @property
+    def hn_meaning(self) -> str:
+        """What "+HN" trains for this framework with these settings (:attr:`hn_plugin` unless an option changes it)."""
+        return self.hn_plugin
+
+    @property
+    def trains_global_term(self) -> bool:
+        """Whether :meth:`loss_terms` has a ``"global"`` term (False only where the authors train none)."""
+        return True
 
     @property
     def needs_tokens(self) -> bool:
@@ -143,14 +169,15 @@ class Framework(nn.Module):
         return merge_adapters(model)
 
     def param_groups(self, model: nn.Module) -> list[dict]:
-        """AdamW groups: the model's at :meth:`base_lr`, the framework's modules at ``cfg.module_lr``.
+        """AdamW groups: the model's trainable parameters at ``cfg.lr``, the framework's modules at
+        ``cfg.module_lr``.
 
         Each group is split into weight-decay and no-decay parameters (biases, norms, ...); every
         group carries ``lr`` and ``name``.
         """
         from hnclip.training.schedule import param_groups
 
-        groups = [dict(g, lr=self.base_lr(self.cfg)) for g in param_groups(model, self.cfg.weight_decay)]
+        groups = [dict(g, lr=self.cfg.lr) for g in param_groups(model, self.cfg.weight_decay)]
         if any(p.requires_grad for p in self.parameters()):
             for group in param_groups(self, self.cfg.weight_decay):
                 groups.append(dict(group, lr=self.cfg.module_lr, name="module_" + group["name"]))
@@ -174,26 +201,31 @@ class Framework(nn.Module):
         would drown the margin being studied.
 
         Under data parallelism (torchrun) the term spans the global micro-batch: local rows against
-        every rank's features, with G from the gathered margin features
-        (:func:`hnclip.training.distributed.global_contrastive_loss`); on one process it is exactly
-        ``contrastive_loss``. The token term and :meth:`extra_terms` stay per process.
+        every rank's features, with G from the gathered margin features (:class:`hnclip.losses.HNClipLoss`);
+        on one process it is exactly ``contrastive_loss``. The token term and :meth:`extra_terms` stay
+        per process.
         """
-        return global_contrastive_loss(out["image_features"].float(), out["text_features"].float(),
-                                       out["logit_scale"].float(), self.cfg.gamma, margin_features)
+        return self.criterion.global_loss(out["image_features"].float(), out["text_features"].float(),
+                                          out["logit_scale"].float(), margin_features)
+
+    def token_term(self, out: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``cfg.token_weight`` x the FILIP token loss of this process's rows (normalised token features)."""
+        return self.criterion.token_term(out["image_tokens"].float(), out["text_tokens"].float(), out["text_mask"],
+                                         out["logit_scale"].float())
 
     def loss_terms(self, out: Mapping[str, torch.Tensor], batch: Batch,
                    margin_features: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Named, already weighted terms of the trained objective (the loop minimises their sum).
 
-        ``"global"`` first (the only term gamma touches), then ``"token"`` when ``cfg.token_weight > 0``,
-        then :meth:`extra_terms`. ``margin_features``: the frozen-margin text features of the batch, or
-        None (G from the batch's own text features).
+        ``"global"`` first (the only term gamma touches) where :attr:`trains_global_term`, then
+        ``"token"`` when ``cfg.token_weight > 0``, then :meth:`extra_terms`. ``margin_features``: the
+        frozen-margin text features of the batch, or None (G from the batch's own text features).
         """
-        terms = {"global": self.global_term(out, margin_features)}
+        terms = {}
+        if self.trains_global_term:
+            terms["global"] = self.global_term(out, margin_features)
         if self.cfg.token_weight > 0:
-            terms["token"] = self.cfg.token_weight * token_loss(
-                out["image_tokens"].float(), out["text_tokens"].float(), out["text_mask"],
-                out["logit_scale"].float())
+            terms["token"] = self.token_term(out)
         extra = self.extra_terms(out, batch)
         clash = set(extra) & set(terms)
         if clash:

@@ -1,32 +1,45 @@
-"""FineLIP: token aggregation on both sides, a cross-modal token similarity and a VSE hinge loss.
+"""FineLIP: token aggregation on both sides, a cross-modal token similarity and a VSE hinge, as its
+public code trains it (ffa-ti-ma/FineLIP at 9389127), written anew.
 
-Our reading of FineLIP (Asokan et al., CVPR 2025; public code ``model/cross_net.py``
-``forward_dual_aggr``, ``model/xttn.py`` ``mask_xattn_one_text``, ``train/loss.py``), written anew:
+**The objective is the hinge alone.** In FineLIP mode ``model/model_finelip.py`` ``CLIP.forward`` sets
+``loss_1 = 0.0`` (the global contrastive term ``inference_lvl1`` runs only with ``--run_baseline``) and
+returns the hinge as ``loss_3``; ``train/train.py`` ``train_epoch`` backpropagates ``loss_1 + loss_3``.
+So plain FineLIP trains no global InfoNCE term, and the logit scale receives no gradient.
 
-- **Aggregators.** One per side: LayerNorm -> Linear(D, 0.2 D) -> GELU -> Linear(0.2 D, K) gives each
-  token K logits; times a learned scalar (init 1), a softmax over the tokens turns them into K
-  weightings, and the weighted sums are K aggregated tokens. ``K = finelip_slots``; 0 picks FineLIP's
-  own ``int(0.2 * patches)`` (its aggr_ratio 0.4 x sparse_ratio 0.5 of the patch count: 51 for ViT-L/14
-  at 224 px, the same K on the text side).
-- **Which tokens.** Image: the projected patch tokens (no CLS) are aggregated and the global (CLS)
-  feature is prepended: K + 1 tokens. Text: the projected tokens from SOT up to, not including, EOT are
-  aggregated (padding masked out of the softmax) and the EOT token, i.e. the global text feature, is
-  appended: K + 1 tokens. All are L2-normalised before matching. One difference: our encoder hands out
-  normalised token features, so the aggregators weight normalised tokens where FineLIP's weight the
-  raw projected ones.
-- **Cross similarity.** ``c = LeakyReLU_0.1(cos)`` between every image and caption token;
-  text->image: mean over caption tokens of the max over image tokens; image->text: mean over image
-  tokens of the max over caption tokens; the score is their **sum** (as FineLIP's code; range
-  [-0.2, 2]), not their average.
-- **Loss.** VSE hinge on the [B, B] cross-similarity matrix with margin 0.2 in both directions, summed
-  over every violating negative (``finelip_hinge = sum``, FineLIP's default) or only the hardest one per
-  query (``max``, VSE++'s max-violation), and summed over the batch (not averaged), times
-  ``finelip_weight`` (1, as FineLIP adds it to its global loss unweighted). The hinge never sees gamma:
-  the HN variant replaces only the global InfoNCE term. FineLIP ramps the hinge in over its first epoch;
-  we keep the weight constant.
-- **Learning rates.** The aggregators train at ``module_lr`` (FineLIP: 2e-4 vs 1e-6 for the encoders).
-- **Evaluation score.** ``(1 - w) * global cosine + w * cross similarity`` with ``w =
-  finelip_score_weight = 0.2`` (FineLIP's alpha 0.8 on the global logits).
+- **Aggregators** (``model/cross_net.py`` ``TokenAggregation``): one per side, LayerNorm ->
+  Linear(D, 0.2 D) -> GELU -> Linear(0.2 D, K) gives each token K logits; times a learned scalar
+  (init 1), a softmax over the tokens turns them into K weightings, and the weighted sums are K
+  aggregated tokens. ``K = finelip.slots``; 0 picks FineLIP's ``int(num_patches * aggr_ratio *
+  sparse_ratio)`` = ``int(0.2 * patches)`` (51 for ViT-L/14 at 224 px), the same K on the text side.
+- **Which tokens** (``CrossSparseAggrNet_v2.forward_dual_aggr``): the *raw* projected tokens, as
+  ``CLIP.forward`` hands over ``encode_image_full`` (``ln_post`` then ``proj`` on every token) and
+  ``encode_text_full(text) @ text_projection``, unnormalised. Image: the patch tokens (no CLS) are
+  aggregated and the CLS token, the global feature, is prepended: K + 1 tokens. Text: the tokens from
+  SOT up to, not including, EOT (``cap_embs[i, :n_word]`` with ``n_word = length - 1``) are aggregated
+  and the EOT token, the global text feature, is appended: K + 1 tokens. Each token is L2-normalised
+  only after aggregation (``F.normalize(select_tokens)``). One difference: FineLIP counts a caption's
+  length as its non-zero token ids, we locate EOT (the token "!" has id 0 too).
+- **Cross similarity** (``model/xttn.py`` ``mask_xattn_one_text``): ``c = LeakyReLU_0.1(cos)`` between
+  every image and caption token; text->image: mean over caption tokens of the max over image tokens;
+  image->text: mean over image tokens of the max over caption tokens; the score is their **sum**
+  (range [-0.2, 2]), not their average.
+- **Hinge** (``train/loss.py`` ``ContrastiveLoss``): VSE hinge on the [B, B] cross-similarity matrix with
+  margin 0.2 in both directions, summed over every violating negative (``finelip.hinge = sum``,
+  ``max_violation`` off by default) or the hardest only (``max``), summed over the batch, times
+  ``finelip.weight`` (1).
+- **Ramp** (``train/train.py`` ``warmup_alpha = i / num_batches_per_epoch`` in epoch
+  ``embedding_warmup_epochs = 0``, applied in ``inference_lvl3``): the hinge's weight rises linearly
+  from 0 over the first epoch's micro-batches (``Batch.epoch_progress``), then stays 1
+  (``finelip.ramp``). Our epoch counts only the micro-batches of complete optimizer steps.
+- **"+HN"**: FineLIP has no global term to replace, so a run with gamma > 0 *adds* the HN global term
+  (with the run's label smoothing; FineLIP's own global term, ``inference_lvl1``, smooths by 0.1)
+  beside the unchanged, still ramped hinge (``finelip.hn = global``). The other reading, the margin
+  inside the hinge's negatives (``finelip.hn = hinge``: ``scores + gamma * G`` with G the detached
+  caption-caption cosine, zero on the diagonal, and no global term), is an option.
+- **Learning rates**: the aggregators train at ``module_lr`` (FineLIP ``train/arguments.py``:
+  ``cross_net_lr`` 2e-4 vs ``lr`` 1e-6 for the encoders).
+- **Evaluation score**: ``(1 - w) * global cosine + w * cross similarity`` with ``w =
+  finelip.score_weight = 0.2`` (FineLIP's alpha 0.8 on the global logits).
 """
 
 from __future__ import annotations
@@ -35,7 +48,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hnclip.losses import caption_similarity
+
 from .base import Framework
+from .registry import FRAMEWORK_HN_PLUGIN
+from .settings import FineLIPSettings
 
 __all__ = ["FineLIP", "TokenAggregator", "cross_similarity", "default_slots", "vse_hinge_loss"]
 
@@ -99,16 +116,18 @@ def vse_hinge_loss(scores: torch.Tensor, margin: float = 0.2, max_violation: boo
 
 
 class FineLIP(Framework):
-    """Long-CLIP fine-tuning plus FineLIP's aggregators and cross-modal hinge term (``"finelip"``)."""
+    """FineLIP's aggregators and its cross-modal hinge (``"finelip"``); a global term only with "+HN"."""
 
     name = "finelip"
+    settings_class = FineLIPSettings
     has_score = True
+    hn_plugin = FRAMEWORK_HN_PLUGIN["finelip"]
 
     def __init__(self, cfg, model):
         super().__init__(cfg, model)
         if model is None:
             raise ValueError("the finelip framework needs the model to size its aggregators")
-        self.slots = cfg.finelip_slots or default_slots(model)
+        self.slots = self.settings.slots or default_slots(model)
         self.image_aggregator = TokenAggregator(model.embed_dim, self.slots)
         self.text_aggregator = TokenAggregator(model.embed_dim, self.slots)
 
@@ -116,41 +135,95 @@ class FineLIP(Framework):
     def needs_tokens(self) -> bool:
         return True
 
+    @property
+    def hn_in_hinge(self) -> bool:
+        return self.cfg.gamma > 0 and self.settings.hn == "hinge"
+
+    @property
+    def trains_global_term(self) -> bool:
+        return self.cfg.gamma > 0 and not self.hn_in_hinge
+
+    @property
+    def hn_meaning(self) -> str:
+        if self.settings.hn == "hinge":
+            return "gamma * G is added to the negatives of FineLIP's hinge (no global term)"
+        return self.hn_plugin
+
+    def wrap_model(self, model):
+        """Without a global or token term nothing reads the logit scale: freeze it.
+
+        FineLIP keeps it in its optimizer, where it never receives a gradient and so never moves; frozen,
+        it stays out of the optimizer, and DistributedDataParallel (which expects every trainable
+        parameter to receive a gradient) can wrap the run.
+        """
+        if not self.trains_global_term and self.cfg.token_weight == 0:
+            model.logit_scale.requires_grad_(False)
+        return model
+
     def image_slots(self, image_features: torch.Tensor, image_tokens: torch.Tensor) -> torch.Tensor:
-        """[B, 1 + K, D]: the global feature, then K aggregated patches; normalised."""
+        """[B, 1 + K, D]: the global feature, then K aggregates of the raw patch tokens; normalised."""
         aggregated = self.image_aggregator(image_tokens)
         return F.normalize(torch.cat([image_features[:, None], aggregated], dim=1), dim=-1)
 
     def text_slots(self, text_features: torch.Tensor, text_tokens: torch.Tensor,
                    text_mask: torch.Tensor) -> torch.Tensor:
-        """[B, K + 1, D]: K aggregates of the tokens before EOT, then the EOT (global) feature; normalised."""
+        """[B, K + 1, D]: K aggregates of the raw tokens before EOT, then the EOT (global) feature; normalised."""
         mask = text_mask.to(torch.bool)
         eot = mask.sum(dim=1) - 1  # the mask is True up to and including EOT
         before_eot = mask & (torch.arange(mask.shape[1], device=mask.device)[None, :] < eot[:, None])
         aggregated = self.text_aggregator(text_tokens, before_eot)
         return F.normalize(torch.cat([aggregated, text_features[:, None]], dim=1), dim=-1)
 
-    def extra_terms(self, out, batch):
-        images = self.image_slots(out["image_features"].float(), out["image_tokens"].float())
-        texts = self.text_slots(out["text_features"].float(), out["text_tokens"].float(), out["text_mask"])
-        loss = vse_hinge_loss(cross_similarity(images, texts), self.cfg.finelip_margin,
-                              self.cfg.finelip_hinge == "max")
-        return {"finelip": self.cfg.finelip_weight * loss}
+    def encode(self, model, batch):
+        out = model(batch.pixels, batch.tokens, with_tokens=True, normalize_tokens=False)
+        out["image_tokens_raw"], out["text_tokens_raw"] = out["image_tokens"], out["text_tokens"]
+        # the FILIP token term (token_weight > 0) reads normalised tokens, as for every framework
+        out["image_tokens"] = F.normalize(out["image_tokens_raw"], dim=-1)
+        out["text_tokens"] = F.normalize(out["text_tokens_raw"], dim=-1)
+        return out
+
+    def ramp(self, batch) -> float:
+        """The hinge's weight factor: the first epoch's progress during epoch 0 (FineLIP's warmup_alpha), then 1."""
+        return batch.epoch_progress if self.settings.ramp and batch.epoch == 0 else 1.0
+
+    def hinge_term(self, out, batch, margin: torch.Tensor | None = None) -> torch.Tensor:
+        """``finelip.weight`` x ramp x the VSE hinge on the cross similarity (plus ``margin`` on its entries)."""
+        images = self.image_slots(out["image_features"].float(), out["image_tokens_raw"].float())
+        texts = self.text_slots(out["text_features"].float(), out["text_tokens_raw"].float(), out["text_mask"])
+        scores = cross_similarity(images, texts)
+        if margin is not None:  # zero on the diagonal: the positives keep their score
+            scores = scores + self.cfg.gamma * margin
+        loss = vse_hinge_loss(scores, self.settings.margin, self.settings.hinge == "max")
+        return (self.settings.weight * self.ramp(batch)) * loss
+
+    def loss_terms(self, out, batch, margin_features=None):
+        """``"global"`` (only with "+HN", :attr:`trains_global_term`), ``"token"``, then ``"finelip"``.
+
+        Overridden because the ``finelip.hn = hinge`` option lets gamma reach the hinge's negatives,
+        which :meth:`extra_terms` never sees; in the default reading the hinge is gamma-free.
+        """
+        terms = super().loss_terms(out, batch, margin_features)
+        margin = None
+        if self.hn_in_hinge:
+            source = out["text_features"] if margin_features is None else margin_features
+            margin = caption_similarity(source.float())
+        terms["finelip"] = self.hinge_term(out, batch, margin)
+        return terms
 
     # evaluation: global features plus the token sets, scored by the blend
     def encode_images(self, model, pixels):
-        out = model(pixels, None, with_tokens=True)
+        out = model(pixels, None, with_tokens=True, normalize_tokens=False)
         return {"features": out["image_features"],
                 "slots": self.image_slots(out["image_features"].float(), out["image_tokens"].float())}
 
     def encode_texts(self, model, tokens):
-        out = model(None, tokens, with_tokens=True)
+        out = model(None, tokens, with_tokens=True, normalize_tokens=False)
         return {"features": out["text_features"],
                 "slots": self.text_slots(out["text_features"].float(), out["text_tokens"].float(),
                                          out["text_mask"])}
 
     def score(self, images, texts):
-        weight = self.cfg.finelip_score_weight
+        weight = self.settings.score_weight
         cosine = images["features"] @ texts["features"].T
         return (1 - weight) * cosine + weight * cross_similarity(images["slots"], texts["slots"])
 

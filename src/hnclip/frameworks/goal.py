@@ -2,9 +2,11 @@
 
 Per micro-batch, each image brings its best local pair from the segment product
 (:mod:`hnclip.preprocess.segments`): a SAM segment crop and the caption sentence matched to it. The
-loss is GOAL's ``goal_loss_finetuning.py``, re-written:
+loss is GOAL's (PerceptualAI-Lab/GOAL ``goal_loss_finetuning.py``, ``train``:
+``loss = loss_org + 0.5 * loss_seg + loss_patch + loss_text``), re-written:
 
-    global                       CLIP InfoNCE of images vs captions (the term +HN replaces)
+    global                       CLIP InfoNCE of images vs captions (the term +HN replaces; GOAL's
+                                 ``clip_loss`` has no label smoothing)
     + 0.5 * segment              InfoNCE of crops vs their sentences, same learnable scale
     + 1.0 * patch                mean over the batch of (cos(box tokens, crop) - 1)^2
     + 1.0 * text                 mean over the batch of (cos(span tokens, sentence) - 1)^2
@@ -24,16 +26,15 @@ Choices where GOAL's code is not the reference we follow:
   GOAL rescales boxes as if images were resized without cropping and clamps spans to the last tokens;
 - the four terms are computed in float32 outside autocast, like the global term.
 
-Settings are read from ``TrainConfig`` fields ``goal_segment_weight``, ``goal_patch_weight``,
-``goal_text_weight`` when present, else GOAL's weights above (:class:`GoalSettings`).
+Settings: :class:`~hnclip.frameworks.settings.GoalSettings` (``train.goal`` in the workflow config).
+GOAL's optimiser (``init_lr`` 5e-6, ``weight_decay`` 0.05, a cosine from the first step to ``min_lr``
+0 without warmup, batch 16) is the paper config's recipe for the GOAL methods.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,26 +42,11 @@ import torch
 import torch.nn.functional as F
 
 from .base import Batch, Framework
+from .registry import FRAMEWORK_HN_PLUGIN
+from .settings import GoalSettings
 
 __all__ = ["FRAMEWORK", "GoalFramework", "GoalSettings", "alignment_loss", "box_patch_mask", "captured_inputs",
            "normalise_pixels", "paired_infonce", "pool_masked", "span_token_mask"]
-
-
-@dataclass(frozen=True)
-class GoalSettings:
-    """GOAL's term weights; ``from_config`` reads ``TrainConfig.goal_<name>`` where the field exists."""
-
-    segment_weight: float = 0.5
-    patch_weight: float = 1.0
-    text_weight: float = 1.0
-
-    @classmethod
-    def from_config(cls, cfg, prefix: str = "goal_"):
-        values = {f.name: getattr(cfg, prefix + f.name, f.default) for f in dataclasses.fields(cls)}
-        for name, value in values.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-                raise ValueError(f"TrainConfig.{prefix}{name}={value!r} must be >= 0")
-        return cls(**values)
 
 
 # ------------------------------------------------------------------------------------------ pure parts
@@ -164,11 +150,12 @@ class GoalFramework(Framework):
     """GOAL's objective on the one training loop; ``products = ("segments",)``."""
 
     name = "goal"
+    settings_class = GoalSettings
     products = ("segments",)
+    hn_plugin = FRAMEWORK_HN_PLUGIN["goal"]
 
     def __init__(self, cfg, model=None):
         super().__init__(cfg, model)
-        self.goal = GoalSettings.from_config(cfg)
         self._data: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------ data
@@ -257,12 +244,13 @@ class GoalFramework(Framework):
 
     def extra_terms(self, out: Mapping[str, torch.Tensor], batch: Batch) -> dict[str, torch.Tensor]:
         scale = out["logit_scale"].float()
+        s = self.settings
         return {
-            "segment": self.goal.segment_weight * paired_infonce(
+            "segment": s.segment_weight * paired_infonce(
                 out["crop_features"].float(), out["sentence_features"].float(), scale),
-            "patch": self.goal.patch_weight * alignment_loss(
+            "patch": s.patch_weight * alignment_loss(
                 out["box_features"].float(), out["crop_features"].float(), out["box_valid"]),
-            "text": self.goal.text_weight * alignment_loss(
+            "text": s.text_weight * alignment_loss(
                 out["span_features"].float(), out["sentence_features"].float(), out["span_valid"]),
         }
 

@@ -1,19 +1,22 @@
-"""Long-CLIP fine-tuning: every weight trained with global InfoNCE on the long captions.
+"""Long-CLIP fine-tuning: every weight trained with the global InfoNCE on the long captions.
 
-This is the paper's "Long-CLIP FT" baseline, as its issue states ("global InfoNCE on long captions"):
-with the default ``longclip_short_weight = 0`` the framework adds nothing to the base class.
+This is the paper's "Long-CLIP FT" baseline ("global InfoNCE on long captions"): with the default
+``longclip.short_weight = 0`` the framework adds nothing to the base class, whose global term carries
+the run's ``label_smoothing``. Long-CLIP trains its long-caption term with label smoothing 0.1
+(beichenzbc/Long-CLIP ``model/model_longclip.py``, ``forward``: ``F.cross_entropy(sim_i2tl, targets,
+label_smoothing=0.1)``), which the paper config sets for Long-CLIP FT, Long-CLIP FT + HN and HN-CLIP
+alike (HN-CLIP "follows standard Long-CLIP fine-tuning"); "+HN" adds gamma * G to the logits of that
+same smoothed term.
 
-Long-CLIP's own recipe (Zhang et al. 2024, ``model/model_longclip.py``) adds a short-caption term,
-"primary component matching": the batch's normalised image features are reduced to their top ``k``
-principal components (centre on the batch mean, SVD, project onto the first ``k`` right singular
-vectors, map back and add the mean again; the result is not re-normalised) and matched to the
-short captions' features with symmetric InfoNCE. It is available as an option
-(``longclip_short_weight > 0``, short captions read from ``short_caption_column``). Details kept from
-the reference: ``k = 32``, gradients flow through the SVD, the logit scale is the model's, and both
-cross-entropies use label smoothing 0.1 (the reference smooths its long-caption term too; ours does
-not, because the global term is the HN contract's exact InfoNCE). When ``k`` is at least the batch's
-rank (micro-batches of 16 or fewer samples with ``k = 32``), the reduction keeps every component and
-the term matches the unreduced image features with the short captions.
+Long-CLIP's own recipe also adds a short-caption term, "primary component matching": the batch's
+normalised image features are reduced to their top ``k`` principal components (centre on the batch
+mean, SVD, project onto the first ``k`` right singular vectors, map back and add the mean again; the
+result is not re-normalised) and matched to the short captions' features with symmetric InfoNCE. It is
+available as an option (``longclip.short_weight > 0``, short captions read from
+``longclip.short_caption_column``). Details kept from the reference: ``k = 32``, gradients flow through
+the SVD, the logit scale is the model's, and both cross-entropies use label smoothing 0.1. When ``k`` is
+at least the batch's rank (micro-batches of 16 or fewer samples with ``k = 32``), the reduction keeps
+every component and the term matches the unreduced image features with the short captions.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import Framework
+from .settings import LongCLIPSettings
 
 __all__ = ["LABEL_SMOOTHING", "LongCLIP", "pca_reconstruct", "short_caption_loss"]
 
@@ -55,6 +59,7 @@ class LongCLIP(Framework):
     """Full fine-tuning; optionally Long-CLIP's short-caption term (``"short"``)."""
 
     name = "longclip"
+    settings_class = LongCLIPSettings
 
     def __init__(self, cfg, model=None):
         super().__init__(cfg, model)
@@ -62,20 +67,20 @@ class LongCLIP(Framework):
 
     @property
     def uses_short_captions(self) -> bool:
-        return self.cfg.longclip_short_weight > 0
+        return self.settings.short_weight > 0
 
     def required_columns(self) -> tuple[str, ...]:
-        return (self.cfg.short_caption_column,) if self.uses_short_captions else ()
+        return (self.settings.short_caption_column,) if self.uses_short_captions else ()
 
     def prepare(self, data, products, tokenize) -> None:
         if not self.uses_short_captions:
             return
-        column = self.cfg.short_caption_column
+        column = self.settings.short_caption_column
         manifest = getattr(data, "manifest", None)
         if manifest is None or column not in manifest.columns:
             have = [] if manifest is None else list(manifest.columns)
-            raise ValueError(f"longclip_short_weight > 0 needs the manifest column {column!r} "
-                             f"(TrainConfig.short_caption_column); the training manifest has {have}")
+            raise ValueError(f"longclip.short_weight > 0 needs the manifest column {column!r} "
+                             f"(TrainConfig.longclip.short_caption_column); the training manifest has {have}")
         captions = [str(c) for c in manifest[column]]
         for image_id, caption in zip(data.image_ids, captions, strict=True):
             if not caption.strip():
@@ -97,8 +102,8 @@ class LongCLIP(Framework):
         if not self.uses_short_captions:
             return {}
         loss = short_caption_loss(out["image_features"].float(), out["short_text_features"].float(),
-                                  out["logit_scale"].float(), self.cfg.longclip_pca_components)
-        return {"short": self.cfg.longclip_short_weight * loss}
+                                  out["logit_scale"].float(), self.settings.pca_components)
+        return {"short": self.settings.short_weight * loss}
 
 
 FRAMEWORK = LongCLIP

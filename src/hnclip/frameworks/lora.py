@@ -1,29 +1,32 @@
 """LoRA: low-rank adapters (peft) on every Linear of both towers, merged into the weights for export.
 
-Only the adapters and the logit scale train, at ``adapter_lr``; the objective is the base class's
-(global InfoNCE, HN when gamma > 0, token term when token_weight > 0). Adapters are added after the
+Only the adapters and the logit scale train, at the run's ``lr`` (its method recipe sets the adapter
+rate); the objective is the base class's (the global InfoNCE with the run's label smoothing, HN when
+gamma > 0, the token term when token_weight > 0). LoRA and DoRA have no authors' recipe for CLIP
+fine-tuning: the paper config's choices are marked "(chosen)" there. Adapters are added after the
 frozen-margin features are encoded, so "frozen G" comes from the unadapted initial model.
 """
 
 from __future__ import annotations
 
 from .base import Framework
+from .registry import FRAMEWORK_HN_PLUGIN
+from .settings import LoRASettings
 
 __all__ = ["LoRA"]
 
 
 class LoRA(Framework):
     name = "lora"
+    settings_class = LoRASettings
+    hn_plugin = FRAMEWORK_HN_PLUGIN["lora"]
     method = "lora"  # hnclip.models.apply_adapters' method
-
-    @classmethod
-    def base_lr(cls, cfg) -> float:
-        return cfg.adapter_lr
 
     def wrap_model(self, model):
         from hnclip.models import apply_adapters
 
-        return apply_adapters(model, self.method, self.cfg.lora_r, self.cfg.lora_alpha, self.cfg.lora_dropout)
+        s = self.settings
+        return apply_adapters(model, self.method, s.r, s.alpha, s.dropout)
 
 
 FRAMEWORK = LoRA

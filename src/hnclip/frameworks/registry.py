@@ -1,14 +1,18 @@
-"""Framework name -> module. Kept free of torch so the config layer can validate names cheaply.
+"""Framework name -> module, settings section, products and "+HN" meaning. Torch-free, so the config
+layer and the workflow read them cheaply.
 
 Each module defines ``FRAMEWORK``, its :class:`~hnclip.frameworks.base.Framework` subclass; it is
-imported only when a run asks for it (a module that fails to import breaks only that framework).
+imported only when a run asks for it (a module that fails to import breaks only that framework). The
+tables below restate class attributes (``products``, ``settings_class``, ``hn_plugin``) so that readers
+need not import torch; ``tests/test_frameworks_losses.py`` checks that they agree.
 """
 
 from __future__ import annotations
 
 import importlib
 
-__all__ = ["FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "FRAMEWORK_PRODUCTS", "get_framework_class"]
+__all__ = ["FRAMEWORK_HN_PLUGIN", "FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "FRAMEWORK_PRODUCTS", "FRAMEWORK_SECTIONS",
+           "get_framework_class"]
 
 FRAMEWORK_MODULES = {
     "longclip": "hnclip.frameworks.longclip",
@@ -19,9 +23,26 @@ FRAMEWORK_MODULES = {
     "structxlip": "hnclip.frameworks.structxlip",
 }
 FRAMEWORK_NAMES = tuple(FRAMEWORK_MODULES)
-# Cached preprocessing products each framework trains on (its class's ``products``; a test checks they
-# agree), readable by the workflow without importing torch.
+# Cached preprocessing products each framework trains on; the workflow's train rule takes them as inputs.
+# StructXLIP needs the segments too: its local term matches caption chunks with the edge maps of each
+# image's best-scoring segment crops (StructXLIP structxlip/dataloader.py ranks an image's segments by
+# similarity_score and keeps chunk_top_k), and the segment product is where that ranking lives.
 FRAMEWORK_PRODUCTS: dict[str, tuple[str, ...]] = {"goal": ("segments",), "structxlip": ("segments", "edges")}
+# The ``train.<section>`` of the workflow config (and ``--set <section>.<key>``) holding each framework's
+# settings (hnclip.frameworks.settings); DoRA is LoRA with a magnitude vector and shares its settings.
+FRAMEWORK_SECTIONS: dict[str, str] = {"longclip": "longclip", "lora": "lora", "dora": "lora",
+                                      "finelip": "finelip", "goal": "goal", "structxlip": "structxlip"}
+# What a run with gamma > 0 ("+HN") trains, per framework: the plug-in table's legend.
+FRAMEWORK_HN_PLUGIN: dict[str, str] = {
+    "longclip": "the global InfoNCE term on long captions becomes the HN objective",
+    "lora": "the global InfoNCE term becomes the HN objective (adapters trained as before)",
+    "dora": "the global InfoNCE term becomes the HN objective (adapters trained as before)",
+    "finelip": "FineLIP trains no global term (only its cross-modal hinge), so +HN adds the HN global term "
+               "beside the unchanged hinge",
+    "goal": "GOAL's global image-caption term becomes the HN objective; segment, patch and text terms unchanged",
+    "structxlip": "StructXLIP's global image-caption term becomes the HN objective; structure, consistency and "
+                  "local terms unchanged",
+}
 
 
 def get_framework_class(name: str):

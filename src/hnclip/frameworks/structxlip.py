@@ -1,11 +1,16 @@
-"""StructXLIP (Ruan et al., CVPR 2026): GOAL's objective plus structure terms on Canny edge maps.
+"""StructXLIP (Ruan et al., CVPR 2026): CLIP's global term plus three structure terms on Canny edge maps.
 
-Each image also brings its edge map, the edge maps of its top-k segment crops
+As its public code trains it (intelligolabs/StructXLIP at bd63274, ``structxlip/train.py``
+``run_training``: ``total_loss = lambda_global * loss_org + lam_structure_centric * loss_structure_centric
++ lam_rgb * loss_rgb_scribble_consistency + lam_local_structure_centric * loss_local_structure_centric``),
+four terms and nothing else. Each image brings its edge map, the edge maps of its top-k segment crops
 (:mod:`hnclip.preprocess.edges`), and its caption filtered of colour, material and texture words
-(:mod:`hnclip.preprocess.lexicon`). On top of GOAL's four terms (:mod:`.goal`):
+(:mod:`hnclip.preprocess.lexicon`):
 
+    global       CLIP InfoNCE of images vs captions at the learnable scale (``clip_loss``, no label
+                 smoothing; the term +HN replaces)
     structure    InfoNCE of edge maps vs filtered captions, the logit scale *detached*
-                 (StructXLIP's ``compute_structure_centric_loss`` called with ``logit_scale.detach()``)
+                 (``compute_structure_centric_loss`` called with ``logit_scale.detach()``)
     consistency  mean over the batch of ``1 - cos(image, its edge map)`` (``cosine_embedding_loss``, y=1)
     local        chunks of the filtered caption vs the batch's edge crops: for each caption, each chunk's
                  multi-positive InfoNCE over every valid edge crop of the batch, its own crops positive,
@@ -14,31 +19,36 @@ Each image also brings its edge map, the edge maps of its top-k segment crops
                  (weights without gradient) of the *final-LN* token states of its span, put through
                  ``ln_final`` again and the text projection: the released code's double layer norm.
 
-Term weights follow StructXLIP's ``cosine_anneal_warm_decay`` (warm=1, decay 1 -> 8 of 10 epochs):
-full weight for the first 10% of training, a cosine down to ``floor x base`` by 80%, then the floor
-(structure 0.7, consistency 0.5, local 0.4), driven by the step fraction ``Batch.progress`` rather
-than the epoch. Base weights are the code's defaults: 0.5, 0.05, 0.1 (its DOCCI launcher used
-0.25 / 0.001 / 0.001 and top-2). The logit scale is clamped to ``[0, 3.5]`` in log space (s <= 33.1)
-as StructXLIP does after every step; the loop has no post-step hook, so the clamp is applied in place
-at the start of each micro-batch, which differs from StructXLIP only on the first step.
+The segments enter only through the edge crops: StructXLIP's local term uses the edge maps of each
+image's ``chunk_top_k`` best-scoring segments (``structxlip/dataloader.py`` ranks ``segment`` by
+``similarity_score``); it never trains on the segment crops or sentences themselves (its dataset loads
+GOAL's ``seg_image``/``seg_text`` pair, ``train.py`` leaves it unused).
+
+Term weights follow ``cosine_anneal_warm_decay(base, epoch, warm=1, decay_start=1, decay_end=8,
+floor)`` per epoch (``structxlip/losses.py``): ``(epoch + 1) / warm`` during the warm epochs, then a
+cosine from 1 at ``decay_start`` to the floor (structure 0.7, consistency 0.5, local 0.4) at
+``decay_end``, then the floor; the epoch is ``Batch.epoch``. Base weights are ``train.py``'s defaults:
+0.5, 0.05, 0.1, top-3 crops (its DOCCI launcher ``scripts/finetune.sh`` used 0.25 / 0.001 / 0.001 and
+top-2). The logit scale is clamped to ``[0, 3.5]`` in log space (s <= 33.1) as StructXLIP does after
+every step; the loop has no post-step hook, so the clamp is applied in place at the start of each
+micro-batch, which differs from StructXLIP only on the first step. StructXLIP's optimiser (``init_lr``
+5e-6, ``weight_decay`` 0.05, a per-step cosine to ``min_lr`` 0 without warmup, batch 16) is the paper
+config's recipe for the StructXLIP methods.
 
 Choices where the released code is not followed:
-- StructXLIP's ``train.py`` loads GOAL's segment pairs but only uses the structure terms; this module
-  is GOAL plus structure, as the HN-CLIP paper describes the framework.
 - chunk spans are located in the filtered caption's own tokens, which we encode for the structure term;
   the release computes them on the filtered text but reads the states of the unfiltered caption, so its
   spans drift after the first removed word.
-- the caption filter removes all three word categories by default (the release's launcher: colours).
+- the caption filter removes all three word categories by default (the release's ``train.py`` removes
+  none unless asked, its launcher colours).
 
-Settings: ``TrainConfig.structxlip_<name>`` for the fields of :class:`StructXLIPSettings` when present.
+Settings: :class:`~hnclip.frameworks.settings.StructXLIPSettings` (``train.structxlip``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,8 +56,10 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from .base import Batch
-from .goal import GoalFramework, _clip, normalise_pixels, paired_infonce
+from .base import Batch, Framework
+from .goal import _clip, captured_inputs, normalise_pixels, paired_infonce
+from .registry import FRAMEWORK_HN_PLUGIN
+from .settings import StructXLIPSettings
 
 __all__ = ["FRAMEWORK", "StructXLIPFramework", "StructXLIPSettings", "annealed_weight", "chunk_embeddings",
            "chunk_token_mask", "clamp_log_logit_scale", "local_edge_loss", "rgb_edge_consistency",
@@ -56,51 +68,17 @@ __all__ = ["FRAMEWORK", "StructXLIPFramework", "StructXLIPSettings", "annealed_w
 ANNEAL_FLOORS = {"structure": 0.7, "consistency": 0.5, "local": 0.4}
 
 
-@dataclass(frozen=True)
-class StructXLIPSettings:
-    structure_weight: float = 0.5
-    consistency_weight: float = 0.05
-    local_weight: float = 0.1
-    top_k: int = 3  # edge crops per image in the local term (chunk_top_k)
-    chunk_tau: float = 0.07
-    chunk_window: int = 3
-    chunk_stride: int = 1
-    max_chunks: int = 64
-    max_log_logit_scale: float = 3.5
-    lexicon: str = "colour,material,texture"
-    anneal_start: float = 0.1
-    anneal_end: float = 0.8
-
-    @classmethod
-    def from_config(cls, cfg, prefix: str = "structxlip_"):
-        values = {f.name: getattr(cfg, prefix + f.name, f.default) for f in dataclasses.fields(cls)}
-        settings = cls(**values)
-        for name in ("structure_weight", "consistency_weight", "local_weight"):
-            if getattr(settings, name) < 0:
-                raise ValueError(f"TrainConfig.{prefix}{name}={getattr(settings, name)!r} must be >= 0")
-        for name in ("top_k", "chunk_window", "chunk_stride", "max_chunks"):
-            if getattr(settings, name) < 1:
-                raise ValueError(f"TrainConfig.{prefix}{name}={getattr(settings, name)!r} must be >= 1")
-        if settings.chunk_tau <= 0:
-            raise ValueError(f"TrainConfig.{prefix}chunk_tau={settings.chunk_tau!r} must be > 0")
-        if not 0 <= settings.anneal_start <= settings.anneal_end <= 1:
-            raise ValueError(f"TrainConfig.{prefix}anneal_start/anneal_end must satisfy 0 <= start <= end <= 1, "
-                             f"got {settings.anneal_start}, {settings.anneal_end}")
-        return settings
-
-    @property
-    def categories(self) -> tuple[str, ...]:
-        return tuple(c.strip() for c in self.lexicon.split(",") if c.strip())
-
-
 # ------------------------------------------------------------------------------------------ pure parts
-def annealed_weight(base: float, progress: float, floor: float, start: float = 0.1, end: float = 0.8) -> float:
-    """``base`` until ``start``, cosine to ``floor * base`` at ``end``, then ``floor * base``."""
-    if progress < start:
+def annealed_weight(base: float, epoch: int, floor: float, warm: int = 1, decay_start: int = 1,
+                    decay_end: int = 8) -> float:
+    """``base`` times StructXLIP's per-epoch factor: a linear warm-up over ``warm`` epochs, 1 until
+    ``decay_start``, a cosine down to ``floor`` at ``decay_end``, then ``floor``."""
+    if epoch < warm:
+        return base * (epoch + 1) / warm
+    if epoch < decay_start:
         return base
-    if progress >= end or end <= start:
-        return base * floor
-    t = (progress - start) / (end - start)
+    span = max(decay_end - decay_start, 1e-6)
+    t = min(epoch - decay_start, span) / span
     return base * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
@@ -168,96 +146,109 @@ def clamp_log_logit_scale(model, max_log: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------ framework
-class StructXLIPFramework(GoalFramework):
-    """GOAL + StructXLIP's structure terms; ``products = ("segments", "edges")``."""
+class StructXLIPFramework(Framework):
+    """StructXLIP's four terms; ``products = ("segments", "edges")`` (the segments rank each image's crops)."""
 
     name = "structxlip"
+    settings_class = StructXLIPSettings
     products = ("segments", "edges")
+    hn_plugin = FRAMEWORK_HN_PLUGIN["structxlip"]
 
     def __init__(self, cfg, model=None):
         super().__init__(cfg, model)
-        self.struct = StructXLIPSettings.from_config(cfg)
+        self._data: dict[str, Any] = {}
 
+    # ------------------------------------------------------------------------------------------ data
     def prepare(self, data, products: Mapping, tokenize) -> None:
         from hnclip.preprocess.edges import EdgeIndex
         from hnclip.preprocess.lexicon import chunk_spans, filter_caption
+        from hnclip.preprocess.segments import SegmentIndex
         from hnclip.preprocess.sentences import char_span_to_tokens, token_offsets
 
-        super().prepare(data, products, tokenize)
-        segments = self._data["index"]
+        segments = SegmentIndex(products["segments"])
         edges = EdgeIndex(products["edges"])
         if edges.segments_sha256 != segments.content_sha256:
             raise ValueError(f"edge product {edges.root} was built from another segment product than "
                              f"{segments.root} (segments_sha256 differs): rebuild the edges")
-        k = self.struct.top_k
-        crop_rows = np.full((len(data.image_ids), k), -1, dtype=np.int64)
+        s = self.settings
+        crop_rows = np.full((len(data.image_ids), s.top_k), -1, dtype=np.int64)
         for row, image_id in enumerate(data.image_ids):
-            pairs = segments.record(image_id)["pairs"][:k]
+            pairs = segments.record(image_id)["pairs"][:s.top_k]  # stored best score first
             crop_rows[row, :len(pairs)] = [p["crop"] for p in pairs]
-        filtered = [filter_caption(c, self.struct.categories) for c in data.captions]
-        spans = np.zeros((len(filtered), self.struct.max_chunks, 2), dtype=np.int64)  # (0, 0): no chunk
+        filtered = [filter_caption(c, s.categories) for c in data.captions]
+        spans = np.zeros((len(filtered), s.max_chunks, 2), dtype=np.int64)  # (0, 0): no chunk
         for row, text in enumerate(tqdm(filtered, desc="caption chunks", unit="caption", leave=False)):
             offsets = token_offsets(text)
-            chunks = chunk_spans(text, self.struct.chunk_window, self.struct.chunk_stride, self.struct.max_chunks)
-            for c, (start, end) in enumerate(chunks):
+            for c, (start, end) in enumerate(chunk_spans(text, s.chunk_window, s.chunk_stride, s.max_chunks)):
                 spans[row, c] = char_span_to_tokens(offsets, start, end)
-        spans = torch.from_numpy(spans)
-        self._data.update({"edges": edges, "edge_image_rows": np.asarray([edges.row(i) for i in data.image_ids]),
-                           "edge_crop_rows": crop_rows, "filtered_captions": filtered,
-                           "filtered_tokens": tokenize(filtered), "chunk_spans": spans})
+        self._data = {"segments": segments, "edges": edges,
+                      "edge_image_rows": np.asarray([edges.row(i) for i in data.image_ids]),
+                      "edge_crop_rows": crop_rows, "filtered_captions": filtered,
+                      "filtered_tokens": tokenize(filtered), "chunk_spans": torch.from_numpy(spans)}
 
     def batch_extras(self, positions: torch.Tensor, device: torch.device) -> dict[str, Any]:
-        extras = super().batch_extras(positions, device)
+        if not self._data:
+            raise RuntimeError(f"framework {self.name!r}: prepare() must run before training")
         data = self._data
         rows = positions.numpy()
-        crop_rows = data["edge_crop_rows"][rows]  # [B, K], -1 = no such pair
+        crop_rows = data["edge_crop_rows"][rows]  # [B, K], -1 = no such segment
         edge_crops = np.asarray(data["edges"].crops[np.maximum(crop_rows, 0).reshape(-1)])
-        extras.update({
+        return {  # uint8 edge maps: a quarter of the float transfer
             "edges": torch.from_numpy(np.asarray(data["edges"].images[data["edge_image_rows"][rows]])).to(device),
             "edge_crops": torch.from_numpy(edge_crops).to(device),
             "edge_valid": torch.from_numpy(crop_rows >= 0).to(device),
             "filtered_tokens": data["filtered_tokens"][positions].to(device, non_blocking=True),
             "chunk_spans": data["chunk_spans"][positions].to(device, non_blocking=True),
-        })
-        return extras
+        }
 
+    # ------------------------------------------------------------------------------------------ training
     def encode(self, model, batch: Batch) -> dict[str, torch.Tensor]:
-        clamp_log_logit_scale(model, self.struct.max_log_logit_scale)
+        """One forward pass over images + edge maps + edge crops and captions + filtered captions."""
+        clamp_log_logit_scale(model, self.settings.max_log_logit_scale)
         clip = _clip(model)
         extras = batch.extras
         size = batch.pixels.shape[0]
         edges = normalise_pixels(extras["edges"], model.image_mean, model.image_std)
         edge_crops = normalise_pixels(extras["edge_crops"], model.image_mean, model.image_std)
-        out, more = self._encode(model, batch, more_images=(edges, edge_crops),
-                                 more_texts=(extras["filtered_tokens"],))
-        out["edge_features"] = more["images"][:size]
-        out["edge_crop_features"] = more["images"][size:].reshape(size, -1, more["images"].shape[-1])
-        out["edge_valid"] = extras["edge_valid"]
-        out["filtered_features"] = more["texts"]
-        final_states = clip.ln_final(more["text_states"])  # StructXLIP reads HF's last_hidden_state (post-LN)
+        if edges.shape[1:] != batch.pixels.shape[1:]:
+            raise ValueError(f"edge maps are {tuple(edges.shape[1:])} but the model's images are "
+                             f"{tuple(batch.pixels.shape[1:])}: rebuild the edge product for this model")
+        images = torch.cat([batch.pixels, edges, edge_crops])
+        texts = torch.cat([batch.tokens, extras["filtered_tokens"]])
+        with captured_inputs(text=clip.ln_final) as states:
+            out = model(images, texts, with_tokens=self.needs_tokens)
+        features = out["image_features"]
+        result = {"logit_scale": out["logit_scale"],
+                  "image_features": features[:size], "text_features": out["text_features"][:size],
+                  "edge_features": features[size:2 * size],
+                  "edge_crop_features": features[2 * size:].reshape(size, -1, features.shape[-1]),
+                  "edge_valid": extras["edge_valid"], "filtered_features": out["text_features"][size:]}
+        if self.needs_tokens:
+            for key in ("image_tokens", "text_tokens", "text_mask"):
+                result[key] = out[key][:size]
+        final_states = clip.ln_final(states["text"][size:])  # StructXLIP reads HF's last_hidden_state (post-LN)
         mask = chunk_token_mask(extras["chunk_spans"], final_states.shape[1], batch.tokens.shape[1])
         chunks = clip.ln_final(chunk_embeddings(final_states, mask)) @ clip.text_projection
-        out["chunk_features"] = F.normalize(chunks, dim=-1)
-        out["chunk_valid"] = mask.any(dim=-1)
-        return out
+        result["chunk_features"] = F.normalize(chunks, dim=-1)
+        result["chunk_valid"] = mask.any(dim=-1)
+        return result
+
+    def term_weight(self, name: str, epoch: int) -> float:
+        s = self.settings
+        return annealed_weight(getattr(s, f"{name}_weight"), epoch, ANNEAL_FLOORS[name], s.anneal_warm_epochs,
+                               s.anneal_decay_start, s.anneal_decay_end)
 
     def extra_terms(self, out: Mapping[str, torch.Tensor], batch: Batch) -> dict[str, torch.Tensor]:
-        terms = super().extra_terms(out, batch)
         scale = out["logit_scale"].float()
-        s = self.struct
-
-        def weight(name: str) -> float:
-            return annealed_weight(getattr(s, f"{name}_weight"), batch.progress, ANNEAL_FLOORS[name],
-                                   s.anneal_start, s.anneal_end)
-
-        terms["structure"] = weight("structure") * structure_loss(
-            out["edge_features"].float(), out["filtered_features"].float(), scale)
-        terms["consistency"] = weight("consistency") * rgb_edge_consistency(
-            out["image_features"].float(), out["edge_features"].float())
-        terms["local"] = weight("local") * local_edge_loss(
-            out["chunk_features"].float(), out["chunk_valid"], out["edge_crop_features"].float(),
-            out["edge_valid"], scale, s.chunk_tau)
-        return terms
+        return {
+            "structure": self.term_weight("structure", batch.epoch) * structure_loss(
+                out["edge_features"].float(), out["filtered_features"].float(), scale),
+            "consistency": self.term_weight("consistency", batch.epoch) * rgb_edge_consistency(
+                out["image_features"].float(), out["edge_features"].float()),
+            "local": self.term_weight("local", batch.epoch) * local_edge_loss(
+                out["chunk_features"].float(), out["chunk_valid"], out["edge_crop_features"].float(),
+                out["edge_valid"], scale, self.settings.chunk_tau),
+        }
 
 
 FRAMEWORK = StructXLIPFramework

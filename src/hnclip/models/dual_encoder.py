@@ -145,24 +145,25 @@ class DualEncoder(nn.Module):
         return F.normalize(self._encode_text(tokens, with_tokens=False)[0], dim=-1)
 
     def forward(self, images: torch.Tensor | None, tokens: torch.Tensor | None,
-                with_tokens: bool = False) -> dict[str, torch.Tensor]:
+                with_tokens: bool = False, normalize_tokens: bool = True) -> dict[str, torch.Tensor]:
         """Normalised features of both towers and the exponentiated, clamped logit scale.
 
         With ``with_tokens``: ``image_tokens`` [B, P, D] (patches without CLS, after ln_post and the
         projection), ``text_tokens`` [B, L, D] and ``text_mask`` [B, L] (True up to and including EOT),
-        each real token L2-normalised; positions after the batch's longest caption are zero vectors
-        (never computed, see ``_encode_text``). Passing None for one input skips that tower.
+        each real token L2-normalised, or left as projected with ``normalize_tokens=False`` (FineLIP's
+        aggregators weight the raw projected tokens); positions after the batch's longest caption are
+        zero vectors (never computed, see ``_encode_text``). Passing None for one input skips that tower.
         """
         out = {"logit_scale": self.logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)}
         if images is not None:
             pooled, patches = self._encode_image(images, with_tokens)
             out["image_features"] = F.normalize(pooled, dim=-1)
             if with_tokens:
-                out["image_tokens"] = F.normalize(patches, dim=-1)
+                out["image_tokens"] = F.normalize(patches, dim=-1) if normalize_tokens else patches
         if tokens is not None:
             pooled, token_features, mask = self._encode_text(tokens, with_tokens)
             out["text_features"] = F.normalize(pooled, dim=-1)
             if with_tokens:
-                out["text_tokens"] = F.normalize(token_features, dim=-1)
+                out["text_tokens"] = F.normalize(token_features, dim=-1) if normalize_tokens else token_features
                 out["text_mask"] = mask
         return out

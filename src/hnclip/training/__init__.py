@@ -5,8 +5,8 @@
 - :mod:`.dynamics` standard vs boosted gradient probe (the dynamics.csv columns).
 - :mod:`.checkpoint` atomic, ``weights_only``-readable resume checkpoints with RNG states.
 - :mod:`.logs` append-only CSV logs that are cut back to the checkpoint on resume.
-- :mod:`.distributed` torchrun/DDP: process group, per-rank shares of the global micro-batch, the global
-  contrastive term over gathered features.
+- :mod:`.distributed` torchrun/DDP: process group, per-rank shares of the global micro-batch, gradient
+  synchronisation (the global term over gathered features is :class:`hnclip.losses.HNClipLoss`).
 """
 
 from .batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
@@ -17,10 +17,17 @@ from .checkpoint import (
     restore_rng_state,
     save_checkpoint,
 )
-from .distributed import DistributedContext, global_contrastive_loss
+from .distributed import DistributedContext
 from .dynamics import DYNAMICS_COLUMNS, GradientProbe
 from .logs import CsvLog
-from .schedule import build_optimizer, build_scheduler, is_no_decay, lr_multiplier, param_groups
+from .schedule import (
+    build_optimizer,
+    build_scheduler,
+    describe_recipe,
+    is_no_decay,
+    lr_multiplier,
+    param_groups,
+)
 
 __all__ = [
     "CHECKPOINT_NAME",
@@ -33,9 +40,9 @@ __all__ = [
     "build_optimizer",
     "build_scheduler",
     "capture_rng_state",
+    "describe_recipe",
     "epoch_order",
     "fingerprint_files",
-    "global_contrastive_loss",
     "is_no_decay",
     "load_checkpoint",
     "lr_multiplier",

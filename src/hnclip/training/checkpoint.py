@@ -4,23 +4,57 @@ Everything that influences later steps is in it (weights, optimizer moments, sch
 states, data position, frozen-margin features), so a run killed at any point and restarted ends with
 the same bits as one that was never interrupted. RNG states are stored as tensors and plain lists:
 numpy arrays and Python's random tuples would need unpickling of arbitrary objects.
+
+:class:`RunCheckpoint` is the one object that saves and restores a run: what goes in, what comes back,
+when an existing file is resumed, refused or superseded, and what stays once the run has finished.
+
+- A checkpoint of the same settings, data and initial model is resumed.
+- A *finished* run (its last checkpoint says ``finished``) of other settings or data is superseded: the
+  new run trains from scratch and its first checkpoint replaces the file. This is Snakemake's case of a
+  changed config: it has already deleted the old run's outputs, and the old weights cannot continue
+  under the new settings anyway.
+- An *unfinished* run of other settings or data is refused, naming what changed: resuming would mix two
+  runs, and silently discarding it could throw away days of GPU time.
+- Once finished, ``TrainConfig.keep_checkpoint`` decides what stays: ``full``; ``weights`` (the final
+  checkpoint is written without the optimizer moments, two thirds of a ViT-L checkpoint: a rerun with
+  the same settings rebuilds the outputs from it without a training step); ``none`` (deleted once the
+  run's outputs are written).
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import random
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["CHECKPOINT_NAME", "capture_rng_state", "check_resumable", "load_checkpoint", "restore_rng_state",
-           "save_checkpoint"]
+from .distributed import check_world_size
+
+__all__ = ["CHECKPOINT_NAME", "Resumable", "RunCheckpoint", "TrainState", "capture_rng_state", "check_resumable",
+           "load_checkpoint", "restore_rng_state", "save_checkpoint"]
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "last.pt"
 FORMAT_VERSION = 1
+
+
+@dataclass
+class TrainState:
+    """Where the run stands; saved in every checkpoint. ``epoch`` counts completed epochs."""
+
+    step: int = 0  # optimizer steps done
+    epoch: int = 0
+    batch_in_epoch: int = 0  # effective batches of the current epoch already done
+    samples_seen: int = 0
+    last_loss: float = math.nan
+    wall_time_s: float = 0.0  # summed over all sessions of the run
 
 
 def capture_rng_state() -> dict:
@@ -98,3 +132,125 @@ def check_resumable(path, checkpoint: dict, config: dict, config_hash: str, data
             f"checkpoint {path} was written for other training data or another initial model "
             f"(fingerprint {checkpoint.get('data_fingerprint')} vs {data_fingerprint}); delete it to train "
             f"from scratch: rm {path}")
+
+
+def _changes(old: dict, new: dict) -> str:
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed) or "unknown"
+
+
+@dataclass
+class Resumable:
+    """What a checkpoint saves and restores: the live objects of a training session.
+
+    ``logs`` maps a name (``dynamics``, ``epochs``) to its :class:`~hnclip.training.logs.CsvLog`.
+    """
+
+    model: torch.nn.Module
+    framework: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    logs: dict
+    margin_features: torch.Tensor | None = None
+
+
+class RunCheckpoint:
+    """A run's ``checkpoint_dir/last.pt``: read (and judged), saved, restored and finished as one object.
+
+    Args:
+        directory: the run's checkpoint folder (it outlives Snakemake's deletion of the outputs).
+        config, config_hash: the run's settings (``TrainConfig.to_dict()``, ``config_hash()``).
+        data_fingerprint: identifies the training data, initial model and products.
+        context: the :class:`~hnclip.training.distributed.DistributedContext`; rank 0 writes, every rank
+            reads and takes part in the collectives of :meth:`save`.
+        keep: ``TrainConfig.keep_checkpoint``.
+    """
+
+    def __init__(self, directory, config: dict, config_hash: str, data_fingerprint: str, context,
+                 keep: str = "weights"):
+        self.directory = Path(directory)
+        self.path = self.directory / CHECKPOINT_NAME
+        self.config, self.config_hash, self.data_fingerprint = config, config_hash, data_fingerprint
+        self.context, self.keep = context, keep
+        self.saved_step: int | None = None  # the step of the file on disk, as this session knows it
+        if context.is_main:
+            for stale in self.directory.glob(CHECKPOINT_NAME + ".*.tmp"):  # a kill during a write
+                stale.unlink(missing_ok=True)
+
+    def describe(self) -> str:
+        """How a failure report names what survives (the checkpoint, or that none was written)."""
+        if self.path.is_file():
+            return f"the last good checkpoint {self.path} is kept"
+        return f"no checkpoint was written yet in {self.directory}"
+
+    def read(self) -> dict | None:
+        """The checkpoint to resume from, or None to train from scratch (no file, or a superseded one).
+
+        Raises for an unfinished run of other settings, data or number of processes.
+        """
+        if not self.path.is_file():
+            return None
+        payload = load_checkpoint(self.path)
+        same_run = (payload.get("config_hash") == self.config_hash
+                    and payload.get("data_fingerprint") == self.data_fingerprint)
+        if payload.get("finished") and not same_run:
+            if self.context.is_main:
+                log.warning("checkpoint %s holds a finished run of other settings or data (%s); training from "
+                            "scratch, the first checkpoint of this run replaces it", self.path,
+                            _changes(payload.get("config", {}), self.config))
+            return None
+        check_resumable(self.path, payload, self.config, self.config_hash, self.data_fingerprint)
+        check_world_size(self.path, payload, self.context.world_size)
+        self.saved_step = int(payload["state"]["step"])
+        return payload
+
+    def restore(self, payload: dict, parts: Resumable) -> TrainState:
+        """Load ``payload`` into ``parts`` and the RNGs; returns the run's state.
+
+        Call it last before the loop: it restores the RNG streams, and nothing may draw numbers after.
+        A finished checkpoint may lack the optimizer moments (``keep_checkpoint: weights``); no step
+        needs them.
+        """
+        parts.model.load_state_dict(payload["model"])
+        parts.framework.load_state_dict(payload["framework"])
+        if "optimizer" in payload:
+            parts.optimizer.load_state_dict(payload["optimizer"])
+        elif not payload.get("finished"):
+            raise RuntimeError(f"checkpoint {self.path} of an unfinished run has no optimizer state; delete it to "
+                               f"train from scratch: rm {self.path}")
+        parts.scheduler.load_state_dict(payload["scheduler"])
+        if self.context.is_main:
+            for name, csv_log in parts.logs.items():
+                csv_log.start(payload["logs"][name])
+        rng = payload["rng_by_rank"][self.context.rank] if self.context.is_distributed else payload["rng"]
+        restore_rng_state(rng)
+        return TrainState(**payload["state"])
+
+    def save(self, state: TrainState, parts: Resumable, finished: bool, accum_steps: int) -> None:
+        """Write the checkpoint of ``state`` (every rank calls this: it gathers each rank's RNG stream).
+
+        A finished run's checkpoint leaves out the optimizer moments unless ``keep`` is ``full``.
+        """
+        rng_states = self.context.all_gather_object(capture_rng_state())
+        if self.context.is_main:
+            payload = {
+                "config": self.config, "config_hash": self.config_hash, "data_fingerprint": self.data_fingerprint,
+                "state": asdict(state), "world_size": self.context.world_size, "finished": finished,
+                "data_position": {"epoch": state.epoch, "micro_batch": state.batch_in_epoch * accum_steps,
+                                  "samples_seen": state.samples_seen},
+                "model": parts.model.state_dict(), "framework": parts.framework.state_dict(),
+                "scheduler": parts.scheduler.state_dict(),
+                "rng": rng_states[0], **({"rng_by_rank": rng_states} if self.context.is_distributed else {}),
+                "margin_features": None if parts.margin_features is None else parts.margin_features.cpu(),
+                "logs": {name: csv_log.read_text() for name, csv_log in parts.logs.items()},
+            }
+            if not finished or self.keep == "full":
+                payload["optimizer"] = parts.optimizer.state_dict()
+            save_checkpoint(self.path, payload)
+        self.saved_step = state.step
+        self.context.barrier()  # the other ranks wait for the file
+
+    def finish(self) -> None:
+        """Apply ``keep: none`` once the run's outputs are written (rank 0)."""
+        if self.keep == "none" and self.context.is_main:
+            self.path.unlink(missing_ok=True)

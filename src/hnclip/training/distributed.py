@@ -7,9 +7,9 @@ its ``r``-th contiguous share, so a run's data, schedule, checkpoints and logs d
 
 What spans the global micro-batch and what stays per process:
 
-- the global contrastive term (InfoNCE, or HN with gamma > 0) gathers image and text features from
-  every rank with gradient and computes the local rows against the global columns, with G built from
-  the gathered, detached margin features (:class:`hnclip.losses.HNClipLoss`'s scheme); with DDP's
+- the global contrastive term (InfoNCE, or HN with gamma > 0) is :class:`hnclip.losses.HNClipLoss`'s:
+  it gathers image and text features from every rank with gradient and computes the local rows
+  against the global columns, with G built from the gathered, detached margin features; with DDP's
   gradient averaging its gradients are those of one process holding the whole micro-batch;
 - the FILIP token term and a framework's extra terms see the local rows only (gathering [B, 248, D]
   token tensors would dominate communication); the logged loss is their mean over ranks, so runs
@@ -33,14 +33,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hnclip.losses import HNClipLoss, contrastive_loss
-
 __all__ = [
     "PROCESS_GROUP_TIMEOUT",
     "DistributedContext",
     "all_reduce_probe",
     "check_world_size",
-    "global_contrastive_loss",
     "is_distributed",
     "join_process_group",
     "pin_device",
@@ -238,20 +235,6 @@ def sync_gradients(runner: nn.Module, is_last_micro_batch: bool):
     if is_last_micro_batch or not hasattr(runner, "no_sync"):
         return contextlib.nullcontext()
     return runner.no_sync()
-
-
-def global_contrastive_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale,
-                            gamma: float = 0.0, margin_text_features: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`hnclip.losses.contrastive_loss` over the global micro-batch.
-
-    On one process it is that function. Under an initialised process group the local rows are
-    scored against every rank's features (gathered with gradient), with G from the gathered margin
-    features and the positives on the diagonal shifted by rank * local batch: the mean over ranks is
-    the single-process loss on the concatenated micro-batch. Every rank must call it (a collective).
-    """
-    if not is_distributed():
-        return contrastive_loss(image_features, text_features, logit_scale, gamma, margin_text_features)
-    return HNClipLoss(gamma=gamma).global_loss(image_features, text_features, logit_scale, margin_text_features)
 
 
 def all_reduce_probe(probe, context: DistributedContext) -> None:

@@ -1,4 +1,5 @@
-"""AdamW parameter groups and the warmup + cosine learning-rate schedule (per optimizer step)."""
+"""AdamW parameter groups, the warmup + cosine (or constant) learning-rate schedule per optimizer step,
+and the run's effective recipe as it is recorded in ``summary.json``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["build_optimizer", "build_scheduler", "is_no_decay", "lr_multiplier", "param_groups"]
+__all__ = ["build_optimizer", "build_scheduler", "describe_recipe", "is_no_decay", "lr_multiplier", "param_groups"]
 
 # name segments whose parameters get no weight decay: shrinking a norm's gain, a bias, an embedding
 # table or the temperature towards zero is not regularisation, it just fights the loss
@@ -39,31 +40,29 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [g for g in groups if g["params"]]
 
 
-def build_optimizer(model_or_groups, cfg) -> torch.optim.AdamW:
-    """AdamW over ``model_or_groups``: a framework's parameter groups (each with its own ``lr``), or a
-    model, whose groups then train at its framework's base lr (``adapter_lr`` for LoRA/DoRA, else ``lr``).
-    """
-    if isinstance(model_or_groups, nn.Module):
-        from hnclip.frameworks import get_framework_class
-
-        lr = get_framework_class(cfg.framework).base_lr(cfg)
-        groups = [dict(g, lr=lr) for g in param_groups(model_or_groups, cfg.weight_decay)]
-    else:
-        groups = list(model_or_groups)
-        if not groups or any("lr" not in g for g in groups):
-            raise ValueError("build_optimizer needs a model or a non-empty list of parameter groups, each "
-                             "with its own 'lr'")
+def build_optimizer(groups: list[dict], cfg) -> torch.optim.AdamW:
+    """AdamW over a framework's parameter groups (:meth:`hnclip.frameworks.base.Framework.param_groups`),
+    each with its own ``lr``, with the run's betas and epsilon."""
+    groups = list(groups)
+    if not groups or any("lr" not in g for g in groups):
+        raise ValueError("build_optimizer needs a non-empty list of parameter groups, each with its own 'lr'")
     return torch.optim.AdamW(groups, lr=groups[0]["lr"], betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
 
 
-def lr_multiplier(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+def lr_multiplier(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float,
+                  schedule: str = "cosine") -> float:
     """Factor on the peak lr for optimizer step ``step`` (0-based).
 
     Warmup: (step + 1) / warmup_steps, so the first step already moves. Then a half cosine from 1 to
-    ``min_lr_ratio`` over the remaining steps.
+    ``min_lr_ratio`` over the remaining steps (``cosine``), or 1 (``constant``). Without warmup the
+    cosine starts at 1 on the first step, as GOAL's and StructXLIP's per-step cosines do.
     """
     if step < warmup_steps:
         return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    if schedule != "cosine":
+        raise ValueError(f"unknown schedule {schedule!r}; known: cosine, constant")
     decay_steps = max(1, total_steps - warmup_steps)
     progress = min(1.0, (step - warmup_steps) / decay_steps)
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
@@ -72,6 +71,24 @@ def lr_multiplier(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     # a named function, not a lambda: only the scheduler's counters go into the checkpoint either way
     def factor(step: int) -> float:
-        return lr_multiplier(step, cfg.warmup_steps, total_steps, cfg.min_lr_ratio)
+        return lr_multiplier(step, cfg.warmup_steps, total_steps, cfg.min_lr_ratio, cfg.schedule)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def describe_recipe(cfg, optimizer: torch.optim.Optimizer, total_steps: int) -> dict:
+    """The run's effective optimisation recipe: the settings behind it and each AdamW group as built.
+
+    ``groups`` reads the optimizer itself (peak lr from the scheduler's ``initial_lr``, decay, size),
+    so a framework that sets its own rates cannot be misreported.
+    """
+    groups = []
+    for group in optimizer.param_groups:
+        groups.append({"name": group.get("name", ""), "lr": group.get("initial_lr", group["lr"]),
+                       "weight_decay": group["weight_decay"], "tensors": len(group["params"]),
+                       "parameters": sum(p.numel() for p in group["params"])})
+    return {"lr": cfg.lr, "module_lr": cfg.module_lr, "weight_decay": cfg.weight_decay,
+            "warmup_steps": cfg.warmup_steps, "schedule": cfg.schedule, "min_lr_ratio": cfg.min_lr_ratio,
+            "total_steps": total_steps, "label_smoothing": cfg.label_smoothing, "grad_clip": cfg.grad_clip,
+            "betas": [cfg.beta1, cfg.beta2], "eps": cfg.eps, "effective_batch": cfg.effective_batch,
+            "groups": groups}
