@@ -343,14 +343,27 @@ def test_configfiles_layer_key_by_key_as_snakemake_layers_them():
     assert config["train"]["micro_batch"] == 2 and config["train"]["epochs"] == 10  # kept from paper.yaml
     # mappings merge: the paper's label and test count stay unless overridden; lists replace
     assert config["benchmarks"]["docci"]["label"] == "DOCCI"
-    assert config["benchmarks"]["docci"]["expected_counts"] == {"train": 8, "test": 4}
+    assert config["benchmarks"]["docci"]["expected_counts"] == {"train": 8, "test": 4, "test_goal": 5}
     assert config["experiments"]["main"]["benchmarks"] == ["docci"]
     assert config["experiments"]["main"]["methods"] == load_config(PAPER)["experiments"]["main"]["methods"]
     # by hand: main 7 methods on DOCCI; plugin adds the 6 "+HN" methods; transfer longclip on DCI and VG;
-    # fractions longclip and hnclip at 0.5; gamma_sweep hnclip at 0; ablation hnclip_frozen; seeds longclip s1
-    assert len(plan.all_runs(config)) == 7 + 6 + 2 + 2 + 1 + 1 + 1
-    # evaluations: one per run on DOCCI, plus the transfer pairs off DOCCI (DOCCI -> DCI, DOCCI -> Long-DCI)
-    assert len(plan.all_evaluations(config)) == 20 + 2
+    # fractions longclip, goal and hnclip at 0.5; gamma_sweep hnclip at 0; ablation hnclip_frozen; seeds
+    # longclip s1
+    assert len(plan.all_runs(config)) == 7 + 6 + 2 + 3 + 1 + 1 + 1
+    # evaluations: one per run on its train set's benchmark (DCI's run on DOCCI, VG's on Urban-1K), plus
+    # the transfer pairs off DOCCI (DOCCI -> DCI, DOCCI -> Long-DCI)
+    assert len(plan.all_evaluations(config)) == 21 + 2
+
+
+def test_the_ci_form_reuses_mains_runs_and_adds_one_per_missing_mechanism():
+    config = load_config([PAPER, REHEARSAL, REPO / "config/rehearsal-ci.yaml"])
+    assert config["rehearsal"]["sam_image_size"] == 256 and config["train"]["keep_checkpoint"] == "none"
+    runs = {(r.method, r.fraction, r.seed) for r in plan.all_runs(config)}
+    # by hand: main's 7 on DOCCI, FineLIP + HN (plugin), HN-CLIP frozen G on half (fractions), LoRA seed 1
+    main = {(m, "1", 0) for m in load_config(PAPER)["experiments"]["main"]["methods"]}
+    assert runs == main | {("finelip_hn", "1", 0), ("hnclip_frozen", "0.5", 0), ("lora", "1", 1)}
+    # evaluations: each run on DOCCI, and main's Long-CLIP FT on DCI, Long-DCI and Urban-1K (transfer)
+    assert len(plan.all_evaluations(config)) == 10 + 3
 
 
 def test_rehearsal_without_its_label_is_refused(tmp_path):

@@ -28,10 +28,11 @@ from hnclip.rehearsal.publisher_files import write_docci
 # a small architecture of the same layout: 2 heads per tower, a 2 x 2 patch grid
 SMALL = {"embed_dim": 64, "image_resolution": 28, "vision_layers": 2, "vision_width": 128, "vision_patch_size": 14,
          "transformer_width": 128, "transformer_layers": 2}
-COUNTS = {"docci": {"train": 4, "test": 3}, "dci": {"train": 3, "test": 2}, "long_dci": {"test": 3},
-          "urban1k": {"test": 2}, "vg": {"train": 3}}
-SPLITS = {"docci": ("train", "test"), "dci": ("train", "test"), "long_dci": ("test",), "urban1k": ("test",),
-          "vg": ("train",)}
+# per split, and per test-split variant of the protocol table (counted by hand from the files the writers lay
+# out: DOCCI's test_goal adds its one qual_test record, DCI's test_all is train + test, Long-DCI's
+# test_keep_empty keeps its one empty-caption row)
+COUNTS = {"docci": {"train": 4, "test": 3, "test_goal": 4}, "dci": {"train": 3, "test": 2, "test_all": 5},
+          "long_dci": {"test": 3, "test_keep_empty": 4}, "urban1k": {"test": 2}, "vg": {"train": 3}}
 
 
 def test_long_clip_l_state_dict_has_openai_vit_l14_weights_plus_two_248_row_position_tables():
@@ -113,7 +114,7 @@ def test_fixtures_go_through_fetch_and_the_adapter_with_the_configured_counts(na
             assert lock[f"{name}/{rel}"]["sha256"] == hashlib.sha256((root / rel).read_bytes()).hexdigest()
     if made.get("hub"):
         assert any(r["source"].startswith("hf://datasets/") for r in lock.values())
-    for split in SPLITS[name]:
+    for split in COUNTS[name]:
         manifest = load_benchmark(name, root, split, expected_count=COUNTS[name][split])
         assert len(manifest) == COUNTS[name][split]
         assert all(Path(p).is_file() for p in manifest["image_path"])
@@ -140,9 +141,22 @@ def test_dci_fixture_splits_by_goals_file_and_docci_skips_its_qualitative_record
     assert len(records) == 4 + 3 + 2
 
 
+@pytest.mark.parametrize("name, variant, wrong", [("docci", "test_goal", 3), ("dci", "test_all", None),
+                                                  ("long_dci", "test_keep_empty", 3)])
+def test_a_test_variant_count_other_than_the_files_hold_is_refused_before_writing(name, variant, wrong, tmp_path):
+    root = tmp_path / name
+    counts = {k: v for k, v in COUNTS[name].items() if k != variant}
+    if wrong is not None:
+        counts[variant] = wrong
+    with pytest.raises(ValueError, match=rf"benchmarks\.{name}\.expected_counts\.{variant} must be "
+                                         rf"{COUNTS[name][variant]} .*got {wrong}"):
+        write_rehearsal_benchmark(name, {**_settings(name, root), "expected_counts": counts}, tmp_path / "hub", 0)
+    assert not root.exists()
+
 def test_some_fixture_captions_are_longer_than_the_248_token_text_tower(tmp_path, offline_hub):
     root = tmp_path / "docci"
-    write_rehearsal_benchmark("docci", {**_settings("docci", root), "expected_counts": {"train": 8, "test": 4}},
+    write_rehearsal_benchmark("docci", {**_settings("docci", root),
+                                        "expected_counts": {"train": 8, "test": 4, "test_goal": 5}},
                               offline_hub, seed=0)
     fetch_benchmark("docci", "docci", root, _settings("docci", root))
     lengths = [len(token_offsets(c)) + 2 for c in load_benchmark("docci", root, "train", expected_count=None)["caption"]]

@@ -7,16 +7,24 @@ distributes it, for the workflow's ``fetch_benchmark`` rule to check, lock and u
 
 ============  ==========================================================================================
 docci         ``docci_descriptions.jsonlines`` + ``docci_images.tar.gz`` in the root (placed files; the
-              jsonlines also holds a ``qual_dev`` and a ``qual_test`` record, which the protocol skips)
+              jsonlines also holds a ``qual_dev`` and a ``qual_test`` record, which the paper's protocol
+              skips and GOAL's ``test_goal`` adds to the test records)
 dci           ``dci.tar.gz`` (annotations, splits.json) + SA-1B's ``sa_000138.tar`` (photos, plus one
-              photo DCI does not annotate) + GOAL's ``DCI_test.json`` naming the test photos
+              photo DCI does not annotate) + GOAL's ``DCI_test.json`` naming the test photos (``test_all``:
+              every annotated photo, train and test)
 long_dci      ``dci_long.csv`` (and a README) as the Hub dataset ``mderakhshani/Long-DCI`` in the offline
-              Hub cache, one row with an empty caption (the protocol drops and counts it), and
+              Hub cache, one row with an empty caption (the protocol drops and counts it,
+              ``test_keep_empty`` keeps it), and
               ``sa_000138.tar`` placed in the root for the photos
 urban1k       ``Urban1k.zip`` as the Hub dataset ``BeichenZhang/Urban1k`` in the offline Hub cache
 vg            ``paragraphs_v1.json``, ``{train,val,test}_split.json``, ``images.zip`` (``VG_100K/``) and
               ``images2.zip`` (``VG_100K_2/``), images split between the two folders as in VG
 ============  ==========================================================================================
+
+The test-split variants of the report's protocol table (:func:`hnclip.data.test_variants`) read the same
+files; their counts follow from the configured ones and the config must state them too (prepare checks
+a variant against ``expected_counts`` like any split), which :func:`write_rehearsal_benchmark` checks
+before writing anything.
 """
 
 from __future__ import annotations
@@ -119,6 +127,25 @@ def _counts(settings: dict, splits: tuple[str, ...], name: str) -> dict[str, int
     return {s: counts[s] for s in splits}
 
 
+def _variant_counts(name: str, adapter: str, settings: dict, counts: dict[str, int]) -> dict[str, int]:
+    """Each test-split variant's record count as the writers lay the files out, checked against the config."""
+    from hnclip.data import test_variants
+
+    rules = _VARIANTS.get(adapter, {})
+    unknown = sorted(set(test_variants(adapter)) - set(rules))
+    if unknown:  # an adapter grew a variant the fixtures do not know how many records it has
+        raise ValueError(f"rehearsal: no fixture count for {adapter}'s test variant(s) {unknown}")
+    configured = settings.get("expected_counts") or {}
+    derived = {}
+    for variant, (count, why) in rules.items():
+        derived[variant] = count(counts)
+        if configured.get(variant) != derived[variant]:
+            raise ValueError(
+                f"rehearsal: benchmarks.{name}.expected_counts.{variant} must be {derived[variant]} ({why}), "
+                f"got {configured.get(variant)!r}: prepare checks the split {variant!r} against it")
+    return derived
+
+
 def _write_files(root: Path, files: dict[str, bytes]) -> list[str]:
     for rel, data in files.items():
         path = root / rel
@@ -127,8 +154,7 @@ def _write_files(root: Path, files: dict[str, bytes]) -> list[str]:
     return sorted(files)
 
 
-def _docci(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
-    counts = _counts(settings, ("train", "test"), name)
+def _docci(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
     splits = ["train"] * counts["train"] + ["test"] * counts["test"] + ["qual_dev", "qual_test"]
     records, images = [], []
     for i, split in enumerate(splits):
@@ -142,7 +168,7 @@ def _docci(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict
         placed = _write_files(root, {
             "docci_descriptions.jsonlines": (Path(tmp) / "docci_descriptions.jsonlines").read_bytes(),
             "docci_images.tar.gz": tar_archive(tree_members(Path(tmp) / "images", "images/"), gzipped=True)})
-    return {"placed": placed, "records": counts}
+    return {"placed": placed}
 
 
 def _dci_annotations(scenes: _Scenes, n: int, first_id: int):
@@ -156,8 +182,7 @@ def _dci_annotations(scenes: _Scenes, n: int, first_id: int):
     return annotations, photos
 
 
-def _dci(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
-    counts = _counts(settings, ("train", "test"), name)
+def _dci(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
     annotations, photos = _dci_annotations(scenes, counts["train"] + counts["test"], 1_543_970)
     extra_photo, _ = scenes.next()  # SA-1B holds photos DCI never annotated
     test_photos = [a["image"] for a in list(annotations.values())[::2][:counts["test"]]]
@@ -177,11 +202,10 @@ def _dci(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
         goal_bytes = write_goal_split(Path(tmp) / "DCI_test.json", goal).read_bytes()
     placed = _write_files(root, {"dci.tar.gz": tar_archive(members, gzipped=True),
                                  "sa_000138.tar": sa1b_archive(photo_bytes), "DCI_test.json": goal_bytes})
-    return {"placed": placed, "records": counts}
+    return {"placed": placed}
 
 
-def _long_dci(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
-    counts = _counts(settings, ("test",), name)
+def _long_dci(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
     annotations, photos = _dci_annotations(scenes, counts["test"] + 1, 1_543_980)
     rows = [(a["image"], a["extra_caption"]) for a in annotations.values()]
     rows[1] = (rows[1][0], "")  # DCI images without an extra caption: listed, dropped by the protocol
@@ -189,11 +213,10 @@ def _long_dci(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> d
                        {"dci_long.csv": long_dci_csv(rows), "README.md": b"# Long-DCI (rehearsal fixture)\n"},
                        HUB_COMMIT)
     placed = _write_files(root, {"sa_000138.tar": sa1b_archive({p: jpeg_bytes(im) for p, im in photos.items()})})
-    return {"placed": placed, "hub": ["datasets/mderakhshani/Long-DCI"], "records": counts}
+    return {"placed": placed, "hub": ["datasets/mderakhshani/Long-DCI"]}
 
 
-def _urban1k(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
-    counts = _counts(settings, ("test",), name)
+def _urban1k(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
     captions, images = {}, {}
     for n in range(1, counts["test"] + 1):
         images[str(n)], caption = scenes.next()
@@ -203,11 +226,10 @@ def _urban1k(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> di
         archive = zip_archive(tree_members(Path(tmp) / "Urban1k", "Urban1k/"))
     populate_hub_cache(hub_cache, "dataset", "BeichenZhang/Urban1k", {"Urban1k.zip": archive}, HUB_COMMIT)
     root.mkdir(parents=True, exist_ok=True)
-    return {"placed": [], "hub": ["datasets/BeichenZhang/Urban1k"], "records": counts}
+    return {"placed": [], "hub": ["datasets/BeichenZhang/Urban1k"]}
 
 
-def _vg(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
-    counts = _counts(settings, ("train",), name)
+def _vg(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
     per_split = {"train": counts["train"], "val": 1, "test": 1}
     paragraphs, splits, folders, images = [], {}, {}, {}
     image_id = 61
@@ -227,22 +249,35 @@ def _vg(name, settings, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
                  ("paragraphs_v1.json", "train_split.json", "val_split.json", "test_split.json")}
         files["images.zip"] = zip_archive(tree_members(Path(tmp) / "VG_100K", "VG_100K/"))
         files["images2.zip"] = zip_archive(tree_members(Path(tmp) / "VG_100K_2", "VG_100K_2/"))
-    return {"placed": _write_files(root, files), "records": counts}
+    return {"placed": _write_files(root, files)}
 
 
-_WRITERS = {"docci": _docci, "dci": _dci, "long_dci": _long_dci, "urban1k": _urban1k, "vg": _vg}
+# adapter -> (writer, the splits whose counts the config gives)
+_WRITERS = {"docci": (_docci, ("train", "test")), "dci": (_dci, ("train", "test")), "long_dci": (_long_dci, ("test",)),
+            "urban1k": (_urban1k, ("test",)), "vg": (_vg, ("train",))}
+# adapter -> test-split variant -> (its count from the configured counts, why), as the writers above lay it out
+_VARIANTS = {
+    "docci": {"test_goal": (lambda c: c["test"] + 1, "the test records and the one qual_test record")},
+    "dci": {"test_all": (lambda c: c["train"] + c["test"], "every annotated photo, train and test")},
+    "long_dci": {"test_keep_empty": (lambda c: c["test"] + 1, "the test rows and the one with an empty caption")},
+}
 
 
 def write_rehearsal_benchmark(name: str, settings: dict, hub_cache, seed: int) -> dict:
     """Place benchmark ``name``'s files (its config block ``settings``: adapter, root, expected_counts).
 
-    Returns what was written: ``{"placed": [files in the root], "hub": [cached repositories], "records"}``.
+    Returns what was written: ``{"placed": [files in the root], "hub": [cached repositories], "records":
+    {split or test variant: count}}``. Raises ValueError, before writing anything, when ``expected_counts``
+    lacks a split's count or states a test variant's count other than the files will hold.
     """
     adapter = settings["adapter"]
     if adapter not in _WRITERS:
         raise ValueError(f"rehearsal: no fixture writer for adapter {adapter!r} (benchmark {name!r}); "
                          f"known: {', '.join(_WRITERS)}")
+    writer, splits = _WRITERS[adapter]
+    counts = _counts(settings, splits, name)
+    records = {**counts, **_variant_counts(name, adapter, settings, counts)}
     root = Path(settings["root"])
     root.mkdir(parents=True, exist_ok=True)
-    made = _WRITERS[adapter](name, settings, root, Path(hub_cache), _Scenes(seed * 7919 + sorted(_WRITERS).index(adapter)))
-    return {"adapter": adapter, "root": str(root), **made}
+    made = writer(counts, root, Path(hub_cache), _Scenes(seed * 7919 + sorted(_WRITERS).index(adapter)))
+    return {"adapter": adapter, "root": str(root), **made, "records": records}
