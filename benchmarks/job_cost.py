@@ -142,7 +142,8 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
         positions = torch.arange(k * micro_batch, (k + 1) * micro_batch) % len(data)
         pixels = to_model_input(store.read(data.store_rows[positions.numpy()]), model.image_mean,
                                 model.image_std, device)
-        batch = Batch(pixels, data.tokens[positions].to(device), positions, progress=0.5,
+        # the second epoch (0-based 1): every term on, FineLIP's first-epoch ramp done
+        batch = Batch(pixels, data.tokens[positions].to(device), positions, epoch=1, epoch_progress=0.5,
                       extras=framework.batch_extras(positions, device))
         sync()
         start = time.perf_counter()

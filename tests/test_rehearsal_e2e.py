@@ -54,11 +54,17 @@ def rehearsal(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("rehearsal")
     proc = subprocess.run([*COMMAND, "--directory", str(workdir), *_profile()], capture_output=True, text=True,
                           timeout=4 * 3600)
-    if proc.returncode != 0:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-1500:]}" for p in (workdir / "results/logs").rglob("*.log")
-                         if p.stat().st_size and "Error" in p.read_text())
-        pytest.fail(f"the rehearsal failed:\n{proc.stderr[-4000:]}\n{logs[-8000:]}")
-    return workdir, proc.stdout + proc.stderr
+    try:
+        if proc.returncode != 0:
+            logs = "\n".join(f"== {p}\n{p.read_text()[-1500:]}" for p in (workdir / "results/logs").rglob("*.log")
+                             if p.stat().st_size and "Error" in p.read_text())
+            pytest.fail(f"the rehearsal failed:\n{proc.stderr[-4000:]}\n{logs[-8000:]}")
+        yield workdir, proc.stdout + proc.stderr
+    finally:
+        # pytest keeps the last three temporary folders: without the ~20 GB of ViT-L weights (run models,
+        # the converted backbone, the random checkpoint); logs, records and the report stay to be read
+        for weights in [*workdir.rglob("*.safetensors"), *workdir.rglob("*.pt")]:
+            weights.unlink()
 
 
 def test_every_rule_of_the_paper_dag_ran(rehearsal, tmp_path):
