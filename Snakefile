@@ -25,10 +25,12 @@ include: "workflow/rules/analysis.smk"
 include: "workflow/rules/convergence.smk"
 include: "workflow/rules/protocols.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/rehearsal.smk"
 
 
 onstart:
     warn_on_local_gpu_cap(workflow.resource_settings.resources, workflow.local_exec)
+    make_rehearsal_files()
 
 
 rule all:

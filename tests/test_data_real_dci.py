@@ -3,14 +3,13 @@ GOAL's exact split-file format (datasets/DCI_test.json: an indented JSON list of
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from hnclip.data import dci, load_benchmark
 from hnclip.data.adapter_utils import BenchmarkFormatError, CountMismatchError
+from hnclip.rehearsal.publisher_files import write_dci, write_goal_split
 
 # annotation file name -> content; names chosen so that sorted order differs from creation order
 ANNOTATIONS = {
@@ -33,30 +32,7 @@ ANNOTATIONS = {
 
 
 def _write(root: Path, annotations=ANNOTATIONS) -> Path:
-    base = root / "densely_captioned_images"
-    (base / "annotations").mkdir(parents=True, exist_ok=True)
-    (base / "photos").mkdir(exist_ok=True)
-    (base / "splits.json").write_text(json.dumps({"train": [], "valid": [], "test": list(annotations)}))
-    for i, (name, record) in enumerate(annotations.items()):
-        full = {
-            **record,
-            "mask_data": {
-                "0": {
-                    "idx": 0,
-                    "label": "x",
-                    "caption": "y",
-                    "parent": -1,
-                    "requirements": [],
-                    "mask_quality": 0,
-                }
-            },
-            "mask_keys": ["0"],
-            "summaries": {"base": ["short"]},
-        }
-        (base / "annotations" / name).write_text(json.dumps(full), encoding="utf-8")
-        if "image" in record:
-            Image.new("RGB", (10, 10), (i * 60, 0, 0)).save(base / "photos" / record["image"], format="JPEG")
-    return root
+    return write_dci(root, annotations)
 
 
 # GOAL's filenames are paths on its authors' machine; only the last component names the photo.
@@ -77,8 +53,7 @@ GOAL_TEST = [
 
 
 def _write_goal(path: Path, records=GOAL_TEST) -> Path:
-    path.write_text(json.dumps(records, indent=4), encoding="utf-8")  # GOAL's file is indented by 4
-    return path
+    return write_goal_split(path, records)  # GOAL's file is indented by 4
 
 
 def _write_split(root: Path, records=GOAL_TEST) -> Path:

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from hnclip.data import docci, load_benchmark
 from hnclip.data.adapter_utils import BenchmarkFormatError, CountMismatchError
+from hnclip.rehearsal.publisher_files import write_docci
 
 RECORDS = [
     {
@@ -52,12 +52,7 @@ RECORDS = [
 
 
 def _write(root: Path, records=RECORDS, lines: list[str] | None = None) -> Path:
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    text = "\n".join(lines if lines is not None else [json.dumps(r) for r in records]) + "\n"
-    (root / "docci_descriptions.jsonlines").write_text(text, encoding="utf-8")
-    for i, r in enumerate(records):
-        Image.new("RGB", (12, 8), (20 * i, 100, 50)).save(root / "images" / r["image_file"], format="JPEG")
-    return root
+    return write_docci(root, records, lines=lines)
 
 
 def test_test_split_is_the_publisher_test_records_in_file_order(tmp_path):

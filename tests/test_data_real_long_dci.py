@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from PIL import Image
 
 from hnclip.data import load_benchmark, long_dci
 from hnclip.data.adapter_utils import BenchmarkFormatError, CountMismatchError
+from hnclip.rehearsal.publisher_files import write_long_dci
 
 ROWS = [
     ("sa_1543972.jpg", "Planters line both sides of the escalators.\nThe floor is polished."),
@@ -21,15 +20,8 @@ ROWS = [
 
 
 def _write(root: Path, rows=ROWS, image_dir: str = "photos") -> Path:
-    root.mkdir(parents=True, exist_ok=True)
     # the file is written exactly as TULIP's dci_long_part.py writes it: pandas, sep="\t", no index
-    pd.DataFrame({"filepath": [r[0] for r in rows], "title": [r[1] for r in rows]}).to_csv(
-        root / "dci_long.csv", index=False, sep="\t"
-    )
-    (root / image_dir).mkdir(parents=True, exist_ok=True)
-    for i, (name, _) in enumerate(rows):
-        Image.new("RGB", (9, 9), (0, i * 50, 0)).save(root / image_dir / name, format="JPEG")
-    return root
+    return write_long_dci(root, rows, image_dir=image_dir)
 
 
 def test_pairs_keep_file_order_and_exact_text_and_empty_captions_are_dropped_and_counted(tmp_path, caplog):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from hnclip.data import load_benchmark, urban1k
 from hnclip.data.adapter_utils import BenchmarkFormatError, CountMismatchError
+from hnclip.rehearsal.publisher_files import write_urban1k
 
 CAPTIONS = {
     "10": "A busy crosswalk at twilight; a yellow light signals caution.\nsecond line, not part of the caption\n",
@@ -18,13 +18,7 @@ CAPTIONS = {
 
 
 def _write(root: Path, captions=CAPTIONS) -> Path:
-    base = root / "Urban1k"
-    (base / "image").mkdir(parents=True, exist_ok=True)
-    (base / "caption").mkdir(exist_ok=True)
-    for stem, text in captions.items():
-        (base / "caption" / f"{stem}.txt").write_text(text, encoding="utf-8")
-        Image.new("RGB", (8, 8), (int(stem) * 20, 0, 90)).save(base / "image" / f"{stem}.jpg", format="JPEG")
-    return root
+    return write_urban1k(root, captions)
 
 
 def test_pairs_in_numeric_order_with_the_first_line_as_caption(tmp_path):

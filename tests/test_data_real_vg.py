@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from PIL import Image
 
 from hnclip.data import load_benchmark, vg
 from hnclip.data.adapter_utils import BenchmarkFormatError, CountMismatchError
+from hnclip.rehearsal.publisher_files import write_vg
 
 URL = "https://cs.stanford.edu/people/rak248/{folder}/{id}.jpg"
 PARAGRAPHS = [
@@ -43,16 +43,7 @@ FOLDERS = {2388350: "VG_100K_2", 2356347: "VG_100K", 61: "VG_100K", 2400000: "VG
 
 
 def _write(root: Path, paragraphs=PARAGRAPHS, splits=SPLITS) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "paragraphs_v1.json").write_text(json.dumps(paragraphs))
-    for name, ids in splits.items():
-        (root / f"{name}_split.json").write_text(json.dumps(ids))
-    for image_id, folder in FOLDERS.items():
-        (root / folder).mkdir(exist_ok=True)
-        Image.new("RGB", (8, 8), (image_id % 256, 0, 0)).save(
-            root / folder / f"{image_id}.jpg", format="JPEG"
-        )
-    return root
+    return write_vg(root, paragraphs, splits, FOLDERS)
 
 
 def test_train_split_follows_the_split_file_order_with_paragraph_text(tmp_path):

@@ -30,6 +30,7 @@ from hnclip.data.download import (
     load_sources,
     unpack_archive,
 )
+from hnclip.rehearsal.hub_cache import populate_hub_cache
 
 # ---------------------------------------------------------------------------------------------------
 # loopback server
@@ -415,16 +416,7 @@ def _populate_hub_cache(
     cache: Path, repo_type: str, repo_id: str, files: dict[str, bytes], commit: str
 ) -> None:
     """The layout huggingface_hub writes: blobs/<sha256>, snapshots/<commit>/<file> -> blob, refs/main."""
-    repo = cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
-    (repo / "refs" / "main").write_text(commit)
-    for name, data in files.items():
-        blob = repo / "blobs" / _sha(data)
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        link = repo / "snapshots" / commit / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path("../" * (len(Path(name).parts) + 1)) / "blobs" / _sha(data))
+    populate_hub_cache(cache, repo_type, repo_id, files, commit)
 
 
 @pytest.fixture

@@ -145,6 +145,7 @@ PAPER_JOBS = {
 
 
 def run_plan(configfile, tmp_path, **kwargs):
+    kwargs.setdefault("job_cost", False)  # the committed measurements are tested on their own below
     out = io.StringIO()
     rows = print_plan(configfile, results_dir=kwargs.pop("results_dir", tmp_path / "results"), file=out, **kwargs)
     return {r.name: r for r in rows}, out.getvalue()
@@ -330,3 +331,121 @@ def test_hnclip_plan_reports_a_bad_config_in_one_line(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "hnclip plan: config key trian: unknown key; did you mean 'train'?"
+
+
+# ------------------------------------------------------------------------------------------ layering
+REHEARSAL = REPO / "config/rehearsal.yaml"
+
+
+def test_configfiles_layer_key_by_key_as_snakemake_layers_them():
+    config = load_config([PAPER, REHEARSAL])
+    assert config["scale"] == "rehearsal"
+    assert config["train"]["micro_batch"] == 2 and config["train"]["epochs"] == 10  # kept from paper.yaml
+    # mappings merge: the paper's label and test count stay unless overridden; lists replace
+    assert config["benchmarks"]["docci"]["label"] == "DOCCI"
+    assert config["benchmarks"]["docci"]["expected_counts"] == {"train": 8, "test": 4, "test_goal": 5}
+    assert config["experiments"]["main"]["benchmarks"] == ["docci"]
+    assert config["experiments"]["main"]["methods"] == load_config(PAPER)["experiments"]["main"]["methods"]
+    # by hand: main 7 methods on DOCCI; plugin adds the 6 "+HN" methods; transfer longclip on DCI and VG;
+    # fractions longclip, goal and hnclip at 0.5; gamma_sweep hnclip at 0; ablation hnclip_frozen; seeds
+    # longclip s1
+    assert len(plan.all_runs(config)) == 7 + 6 + 2 + 3 + 1 + 1 + 1
+    # evaluations: one per run on its train set's benchmark (DCI's run on DOCCI, VG's on Urban-1K), plus
+    # the transfer pairs off DOCCI (DOCCI -> DCI, DOCCI -> Long-DCI)
+    assert len(plan.all_evaluations(config)) == 21 + 2
+
+
+def test_the_ci_form_reuses_mains_runs_and_adds_one_per_missing_mechanism():
+    config = load_config([PAPER, REHEARSAL, REPO / "config/rehearsal-ci.yaml"])
+    assert config["rehearsal"]["sam_image_size"] == 256 and config["train"]["keep_checkpoint"] == "none"
+    runs = {(r.method, r.fraction, r.seed) for r in plan.all_runs(config)}
+    # by hand: main's 7 on DOCCI, FineLIP + HN (plugin), HN-CLIP frozen G on half (fractions), LoRA seed 1
+    main = {(m, "1", 0) for m in load_config(PAPER)["experiments"]["main"]["methods"]}
+    assert runs == main | {("finelip_hn", "1", 0), ("hnclip_frozen", "0.5", 0), ("lora", "1", 1)}
+    # evaluations: each run on DOCCI, and main's Long-CLIP FT on DCI, Long-DCI and Urban-1K (transfer)
+    assert len(plan.all_evaluations(config)) == 10 + 3
+
+
+def test_rehearsal_without_its_label_is_refused(tmp_path):
+    override = tmp_path / "unlabelled.yaml"
+    override.write_text("scale: paper\n")
+    with pytest.raises(ValueError, match="config key scale: is 'paper'.*labelled 'rehearsal'"):
+        load_config([PAPER, REHEARSAL, override])
+
+
+# -------------------------------------------------------------------------------------- per-job needs
+JOB_COST = {
+    "date": "2026-12-01T06:00:00+00:00", "precision": "fp32",
+    "machine": {"device": "cpu", "cpus": 2, "threads": 1, "processor": "x86_64"},
+    "load_average_before": [9.5], "load_average_after": [10.5],
+    "frameworks": {
+        "hnclip": {"measured": [{"micro_batch": 2, "forward_backward_s": 20.0, "peak_rss_mb": 9000.0},
+                                {"micro_batch": 4, "forward_backward_s": 40.0, "peak_rss_mb": 11000.0}]},
+        "lora": {"measured": [{"micro_batch": 2, "forward_backward_s": 16.0, "peak_rss_mb": 5000.0},
+                              {"micro_batch": 4, "forward_backward_s": 32.0, "peak_rss_mb": 6000.0}]},
+    },
+    "evaluate": {"measured": [{"batch": 8, "encode_s": 10.0, "peak_rss_mb": 3000.0},
+                              {"batch": 16, "encode_s": 20.0, "peak_rss_mb": 3500.0}]},
+}
+
+
+def test_job_needs_follow_the_measured_lines_and_warn_against_the_profile(paper, tmp_path):
+    cost = tmp_path / "job_cost.json"
+    cost.write_text(json.dumps(JOB_COST))
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text(yaml.safe_dump({
+        "default-resources": {"runtime": 60, "mem_mb": 8000},
+        "set-resources": {"train": {"gpu": 1, "mem_mb": 20000, "runtime": 20}}}))
+    _, out = run_plan(paper, tmp_path, samples_per_s=100.0, profile=profile, job_cost=cost)
+    # at micro-batch 16: HN-CLIP 20 + 10 * 14 = 160 s (10 s/sample), 9,000 + 1,000 * 14 = 23,000 MB;
+    # LoRA 128 s (8 s/sample, 0.8x), 12,000 MB. The paper grid's methods of the longclip framework all get
+    # the top-level token weight 0.5, so they are HN-CLIP steps; DoRA was not measured.
+    lines = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("train ", "evaluate "))}
+    assert "23,000" in lines["train hnclip"] and " 10 " in lines["train hnclip"] and "1.00x" in lines["train hnclip"]
+    assert "12,000" in lines["train lora"] and "0.80x" in lines["train lora"]
+    # the longest run is a full VG run, 144,640 samples: 1446 s = 0.402 h for HN-CLIP, 0.8 of it for LoRA
+    assert "0.402" in lines["train hnclip"] and "0.321" in lines["train lora"]
+    assert "warning: train hnclip: mem_mb 20000 is less than the 23,000 MB measured at micro-batch 16 " \
+           "(measured on a CPU" in out
+    assert "warning: train hnclip: the longest run needs ~24 min, more than the 20 min runtime" in out
+    assert "train lora: the longest run" not in out and "train lora: mem_mb" not in out
+    assert "warning: the job costs have no measurement of 'dora'" in out
+    # evaluation: 10 + 1.25 * 112 = 150 s per 128-item batch -> 1.25 s/item here; 3,000 + 62.5 * 120 = 10,500
+    # MB > the default 8,000 MB. Its time scales by this CPU's speed against the plan's 100 samples/s
+    # (0.01 s / 10 s): Long-DCI's 7,602 pairs take 7602 * 1.25 * 0.001 s = 9.5 s
+    assert "10,500" in lines["evaluate"] and "0.00264" in lines["evaluate"]
+    assert "warning: evaluate: mem_mb 8000 is less than the 10,500 MB" in out
+    assert "load average 9.5 -> 10.5; times are inflated by other processes" in out
+
+
+def test_cost_line_ignores_a_falling_slope_and_takes_a_measured_size_as_is():
+    from hnclip.plan_cli import cost_at
+
+    points = [{"b": 2, "t": 5.0}, {"b": 4, "t": 4.0}]
+    assert cost_at(points, "b", 16, ("t",))["t"] == 5.0  # noise, not a cost that falls with more samples
+    assert cost_at(points, "b", 4, ("t",)) == {"t": 4.0, "how": "measured"}
+    assert cost_at([{"b": 2, "t": 3.0}, {"b": 3, "t": 4.0}, {"b": 4, "t": 5.0}], "b", 16, ("t",))["t"] == 17.0  # t = 1 + b
+
+
+def test_cpu_runs_do_not_price_a_gpu_plan(paper, tmp_path):
+    results = tmp_path / "results"
+    write_json(results / "backbone/model/model.json", model_json("ViT-L-14-longclip", 224))
+    write_json(results / "runs/a/summary.json", {"samples_per_s": 0.02, "device": "cpu", "device_type": "cpu"})
+    write_json(results / "runs/a/model/model.json", model_json("ViT-L-14-longclip", 224))
+    _, out = run_plan(paper, tmp_path, results_dir=results, profile=PROFILE)  # train jobs get a GPU
+    assert "default calibration" in out
+    _, out = run_plan(paper, tmp_path, results_dir=results)  # no resources: a CPU plan
+    assert "measured: median of 1 run(s)" in out
+
+
+def test_a_manifest_prepared_for_other_counts_does_not_size_the_paper_grid(paper, tmp_path):
+    data = tmp_path / "results/data/docci"
+    data.mkdir(parents=True)
+    (data / "train.csv").write_text("image_id,image_path,caption\n" + "".join(f"i{i},/x/{i}.jpg,c\n" for i in range(3000)))
+    write_json(data / "source.json", {"adapter": "docci", "expected_counts": {"train": 3000, "test": 4}})
+    _, out = run_plan(paper, tmp_path, samples_per_s=100.0)
+    assert "docci: 9,647 (docci protocol count)" in out  # prepared for another config (a rehearsal's counts)
+    write_json(data / "source.json", {"adapter": "docci", "expected_counts": {"test": 5000}})
+    _, out = run_plan(paper, tmp_path, samples_per_s=100.0)
+    assert "docci: 3,000 (prepared manifest" in out

@@ -231,9 +231,14 @@ def cmd_table(args) -> None:
     write_table(table, args.out_prefix, caption=_caption(spec))
 
 
+def _scale_words(spec: dict) -> str:
+    return {"toy": "toy-scale run (synthetic benchmark, tiny backbone)",
+            "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)"}.get(
+        spec.get("scale"), "paper-scale run")
+
+
 def _caption(spec: dict) -> str:
-    scale = "toy-scale run (synthetic benchmark, tiny backbone)" if spec.get("scale") == "toy" else "paper-scale run"
-    return f"{spec.get('experiment', '')}: {scale}"
+    return f"{spec.get('experiment', '')}: {_scale_words(spec)}"
 
 
 def cmd_table_epochs(args) -> None:
@@ -265,9 +270,8 @@ def cmd_table_protocols(args) -> None:
     caption = ("evaluation protocols side by side: R@1/5/10 are the paper's cut-offs, R@1/5/25/50 GOAL's "
                "(one ranking serves both); split 'test' is the paper's protocol"
                + "".join(f"; {name}: {text}" for name, text in variants.items()))
-    scale = "toy-scale run" if spec.get("scale") == "toy" else "paper-scale run"
     table = build_protocols_table(spec, summaries=load_protocol_summaries(spec))
-    write_table(table, args.out_prefix, caption=f"{caption} ({scale})")
+    write_table(table, args.out_prefix, caption=f"{caption} ({_scale_words(spec)})")
 
 
 def cmd_table_cost(args) -> None:
@@ -315,12 +319,22 @@ def cmd_report(args) -> None:
     )
 
 
+def cmd_rehearsal_files(args) -> None:
+    """The rehearsal's stand-ins (checkpoint, SAM, benchmark files, offline Hub cache), made once."""
+    from hnclip.rehearsal.make import make_rehearsal_files
+
+    config = args.config
+    make_rehearsal_files(config["benchmarks"], checkpoint=config["backbone"]["checkpoint"],
+                         sam_model=config["preprocess"]["sam_model"], folder=config["rehearsal"]["folder"],
+                         seed=config["rehearsal"]["seed"], sam_image_size=config["rehearsal"]["sam_image_size"])
+
+
 def cmd_plan(args) -> None:
     from hnclip.plan_cli import print_plan
 
     configfiles = [Path(p) for p in args.configfile]
     print_plan(configfiles[0] if len(configfiles) == 1 else configfiles, profile=args.profile,
-               samples_per_s=args.samples_per_s, results_dir=Path(args.results))
+               samples_per_s=args.samples_per_s, results_dir=Path(args.results), job_cost=args.job_cost)
 
 
 # ------------------------------------------------------------------------------------------- parser
@@ -480,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)
-    p.add_argument("--scale", choices=["toy", "paper"], required=True)
+    p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
     p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments shown")
     p.add_argument("--tables", nargs="*", default=[])
     p.add_argument("--figures", nargs="*", default=[])
@@ -490,6 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
     p.add_argument("--out", required=True)
 
+    p = verb("rehearsal-files", cmd_rehearsal_files,
+             "make the rehearsal's stand-in checkpoint, SAM and benchmark files (config with a rehearsal section)")
+    p.add_argument("--config", type=_json_arg, required=True,
+                   help="the workflow config (JSON): benchmarks, backbone.checkpoint, preprocess.sam_model, rehearsal")
+
     p = verb("plan", cmd_plan, "list the jobs and estimated GPU-hours of a config before submitting")
     p.add_argument("--configfile", nargs="+", default=["config/config.yaml"],
                    help="config file(s); several layer in order, as with snakemake --configfile")
@@ -498,6 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples-per-s", type=float, default=None,
                    help="training samples/s per GPU (default: measured runs, else the Long-CLIP-L estimate)")
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
+    p.add_argument("--job-cost", default=None,
+                   help="measured memory and time per job (default benchmarks/job_cost.json, if present)")
     return parser
 
 

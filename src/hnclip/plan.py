@@ -133,6 +133,9 @@ def check_config(config: dict) -> None:
             if "train" in pair and "train" not in benchmarks[pair["train"]].get("splits", ["train", "test"]):
                 _fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
     _check_preprocess(config, experiments)
+    if "rehearsal" in config and config["scale"] != "rehearsal":
+        _fail("scale", f"is {config['scale']!r}, but a config with a rehearsal section runs on stand-in files: "
+                       "its numbers must be labelled 'rehearsal'")
     if "gamma_sweep" in experiments and not methods[experiments["gamma_sweep"]["method"]].get("hn"):
         _fail("experiments.gamma_sweep.method", "must be a method with hn: true")
     for i, v in enumerate(experiments.get("ablation", {}).get("variants", [])):

@@ -39,6 +39,13 @@ __all__ = [
     "format_plan",
     "load_config",
     "measured_throughput",
+    "JOB_COST_FILE",
+    "JobNeed",
+    "cost_at",
+    "format_job_needs",
+    "job_needs",
+    "job_resources",
+    "load_job_cost",
     "print_plan",
     "profile_train_resources",
     "resolve_throughput",
@@ -108,14 +115,26 @@ def load_config(configfiles) -> dict:
     return config
 
 
-def profile_train_resources(profile) -> dict:
-    """Resources the profile gives train jobs: its set-resources.train over its default-resources."""
+def _profile_data(profile) -> dict:
     profile = Path(profile)
     path = next((p for p in (profile / "config.yaml", profile / "profile.yaml", profile) if p.is_file()), None)
     if path is None:
         raise FileNotFoundError(f"hnclip plan: no config.yaml in profile {profile}")
-    data = yaml.safe_load(path.read_text()) or {}
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def profile_train_resources(profile) -> dict:
+    """Resources the profile gives train jobs: its set-resources.train over its default-resources."""
+    data = _profile_data(profile)
     return {**(data.get("default-resources") or {}), **((data.get("set-resources") or {}).get("train") or {})}
+
+
+def job_resources(config: dict, kind: str, profile=None) -> dict:
+    """What a ``train``/``evaluate`` job asks for: the profile's default-resources, under the config's
+    ``resources.<kind>`` (the rules' own), under the profile's set-resources (which override a rule's)."""
+    data = _profile_data(profile) if profile else {}
+    return {**(data.get("default-resources") or {}), **(config.get("resources", {}).get(kind) or {}),
+            **((data.get("set-resources") or {}).get(kind) or {})}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -139,6 +158,21 @@ def _protocol_train_count(adapter: str) -> tuple[int, str] | None:
     return None
 
 
+def _manifest_fits(bench: dict, manifest: Path) -> bool:
+    """A prepared manifest counts only if it was prepared for this benchmark config: its source record
+    (written by the fetch rule beside it) names the same adapter and expected counts. A rehearsal's
+    8-image DOCCI must not size the paper's."""
+    source = manifest.parent / "source.json"
+    if not source.is_file():
+        return True  # prepared by hand: nothing to tell it apart
+    try:
+        record = json.loads(source.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return (record.get("adapter") == bench.get("adapter")
+            and (record.get("expected_counts") or {}) == (bench.get("expected_counts") or {}))
+
+
 def train_set_sizes(config: dict, train_sets, results_dir) -> dict[str, tuple[int, str]]:
     """Benchmark -> (training records, where the number comes from), for every benchmark trained on.
 
@@ -152,7 +186,7 @@ def train_set_sizes(config: dict, train_sets, results_dir) -> dict[str, tuple[in
             sizes[name] = (bench["expected_counts"]["train"], f"config benchmarks.{name}.expected_counts.train")
         elif bench.get("adapter", "").startswith("synthetic") and bench.get("synthetic", {}).get("n_train"):
             sizes[name] = (int(bench["synthetic"]["n_train"]), f"config benchmarks.{name}.synthetic.n_train")
-        elif manifest.is_file():
+        elif manifest.is_file() and _manifest_fits(bench, manifest):
             sizes[name] = (_count_manifest(manifest), f"prepared manifest {manifest}")
         elif (count := _protocol_train_count(bench.get("adapter", ""))) is not None:
             sizes[name] = count
@@ -188,8 +222,9 @@ def _backbone_name(config: dict, results_dir) -> str | None:
     return None  # a checkpoint not converted yet: its architecture is known only after conversion
 
 
-def measured_throughput(config: dict, results_dir) -> Throughput | None:
-    """Median samples/s of earlier runs whose saved model has this config's backbone, if any."""
+def measured_throughput(config: dict, results_dir, device_type: str | None = None) -> Throughput | None:
+    """Median samples/s of earlier runs whose saved model has this config's backbone, if any, and that ran
+    on ``device_type`` (``cuda``/``cpu``; None: any): a CPU rehearsal's runs must not price GPU jobs."""
     backbone = _backbone_name(config, results_dir)
     if backbone is None:
         return None
@@ -201,6 +236,9 @@ def measured_throughput(config: dict, results_dir) -> Throughput | None:
             name = json.loads(model_json.read_text()).get("spec", {}).get("name")
         except (OSError, json.JSONDecodeError):
             continue  # a run being written, or from an older layout: not a measurement
+        ran_on = summary.get("device_type") or ("cpu" if summary.get("device") == "cpu" else "cuda")
+        if device_type is not None and ran_on != device_type:
+            continue
         if name == backbone and isinstance(summary.get("samples_per_s"), (int, float)) and summary["samples_per_s"] > 0:
             rates.append(float(summary["samples_per_s"]))
             devices.add(str(summary.get("device", "?")))
@@ -211,12 +249,13 @@ def measured_throughput(config: dict, results_dir) -> Throughput | None:
                             f"{Path(results_dir) / 'runs'} on {', '.join(sorted(devices))}")
 
 
-def resolve_throughput(config: dict, results_dir, samples_per_s: float | None) -> Throughput:
+def resolve_throughput(config: dict, results_dir, samples_per_s: float | None,
+                       device_type: str | None = None) -> Throughput:
     if samples_per_s is not None:
         if not samples_per_s > 0:
             raise ValueError(f"hnclip plan: --samples-per-s must be > 0, got {samples_per_s}")
         return Throughput(float(samples_per_s), "--samples-per-s")
-    measured = measured_throughput(config, results_dir)
+    measured = measured_throughput(config, results_dir, device_type)
     if measured is not None:
         return measured
     backbone = _backbone_name(config, results_dir)
@@ -292,6 +331,186 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
     return rows
 
 
+# ------------------------------------------------------------------------------------- per-job needs
+JOB_COST_FILE = Path("benchmarks") / "job_cost.json"
+# the default calibration's samples/s is that of an HN-CLIP step (token branch included), so frameworks'
+# measured costs are taken relative to it
+REFERENCE_FRAMEWORK = "hnclip"
+
+
+@dataclass
+class JobNeed:
+    """What one kind of job needs: memory at the config's micro-batch, time, and the limits it gets."""
+
+    job: str
+    methods: list
+    memory_mb: float
+    memory_how: str
+    seconds_per_sample: float  # forward + backward on the measuring device
+    ratio: float  # time per sample relative to REFERENCE_FRAMEWORK (evaluation: relative to its training)
+    longest_hours: float  # the longest such job at the plan's throughput, scaled by ratio
+    limits: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+
+def job_cost_path(path=None) -> Path | None:
+    """The measured job costs: ``path``, else ``benchmarks/job_cost.json`` here or in the repository."""
+    if path is not None:
+        return Path(path)
+    for candidate in (Path.cwd() / JOB_COST_FILE, Path(__file__).resolve().parents[2] / JOB_COST_FILE):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_job_cost(path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"hnclip plan: cannot read the job costs {path}: {err}") from err
+    for key in ("machine", "date", "frameworks", "evaluate"):
+        if key not in data:
+            raise ValueError(f"hnclip plan: {path} has no {key!r} (write it with benchmarks/job_cost.py)")
+    return data
+
+
+def cost_at(measured: list[dict], size_key: str, size: float, keys) -> dict:
+    """Values at ``size``: the measurement at that size, or the least-squares line through the measured
+    sizes (a negative slope, i.e. noise, counts as flat: no cost shrinks with more samples)."""
+    exact = [m for m in measured if m[size_key] == size]
+    if exact:
+        return {**{k: float(exact[0][k]) for k in keys if k in exact[0]}, "how": "measured"}
+    sizes = sorted({m[size_key] for m in measured})
+    values = {}
+    for key in (k for k in keys if all(k in m for m in measured)):
+        xs = [float(m[size_key]) for m in measured]
+        ys = [float(m[key]) for m in measured]
+        if len(sizes) < 2:
+            values[key] = ys[0] * size / xs[0] if key.endswith("_s") else ys[0]
+            continue
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / \
+            sum((x - mean_x) ** 2 for x in xs)
+        values[key] = max(ys) if slope < 0 else mean_y + slope * (size - mean_x)
+    return {**values, "how": f"line through {size_key} {', '.join(f'{s:g}' for s in sizes)}"}
+
+
+def _framework_label(config: dict, method: str) -> str:
+    spec = config["methods"][method]
+    token = config["token_weight"] if spec.get("token_weight") is None else spec["token_weight"]
+    if spec["framework"] == "longclip":
+        return "hnclip" if token > 0 else "longclip"
+    return spec["framework"]
+
+
+def _test_size(config: dict, bench: str) -> int | None:
+    counts = config["benchmarks"][bench].get("expected_counts") or {}
+    if isinstance(counts.get("test"), int):
+        return counts["test"]
+    adapter = config["benchmarks"][bench]["adapter"]
+    if adapter not in BENCHMARKS:
+        return None
+    counts = getattr(importlib.import_module(BENCHMARKS[adapter], "hnclip.data"), "EXPECTED_COUNTS", None) or {}
+    if isinstance(counts.get("test"), int):
+        return counts["test"]
+    per_protocol = [c["test"] for c in counts.values() if isinstance(c, dict) and isinstance(c.get("test"), int)]
+    return max(per_protocol, default=None)  # DCI: GOAL's 1,999 or all 7,805; the larger bounds the time
+
+
+def _memory_check(need: JobNeed, kind: str, limits: dict, measured_on: str) -> None:
+    runs_on = "cuda" if int(limits.get("gpu", 0) or 0) >= 1 else "cpu"
+    mem_mb = limits.get("mem_mb")
+    if mem_mb is None or measured_on == "cuda":  # GPU memory is not a profile resource: printed only
+        return
+    if float(mem_mb) < need.memory_mb:
+        bound = "" if runs_on == measured_on else (
+            " (measured on a CPU, where model, gradients, optimizer state and activations all sit in host "
+            "memory: an upper bound for a GPU job, whose host holds much less)")
+        need.warnings.append(f"warning: {need.job}: mem_mb {mem_mb} is less than the {need.memory_mb:,.0f} MB "
+                             f"measured at micro-batch {kind}{bound}")
+
+
+def job_needs(config: dict, job_cost: dict, throughput: Throughput, sizes: dict, train_limits: dict,
+              eval_limits: dict) -> list[JobNeed]:
+    """One row per framework the config trains (and one for evaluation): measured memory at the config's
+    micro-batch (per process), time per sample, and the longest job at the plan's throughput."""
+    gpus = max(1, int(train_limits.get("gpu", 1) or 1))
+    micro = max(1, config["train"]["micro_batch"] // gpus)
+    measured_on = job_cost["machine"].get("device", "cpu")
+    frameworks = job_cost["frameworks"]
+    keys = ("forward_backward_s", "peak_rss_mb", "peak_device_mb")
+    at_micro = {label: cost_at(f["measured"], "micro_batch", micro, keys) for label, f in frameworks.items()}
+    per_sample = {label: v["forward_backward_s"] / micro for label, v in at_micro.items()}
+    reference = per_sample.get(REFERENCE_FRAMEWORK) or next(iter(per_sample.values()))
+    memory_key = "peak_device_mb" if measured_on == "cuda" else "peak_rss_mb"
+    by_label: dict[str, list] = {}
+    for run in plan.all_runs(config):
+        by_label.setdefault(_framework_label(config, run.method), []).append(run)
+    needs = []
+    for label, runs in sorted(by_label.items()):
+        if label not in at_micro:
+            needs.append(JobNeed(f"train {label}", sorted({r.method for r in runs}), float("nan"), "not measured",
+                                 float("nan"), float("nan"), float("nan"),
+                                 warnings=[f"warning: the job costs have no measurement of {label!r} "
+                                           "(benchmarks/job_cost.py --frameworks ...)"]))
+            continue
+        ratio = per_sample[label] / reference
+        longest = max(run_samples(config["train"], sizes[r.train_set][0], r.fraction) for r in runs)
+        need = JobNeed(f"train {label}", sorted({r.method for r in runs}), at_micro[label][memory_key],
+                       at_micro[label]["how"], per_sample[label], ratio,
+                       longest * ratio / throughput.samples_per_s / 3600 / gpus, limits=train_limits)
+        _memory_check(need, str(micro), train_limits, measured_on)
+        if train_limits.get("runtime") is not None and need.longest_hours * 60 > float(train_limits["runtime"]):
+            need.warnings.append(f"warning: {need.job}: the longest run needs ~{need.longest_hours * 60:,.0f} min, "
+                                 f"more than the {train_limits['runtime']} min runtime; it will be cut and "
+                                 "resumed from its checkpoint on retry")
+        needs.append(need)
+    evaluate = job_cost["evaluate"]
+    batch = config.get("evaluate", {}).get("batch_size", 128)
+    at_batch = cost_at(evaluate["measured"], "batch", batch, ("encode_s", "peak_rss_mb", "peak_device_mb"))
+    largest = max((n for b in {e.eval_benchmark for e in plan.all_evaluations(config)}
+                   if (n := _test_size(config, b)) is not None), default=0)
+    # the measuring device's speed relative to the plan's GPU throughput, from the reference framework
+    device_factor = (1 / throughput.samples_per_s) / reference
+    need = JobNeed("evaluate", ["every evaluation"], at_batch[memory_key], at_batch["how"],
+                   at_batch["encode_s"] / batch, at_batch["encode_s"] / batch / reference,
+                   largest * at_batch["encode_s"] / batch * device_factor / 3600, limits=eval_limits)
+    _memory_check(need, f"{batch} (evaluate.batch_size)", eval_limits, measured_on)
+    if eval_limits.get("runtime") is not None and need.longest_hours * 60 > float(eval_limits["runtime"]):
+        need.warnings.append(f"warning: evaluate: encoding {largest:,} images and captions needs "
+                             f"~{need.longest_hours * 60:,.0f} min, more than the {eval_limits['runtime']} min runtime")
+    needs.append(need)
+    return needs
+
+
+def format_job_needs(needs: list[JobNeed], job_cost: dict, path, micro_batch: int) -> str:
+    m = job_cost["machine"]
+    load = job_cost.get("load_average_before", [None])[0], job_cost.get("load_average_after", [None])[0]
+    out = ["", f"per-job needs, measured by benchmarks/job_cost.py ({path}) on {job_cost['date'][:10]}: "
+               f"{m.get('device', 'cpu')} ({m.get('gpu') or m.get('processor', '?')}, {m.get('cpus', '?')} CPUs, "
+               f"{m.get('threads', '?')} thread(s), {job_cost.get('precision', 'fp32')}), load average "
+               f"{load[0]} -> {load[1]}" + ("; times are inflated by other processes" if (load[0] or 0) > (m.get("cpus") or 1)
+                                            else "")]
+    header = ("job", "memory MB", "s/sample", "vs HN-CLIP", "longest job h", "limits (mem_mb, runtime min)", "methods")
+    rows = [header]
+    for n in needs:
+        rows.append((n.job, f"{n.memory_mb:,.0f}" if n.memory_mb == n.memory_mb else "-",
+                     f"{n.seconds_per_sample:.3g}" if n.seconds_per_sample == n.seconds_per_sample else "-",
+                     f"{n.ratio:.2f}x" if n.ratio == n.ratio else "-",
+                     _hours(n.longest_hours) if n.longest_hours == n.longest_hours else "-",
+                     f"{n.limits.get('mem_mb', '-')}, {n.limits.get('runtime', '-')}", ", ".join(n.methods)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    for r in rows:
+        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
+                   + "  " + r[-1])
+    out.append(f"memory: peak at micro-batch {micro_batch} per process ("
+               f"{'device memory' if m.get('device') == 'cuda' else 'resident set of a CPU job'}; "
+               f"{next((n.memory_how for n in needs if n.memory_how != 'not measured'), '')}); time: forward + backward on the measuring device, the "
+               "longest job scaled from the plan's throughput by each framework's measured cost")
+    out += [w for n in needs for w in n.warnings]
+    return "\n".join(out)
+
+
 def _hours(x: float) -> str:
     return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
@@ -335,19 +554,34 @@ def format_plan(rows: list[ExperimentCost], throughput: Throughput, sizes: dict[
 
 
 def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir="results",
-               file=None) -> list[ExperimentCost]:
+               file=None, job_cost=None) -> list[ExperimentCost]:
     """Print the plan of ``configfile`` (one path, or several layered in order) with ``profile``'s train
-    resources, if given; return its rows."""
+    resources, if given, and, when job costs were measured (``job_cost``, default benchmarks/job_cost.json;
+    False: leave them out), what each job needs against its limits; return its rows."""
     config = load_config(configfile)
     runs = plan.all_runs(config)
     train_sets = {r.train_set for r in runs}
     if config["backbone"]["source"] == "pretrain":
         train_sets.add(config["pretrain"]["benchmark"])
     sizes = train_set_sizes(config, train_sets, results_dir)
-    throughput = resolve_throughput(config, results_dir, samples_per_s)
+    train_limits = job_resources(config, "train", profile)
+    device_type = "cuda" if int(train_limits.get("gpu", 0) or 0) >= 1 else "cpu"
+    throughput = resolve_throughput(config, results_dir, samples_per_s, device_type)
     resources = profile_train_resources(profile) if profile else None
     gpus = int((resources or {}).get("gpu", 1) or 1)
     rows = build_plan(config, throughput, sizes, gpus_per_job=gpus)
     label = configfile if isinstance(configfile, str | Path) else " + ".join(map(str, configfile))
-    print(format_plan(rows, throughput, sizes, label, resources, profile), file=file or sys.stdout)
+    text = format_plan(rows, throughput, sizes, label, resources, profile)
+    cost_path = None if job_cost is False else job_cost_path(job_cost)
+    if job_cost is False:
+        pass
+    elif cost_path is not None and cost_path.is_file():
+        cost = load_job_cost(cost_path)
+        needs = job_needs(config, cost, throughput, sizes, train_limits, job_resources(config, "evaluate", profile))
+        text += "\n" + format_job_needs(needs, cost, cost_path, config["train"]["micro_batch"])
+    elif job_cost is not None:
+        raise FileNotFoundError(f"hnclip plan: job costs {job_cost} do not exist")
+    else:
+        text += "\nper-job needs: no benchmarks/job_cost.json (run benchmarks/job_cost.py to measure them)"
+    print(text, file=file or sys.stdout)
     return rows

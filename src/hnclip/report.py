@@ -31,6 +31,8 @@ TEMPLATE = "report.html.j2"
 BANNERS = {
     "toy": "Toy-scale results on a synthetic benchmark: not the paper's numbers.",
     "paper": "Paper-scale results (the paper's benchmarks and backbone): compare with the paper's numbers below.",
+    "rehearsal": "Rehearsal of the paper configuration: random weights, a few generated images per benchmark and "
+                 "capped steps, to check that every job runs. Its numbers mean nothing and are not the paper's.",
 }
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown"), strict=True))

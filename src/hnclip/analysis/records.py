@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hnclip.analysis.table_format import SCALES
+
 __all__ = [
     "DIRECTIONS",
     "EXPERIMENTS",
@@ -42,7 +44,6 @@ METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 # metric prefix -> direction label shown in tables
 DIRECTIONS = {"i2t": "I->T", "t2i": "T->I"}
 EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds")
-SCALES = ("toy", "paper")
 SUMMARY_KEYS = ("config", "config_hash", "seed", "steps", "wall_time_s", "samples_per_s", "peak_memory_mb",
                 "device", "checkpoint_sha256", "git_commit")
 DYNAMICS_COLUMNS = ("step", "epoch", "lr", "logit_scale", "loss", "infonce")

@@ -17,14 +17,18 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["format_number", "read_table_csv", "scale_label", "write_table"]
+__all__ = ["SCALES", "format_number", "read_table_csv", "scale_label", "write_table"]
 
 MISSING = "—"
 
 
+# what a number is from: the embedded default, the paper grid, or the paper grid rehearsed on stand-ins
+SCALES = ("toy", "paper", "rehearsal")
+
+
 def scale_label(scale: str) -> str:
-    if scale not in ("toy", "paper"):
-        raise ValueError(f"scale must be 'toy' or 'paper', got {scale!r}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     return f"{scale}-scale run"
 
 
@@ -228,10 +232,10 @@ def write_table(df: pd.DataFrame, prefix, caption: str, scale: str | None = None
     """
     scale = scale or df.attrs.get("scale")
     if scale is None:  # a caption that names exactly one scale labels the table well enough
-        named = [s for s in ("toy", "paper") if f"{s}-scale" in caption]
+        named = [s for s in SCALES if f"{s}-scale" in caption]
         scale = named[0] if len(named) == 1 else None
     if scale is None:
-        raise ValueError(f"table {prefix}: unknown scale; pass scale='toy' or 'paper'")
+        raise ValueError(f"table {prefix}: unknown scale; pass scale= one of {', '.join(SCALES)}")
     label = scale_label(scale)
     if label not in caption:
         caption = f"{caption} ({label})"

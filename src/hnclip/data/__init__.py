@@ -10,6 +10,7 @@ imports them lazily, so a missing optional dependency of one adapter never break
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,8 @@ BENCHMARKS: dict[str, str] = {
 
 SPLITS = ("train", "test")
 
+from .adapter_utils import PROTOCOL, check_count  # noqa: E402 (it imports MANIFEST_COLUMNS from this module)
+
 
 def test_variants(name: str) -> dict[str, str]:
     """Test splits of other published protocols that benchmark ``name``'s adapter also reads (split name ->
@@ -40,10 +43,12 @@ def test_variants(name: str) -> dict[str, str]:
     return dict(getattr(importlib.import_module(BENCHMARKS[name], __name__), "TEST_VARIANTS", {}))
 
 
-def load_benchmark(name: str, root, split: str) -> pd.DataFrame:
+def load_benchmark(name: str, root, split: str, expected_count=PROTOCOL) -> pd.DataFrame:
     """Read benchmark ``name`` from ``root`` (its files as the publisher distributes them) into a manifest.
 
     ``split`` is "train" or "test" (the paper's protocol), or one of the adapter's :func:`test_variants`.
+    ``expected_count``: the records the split must have; by default the adapter's protocol count
+    (DOCCI's 5,000 test images...), ``None`` for no check (a caller checking its own count).
     """
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
@@ -56,7 +61,13 @@ def load_benchmark(name: str, root, split: str) -> pd.DataFrame:
         raise FileNotFoundError(f"benchmark {name!r}: root folder {root} does not exist")
     module = importlib.import_module(BENCHMARKS[name], __name__)
     loader = getattr(module, "load_" + name, None) or module.load
-    manifest = loader(root.resolve(), split)
+    # the synthetic adapters have no protocol count, so they take no such argument
+    if "expected_count" in inspect.signature(loader).parameters:
+        manifest = loader(root.resolve(), split, expected_count=expected_count)
+    else:
+        manifest = loader(root.resolve(), split)
+        if expected_count not in (PROTOCOL, None):
+            check_count(name, split, len(manifest), expected_count, root)
     _check_manifest(manifest, name, split)
     return manifest
 
