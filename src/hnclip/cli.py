@@ -232,7 +232,7 @@ def cmd_table(args) -> None:
 
 
 def _scale_words(spec: dict) -> str:
-    return {"toy": "toy-scale run (synthetic benchmark, tiny backbone)",
+    return {"toy": "toy-scale run (synthetic benchmark, small backbone pretrained in the DAG)",
             "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)"}.get(
         spec.get("scale"), "paper-scale run")
 
