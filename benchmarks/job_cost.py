@@ -27,6 +27,11 @@ ratios between frameworks and for orders of magnitude, and the lead may re-measu
     python benchmarks/job_cost.py                                  # CPU: micro-batches 2 and 3, about an hour
     python benchmarks/job_cost.py --device cuda --micro-batches 16 # a GPU: the paper's micro-batch itself
     python benchmarks/job_cost.py --smoke                          # the micro model, seconds (checks the script)
+    python benchmarks/job_cost.py --frameworks goal --micro-batches 2,4 --merge  # remeasure one framework
+
+``--merge`` replaces only the frameworks measured in the existing file (the evaluation and the rest stay);
+each framework's entry carries its own date, micro-batches and load average, for a framework whose line
+through the default sizes is noise (a slope that falls) or that does not fit the default sizes' memory.
 """
 
 from __future__ import annotations
@@ -251,6 +256,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--smoke", action="store_true", help="micro model, micro-batch 2, two frameworks")
+    parser.add_argument("--merge", action="store_true",
+                        help="replace only these frameworks' entries in the existing --out file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--train", default=None, help=argparse.SUPPRESS)
@@ -295,7 +302,19 @@ def main() -> None:
                              "peak_rss_mb_plain_step", "peak_device_mb"))
             frameworks[label] = {"overrides": VARIANTS[label], "measured": measured,
                                  "at_paper_micro_batch": paper,
-                                 "forward_backward_s_per_sample": paper["forward_backward_s"] / PAPER_MICRO_BATCH}
+                                 "forward_backward_s_per_sample": paper["forward_backward_s"] / PAPER_MICRO_BATCH,
+                                 "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                                 "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+        if args.merge and not args.smoke:  # a smoke run never touches the measurements
+            merged = json.loads(args.out.read_text())
+            merged["frameworks"].update(frameworks)
+            merged.setdefault("merged", []).append(
+                {"frameworks": labels, "micro_batches": micro_batches, "date": started.isoformat(timespec="seconds"),
+                 "load_average_before": [round(x, 2) for x in load_before], "machine": machine(args.device, args.threads)})
+            args.out.write_text(json.dumps(merged, indent=1) + "\n")
+            print(f"merged {', '.join(labels)} into {args.out}", file=sys.stderr)
+            _print_table(merged["frameworks"])
+            return
         evaluated = []
         for b in eval_batches:
             evaluated.append(_child(args, "--eval-batch", str(b)))
@@ -325,6 +344,10 @@ def main() -> None:
         return
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
+    _print_table(frameworks)
+
+
+def _print_table(frameworks: dict) -> None:
     base = frameworks.get("longclip", next(iter(frameworks.values())))["forward_backward_s_per_sample"]
     print(f"{'framework':<11}{'peak MB @16':>13}{'fwd+bwd s @16':>15}{'vs longclip':>12}  how")
     for label, f in frameworks.items():

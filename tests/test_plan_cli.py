@@ -419,6 +419,23 @@ def test_job_needs_follow_the_measured_lines_and_warn_against_the_profile(paper,
     assert "load average 9.5 -> 10.5; times are inflated by other processes" in out
 
 
+
+def test_paper_plan_prints_each_frameworks_memory_from_the_committed_measurements(tmp_path):
+    committed = REPO / "benchmarks/job_cost.json"
+    cost = json.loads(committed.read_text())
+    _, out = run_plan(PAPER, tmp_path, samples_per_s=150.0, job_cost=committed)
+    assert f"per-job needs, measured by benchmarks/job_cost.py ({committed}) on {cost['date'][:10]}" in out
+    lines = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("train ", "evaluate "))}
+    for label in ("longclip", "hnclip", "lora", "dora", "finelip", "goal", "structxlip"):
+        points = {m["micro_batch"]: m["peak_rss_mb"] for m in cost["frameworks"][label]["measured"]}
+        if 16 in points:
+            expected = points[16]
+        else:  # by hand: the line through the two measured micro-batches, at the paper's 16
+            (x1, y1), (x2, y2) = sorted(points.items())
+            expected = y1 + (y2 - y1) / (x2 - x1) * (16 - x1) if y2 >= y1 else y1  # a falling line: flat
+        assert f"{expected:,.0f}" in lines[f"train {label}"], (label, lines[f"train {label}"])
+    assert "evaluate" in lines and "not measured" not in out
+
 def test_cost_line_ignores_a_falling_slope_and_takes_a_measured_size_as_is():
     from hnclip.plan_cli import cost_at
 
