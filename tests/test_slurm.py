@@ -298,7 +298,7 @@ def test_cluster_run_outputs_equal_the_local_run(slurm_run):
     for rel in evals:
         assert json.loads((cluster / rel).read_text())["metrics"] == json.loads((local / rel).read_text())["metrics"], rel
     weights = sorted(p.relative_to(local) for p in (local / "results").rglob("model.safetensors"))
-    assert len(weights) == 3 + len(run_dirs)  # init, pretrained, stretched backbone + the runs
+    assert len(weights) == 4 + len(run_dirs)  # init, pretrained, stretched, long-stage backbone + the runs
     for rel in weights:
         assert sha256(cluster / rel) == sha256(local / rel), rel
     geometry = "results/geometry/synthetic.json"
