@@ -21,15 +21,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 PAPER, REHEARSAL = REPO / "config/paper.yaml", REPO / "config/rehearsal.yaml"
 FRAMEWORKS = {"longclip", "lora", "dora", "finelip", "goal", "structxlip"}
-# the jobs that declare a GPU: the default profile runs them one at a time, so on a CPU each may as well
-# use every core (their rules ask for one, the right count beside a GPU)
-GPU_RULES = ("train", "evaluate", "evaluate_zeroshot", "evaluate_protocol", "evaluate_protocol_zeroshot", "geometry",
-             "segments", "gallery")
 # the README's command, `snakemake --cores all --configfile config/paper.yaml config/rehearsal.yaml`,
-# pointed at the repository's Snakefile and run in a temporary folder, the GPU jobs on every core
+# pointed at the repository's Snakefile and run in a temporary folder (config/rehearsal.yaml gives the
+# GPU-declared jobs, which the default profile runs one at a time, every core)
 LAYERS = [str(REPO / p) for p in os.environ.get("HNCLIP_REHEARSAL_LAYERS", "").split()]
 COMMAND = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores", "all",
-           "--set-threads", *(f"{rule}={os.cpu_count()}" for rule in GPU_RULES),
            "--configfile", str(PAPER), str(REHEARSAL), *LAYERS]
 
 pytestmark = pytest.mark.rehearsal

@@ -147,6 +147,8 @@ methods: {longclip: {framework: longclip}, hnclip: {framework: longclip, hn: tru
          "config key experiments.gamma_sweep.gammas: must not be empty"),
         ("experiments: {fractions: {benchmarks: [synthetic], methods: [hnclip]}}",
          "config key experiments.fractions.fractions: required, but missing"),
+        ("resources: {train: {threads: many}}",
+         "config key resources.train.threads: 'many' is not valid"),
     ],
 )
 def test_bad_config_fails_before_any_job_with_the_key_the_message_and_nothing_else(tmp_path, extra, expected):
@@ -270,3 +272,19 @@ def test_multi_gpu_training_jobs_launch_one_process_per_gpu_with_torchrun(tmp_pa
     # fine-tuning runs start one process (the backbone's long-caption stage is data-parallel on the CPU)
     runs = [line for line in single.stdout.splitlines() if " train --init" in line and "/runs/" in line]
     assert runs and all("python -m hnclip train" in c and "torchrun" not in c for c in runs)
+
+
+def test_gpu_declared_jobs_take_the_configured_threads_and_threads_are_no_resource(tmp_path):
+    rehearsal = REPO / "config/rehearsal.yaml"
+    for configs, cores, expected in (([PAPER], "3", 1), ([PAPER, rehearsal], "3", 3)):
+        proc = snakemake(tmp_path, "-n", "-p", "--cores", cores, "--configfile", *map(str, configs))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        blocks = {b.split(":", 1)[0]: b for b in proc.stdout.split("\nrule ")[1:]}
+        for rule in ("train", "evaluate", "evaluate_protocol", "segments", "geometry", "gallery"):
+            block = blocks[rule]
+            declared = re.search(r"^\s+threads: (\d+)$", block, re.MULTILINE)  # Snakemake omits 1
+            assert (int(declared.group(1)) if declared else 1) == expected, (configs, rule, block[:500])
+            resources = re.search(r"^\s+resources: (.*)$", block, re.MULTILINE).group(1)
+            assert "gpu=1" in resources and "threads" not in resources, resources
+        threads = re.findall(r"hnclip (?:train|evaluate|segments) .*?--threads (\d+)", proc.stdout)
+        assert len(threads) > 20 and set(threads) == {str(expected)}

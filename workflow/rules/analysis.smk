@@ -105,6 +105,7 @@ rule geometry:
         "results/logs/geometry/{benchmark}.log",
     conda:
         "../../envs/train.yaml"
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:
@@ -223,6 +224,7 @@ rule gallery:
         "results/logs/figures/gallery.log",
     conda:
         "../../envs/train.yaml"
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:

@@ -179,7 +179,17 @@ def get_train_launcher():
 
 
 def get_resources(kind):
-    return config["resources"][kind]
+    """Snakemake resources of a kind of job, from `resources.<kind>` less `threads` (a job's threads
+    are no resource; `get_threads` reads them)."""
+    return {k: v for k, v in config["resources"][kind].items() if k != "threads"}
+
+
+def get_threads(kind):
+    """Threads of a kind of job, from `resources.<kind>.threads`, 1 by default (beside a GPU a job needs
+    one core); `all` is every core given with --cores, for a CPU-only machine where the default profile
+    runs the GPU-declared jobs one at a time (the rehearsal)."""
+    threads = config["resources"][kind].get("threads", 1)
+    return workflow.cores if threads == "all" else int(threads)
 
 
 def experiment_cells(experiment):

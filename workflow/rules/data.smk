@@ -66,7 +66,7 @@ rule segments:
         "results/benchmarks/segments/{benchmark}.tsv"
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:

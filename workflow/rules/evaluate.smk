@@ -15,7 +15,7 @@ rule evaluate:
         "results/benchmarks/evaluate/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.tsv"
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:
@@ -40,7 +40,7 @@ rule evaluate_zeroshot:
         "results/benchmarks/evaluate/zeroshot/{eval_benchmark}.tsv"
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:

@@ -51,7 +51,7 @@ rule evaluate_protocol:
         variant=protocols.variant_pattern(config),
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:
@@ -76,7 +76,7 @@ rule evaluate_protocol_zeroshot:
         variant=protocols.variant_pattern(config),
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: get_threads("evaluate")
     resources:
         **get_resources("evaluate"),
     params:

@@ -24,7 +24,7 @@ rule train:
         "results/benchmarks/train/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}.tsv"
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: get_threads("train")
     resources:
         **get_resources("train"),
     params:
