@@ -29,14 +29,15 @@ from tqdm import tqdm
 
 from hnclip.data.image_store import ImageStore, build_store, to_model_input
 from hnclip.data.synthetic import generate_synthetic, load_synthetic
-from hnclip.frameworks import Batch, build_framework
+from hnclip.frameworks import Batch
 from hnclip.models import create_model, save_model, stretch_model
 from hnclip.preprocess.edges import build_edges
 from hnclip.preprocess.oracle import synthetic_mask_generator
 from hnclip.preprocess.segments import build_segments, load_mask_generator, save_random_sam
 from hnclip.train import load_training_set
 from hnclip.train_config import TrainConfig
-from hnclip.training.schedule import build_optimizer
+
+from step_setup import training_parts
 
 # label -> TrainConfig overrides; the first is the baseline every ratio divides by
 VARIANTS = {
@@ -100,15 +101,7 @@ def make_step(label: str, overrides: dict, init_model, manifest, store: ImageSto
     cfg = TrainConfig(**{"device": device.type, "micro_batch": batch_size, "accum_steps": 1, **overrides})
     model = copy.deepcopy(init_model).to(device)
     data = load_training_set(manifest, store, cfg.caption_column, "benchmark manifest")
-    data.tokens = model.tokenize(data.captions)
-    framework = build_framework(cfg, model).to(device)
-    framework.prepare(data, {k: v for k, v in products.items() if k in framework.products}, model.tokenize)
-    model = framework.wrap_model(model).to(device)
-    model.train()
-    framework.train()
-    optimizer = build_optimizer(framework.param_groups(model), cfg)
-    params = [p for p in model.parameters() if p.requires_grad] + \
-        [p for p in framework.parameters() if p.requires_grad]
+    model, framework, optimizer, params = training_parts(cfg, model, data, products, device)
     order = np.random.default_rng(0).permutation(len(data))
     counter = {"i": 0}
 

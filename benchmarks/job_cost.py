@@ -114,12 +114,13 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     import torch
 
     from hnclip.data.image_store import ImageStore, to_model_input
-    from hnclip.frameworks import Batch, build_framework
+    from hnclip.frameworks import Batch
     from hnclip.models import load_model
     from hnclip.train import compute_objective, load_training_set
     from hnclip.train_config import TrainConfig
     from hnclip.training.dynamics import GradientProbe
-    from hnclip.training.schedule import build_optimizer
+
+    from step_setup import training_parts
 
     device = torch.device(device_name)
     cfg = TrainConfig(**{"device": device.type, "micro_batch": max(2, micro_batch), "accum_steps": 1,
@@ -128,16 +129,8 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     store = ImageStore(root / "store")
     data = load_training_set(pd.read_csv(root / "manifest.csv", dtype={"image_id": str}), store,
                              cfg.caption_column, "job_cost manifest")
-    data.tokens = model.tokenize(data.captions)
-    framework = build_framework(cfg, model).to(device)
     products = {"segments": root / "segments", "edges": root / "edges"}
-    framework.prepare(data, {k: v for k, v in products.items() if k in framework.products}, model.tokenize)
-    model = framework.wrap_model(model).to(device)
-    model.train()
-    framework.train()
-    optimizer = build_optimizer(framework.param_groups(model), cfg)
-    params = [p for p in model.parameters() if p.requires_grad] + \
-        [p for p in framework.parameters() if p.requires_grad]
+    model, framework, optimizer, params = training_parts(cfg, model, data, products, device)
 
     def sync():
         if device.type == "cuda":

@@ -1,0 +1,28 @@
+"""One framework made ready to take optimizer steps, the way `hnclip train` sets it up (minus the frozen
+margin and the checkpoint): shared by the benchmarks that time steps (framework_cost.py, job_cost.py), so
+that both measure the same model, modules and optimizer groups as a training job.
+"""
+
+from __future__ import annotations
+
+
+def training_parts(cfg, model, data, products: dict, device):
+    """Tokenise ``data``'s captions, build and prepare ``cfg``'s framework, wrap the model (adapters), put
+    both in training mode and build the optimizer on the framework's parameter groups.
+
+    Returns (model, framework, optimizer, params): the wrapped model and the trainable parameters that
+    the loop clips together.
+    """
+    from hnclip.frameworks import build_framework
+    from hnclip.training.schedule import build_optimizer
+
+    data.tokens = model.tokenize(data.captions)
+    framework = build_framework(cfg, model).to(device)
+    framework.prepare(data, {k: v for k, v in products.items() if k in framework.products}, model.tokenize)
+    model = framework.wrap_model(model).to(device)
+    model.train()
+    framework.train()
+    optimizer = build_optimizer(framework.param_groups(model), cfg)
+    params = [p for p in model.parameters() if p.requires_grad] + \
+        [p for p in framework.parameters() if p.requires_grad]
+    return model, framework, optimizer, params
