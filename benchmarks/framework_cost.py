@@ -37,18 +37,8 @@ from hnclip.preprocess.segments import build_segments, load_mask_generator, save
 from hnclip.train import load_training_set
 from hnclip.train_config import TrainConfig
 
-from step_setup import training_parts
+from step_setup import VARIANTS, training_parts
 
-# label -> TrainConfig overrides; the first is the baseline every ratio divides by
-VARIANTS = {
-    "hnclip": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.5},
-    "longclip": {"framework": "longclip"},
-    "lora": {"framework": "lora"},
-    "dora": {"framework": "dora"},
-    "finelip": {"framework": "finelip"},
-    "goal": {"framework": "goal"},
-    "structxlip": {"framework": "structxlip"},
-}
 # the paper's wall-clock ratios (framework step time / HN-CLIP step time); others are not reported there
 PAPER_RATIOS = {"hnclip": 1.0, "goal": 2.4, "structxlip": 5.4}
 

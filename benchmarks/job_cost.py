@@ -51,20 +51,12 @@ from pathlib import Path
 
 import numpy as np
 
+from step_setup import VARIANTS  # benchmarks/: torch-free until a child process measures
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "job_cost.json"
 PAPER_MICRO_BATCH = 16
 PAPER_EVAL_BATCH = 256
-# label -> TrainConfig overrides of the framework as the paper config trains it
-VARIANTS = {
-    "longclip": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0},
-    "hnclip": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.5},
-    "lora": {"framework": "lora"},
-    "dora": {"framework": "dora"},
-    "finelip": {"framework": "finelip"},
-    "goal": {"framework": "goal"},
-    "structxlip": {"framework": "structxlip"},
-}
 
 
 # ------------------------------------------------------------------------------------------ data (parent)

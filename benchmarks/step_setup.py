@@ -5,6 +5,18 @@ that both measure the same model, modules and optimizer groups as a training job
 
 from __future__ import annotations
 
+# label -> TrainConfig overrides of each framework as the paper config trains it (TrainConfig's gamma and
+# token_weight default to 0: plain Long-CLIP fine-tuning); HN-CLIP first, the baseline of the ratios
+VARIANTS = {
+    "hnclip": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.5},
+    "longclip": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0},
+    "lora": {"framework": "lora"},
+    "dora": {"framework": "dora"},
+    "finelip": {"framework": "finelip"},
+    "goal": {"framework": "goal"},
+    "structxlip": {"framework": "structxlip"},
+}
+
 
 def training_parts(cfg, model, data, products: dict, device):
     """Tokenise ``data``'s captions, build and prepare ``cfg``'s framework, wrap the model (adapters), put
