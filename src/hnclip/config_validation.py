@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["ConfigError", "coerce_cli_values", "format_key", "load_schema", "validate_config"]
+__all__ = ["ConfigError", "check_benchmark_roots", "coerce_cli_values", "format_key", "load_schema",
+           "validate_config"]
 
 MAX_ERRORS = 10  # one mistake usually causes one error; a wrong file can cause dozens of the same kind
 _INT = re.compile(r"[+-]?\d+")
@@ -185,4 +186,25 @@ def validate_config(config: dict, schema_path, overrides: Mapping | None = None)
         more = f"\n(and {len(lines) - MAX_ERRORS} more)" if len(lines) > MAX_ERRORS else ""
         raise ConfigError("\n".join(lines[:MAX_ERRORS]) + more)
     snakemake_validate(config, str(Path(schema_path).resolve()), set_default=True)
+    check_benchmark_roots(config, Path(schema_path).resolve().parents[2])
     return config
+
+
+def check_benchmark_roots(config: Mapping, repository) -> None:
+    """Refuse a benchmark root that is ``/``, the home folder, the repository or a folder above either.
+
+    ``hnclip fetch`` renders and unpacks into a root; pointed at one of these it would write a benchmark
+    over a user's files (or a checkout). Symlinks are followed, so a link to ``/`` is ``/``. The writers
+    check again (:mod:`hnclip.data.roots`); this names the key before any job starts.
+    """
+    from hnclip.data.roots import unsafe_root_reason
+
+    lines = []
+    for name, bench in (config.get("benchmarks") or {}).items():
+        root = bench.get("root") if isinstance(bench, Mapping) else None
+        reason = unsafe_root_reason(root, repository) if isinstance(root, str) and root else None
+        if reason:
+            lines.append(f"config key benchmarks.{name}.root: {root!r} cannot be a benchmark root: {reason}; "
+                         f"point it at a folder of its own (e.g. resources/{name})")
+    if lines:
+        raise ConfigError("\n".join(lines))

@@ -39,6 +39,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from hnclip.data.roots import claim_root
 from hnclip.fileio import write_json_atomic
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "download_hub_file",
     "download_hub_snapshot",
     "load_sources",
+    "root_entries",
     "sha256_file",
     "unpack_archive",
 ]
@@ -63,6 +65,7 @@ log = logging.getLogger(__name__)
 SOURCES_FILE = Path(__file__).with_name("sources.json")
 LOCK_VERSION = 1
 UNPACK_MARKERS = ".hnclip-unpacked"
+LOCK_FILE = "hnclip-checksums.json"  # the lock's name when it lives in the root (hnclip fetch puts it there)
 _CHUNK = 1 << 20
 _FILE_KINDS = ("url", "hub", "hub_snapshot", "manual")
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
@@ -520,8 +523,8 @@ def download_benchmark(
     if name not in sources:
         raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(sources))}")
     entry = sources[name]
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    # a root holding a user's own files is refused before anything is fetched (hnclip.data.roots)
+    dest = claim_root(dest, f"download of {name!r}", known=root_entries(entry))
     lock = ChecksumLock(lock_path)
     log.info("%s: licence %s", name, entry["licence"])
     for spec in entry["files"]:
@@ -530,6 +533,23 @@ def download_benchmark(
         else:
             _fetch_file(name, spec, dest, lock, retries, retry_wait)
     return dest
+
+
+def root_entries(entry: dict) -> set[str]:
+    """Top-level names a source's files occupy in its root: the files (and their ``.part``), the folders
+    a placed download satisfies or an archive unpacks into, the ``root_entries`` the table lists (what
+    archives unpack at the top, snapshot files, files placed by hand), the lock and the unpack records.
+    A root holding only these is the publisher's copy placed by hand, not a user's unrelated data."""
+    names = {LOCK_FILE, UNPACK_MARKERS, *entry.get("root_entries", [])}
+    for spec in entry["files"]:
+        if "path" in spec:
+            first = PurePosixPath(spec["path"]).parts[0]
+            names |= {first, first + ".part", first + ".tmp"}
+        names |= {PurePosixPath(d).parts[0] for d in spec.get("satisfied_by", [])}
+        into = PurePosixPath(spec.get("unpack", {}).get("into", "."))
+        if into.parts:
+            names.add(into.parts[0])
+    return names
 
 
 def download_checkpoint(

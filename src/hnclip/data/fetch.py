@@ -1,6 +1,7 @@
 """Make a benchmark's raw files exist at its root, and record where they came from.
 
-Synthetic benchmarks are rendered; real ones are downloaded (or, when the root already holds a complete
+Every writer first claims the root (:func:`hnclip.data.roots.claim_root`): a folder holding files
+hnclip did not make is refused before anything is written. Synthetic benchmarks are rendered; real ones are downloaded (or, when the root already holds a complete
 copy, verified against the checksum lock). The source record is what `hnclip prepare` reads, so the
 adapter and root a manifest came from are never guessed twice.
 """
@@ -27,9 +28,9 @@ def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict) ->
                            cluster_size=gen.get("cluster_size", 1), max_changes=gen.get("max_changes", 2))
         origin = {"kind": "rendered", "settings": gen}
     else:
-        from hnclip.data.download import download_benchmark
+        from hnclip.data.download import LOCK_FILE, download_benchmark
 
-        lock = root / "hnclip-checksums.json"
+        lock = root / LOCK_FILE
         download_benchmark(adapter, root, lock)
         origin = {"kind": "downloaded", "lock": str(lock.resolve())}
     return {

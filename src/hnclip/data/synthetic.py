@@ -35,6 +35,8 @@ import pandas as pd
 from PIL import Image, ImageChops, ImageDraw, ImageFilter
 from tqdm import tqdm
 
+from hnclip.data.roots import claim_root
+
 __all__ = [
     "FAMILIES",
     "STYLES",
@@ -59,6 +61,8 @@ FAMILIES = ("synthetic", "synthetic_shift")
 SPLITS = ("train", "test")
 CAPTIONS_FILE = "captions.jsonl"
 IMAGES_DIR = "images"
+README_FILE = "README.txt"
+_README_HEAD = "hnclip synthetic dense-caption benchmark"
 FORMAT_VERSION = 2  # 2: near-duplicate clusters (``cluster`` field)
 
 SIZES = ("small", "medium", "large")
@@ -462,7 +466,11 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
             raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
     if not isinstance(image_size, int) or image_size < 32:
         raise ValueError(f"image_size must be an int >= 32, got {image_size!r}")
-    root = Path(root)
+    # refuse a user's folder before rendering into it (hnclip.data.roots); a root rendered before
+    # markers existed is recognised as ours by its README's first line
+    root = claim_root(root, f"hnclip fetch --adapter {family}",
+                      known=(README_FILE, CAPTIONS_FILE, CAPTIONS_FILE + ".tmp", IMAGES_DIR)
+                      if _is_rendered_here(root) else ())
     (root / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     seen: set[tuple] = set()
     records = []
@@ -477,13 +485,21 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
                     "background": scene.background, "objects": [asdict(o) for o in scene.objects],
                 })
                 bar.update()
-    (root / "README.txt").write_text(_readme(family, n_train, n_test, image_size, seed, cluster_size, max_changes),
+    (root / README_FILE).write_text(_readme(family, n_train, n_test, image_size, seed, cluster_size, max_changes),
                                      encoding="utf-8")
     tmp = root / (CAPTIONS_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for record in records:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     os.replace(tmp, root / CAPTIONS_FILE)
+
+
+def _is_rendered_here(root) -> bool:
+    readme = Path(root) / README_FILE
+    try:
+        return readme.is_file() and readme.read_text(encoding="utf-8").startswith(_README_HEAD)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def read_records(root) -> list[dict]:
@@ -497,7 +513,7 @@ def read_records(root) -> list[dict]:
 
 def _readme(family: str, n_train: int, n_test: int, image_size: int, seed: int, cluster_size: int,
             max_changes: int) -> str:
-    return f"""hnclip synthetic dense-caption benchmark (format version {FORMAT_VERSION})
+    return f"""{_README_HEAD} (format version {FORMAT_VERSION})
 
 family: {family}
 splits: train {n_train} images, test {n_test} images

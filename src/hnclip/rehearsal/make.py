@@ -16,6 +16,7 @@ import json
 import logging
 from pathlib import Path
 
+from hnclip.data.roots import REHEARSAL_MARKER, check_root, claim_root
 from hnclip.fileio import write_json_atomic
 
 from .benchmarks import write_rehearsal_benchmark
@@ -24,7 +25,7 @@ __all__ = ["MARKER", "RECORD", "make_rehearsal_files"]
 
 log = logging.getLogger(__name__)
 
-MARKER = "REHEARSAL.txt"
+MARKER = REHEARSAL_MARKER  # the shared rule (hnclip.data.roots) counts it as ours
 RECORD = "files.json"
 _MARKER_TEXT = ("Rehearsal fixture: generated stand-ins in this benchmark's file format (hnclip.rehearsal), "
                 "not the benchmark. Delete this folder before a real run.\n")
@@ -35,11 +36,8 @@ def _digest(settings: dict) -> str:
 
 
 def _check_root(root: Path, benchmark: str) -> None:
-    if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
-        raise FileExistsError(
-            f"rehearsal: benchmark {benchmark!r} root {root} holds files the rehearsal did not make (no {MARKER}); "
-            "refusing to write fixtures over what may be the real benchmark. Move it away, or point "
-            f"benchmarks.{benchmark}.root elsewhere for the rehearsal")
+    # every root is checked before any is written, so a refused one leaves the others untouched
+    check_root(root, "hnclip rehearsal-files", key=f"benchmarks.{benchmark}.root")
 
 
 def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: int = 0,
@@ -80,9 +78,8 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
 
     made = {}
     for name, bench in settings["benchmarks"].items():
-        root = Path(bench["root"])
-        root.mkdir(parents=True, exist_ok=True)
-        (root / MARKER).write_text(_MARKER_TEXT)
+        claim_root(bench["root"], "hnclip rehearsal-files", key=f"benchmarks.{name}.root", marker=MARKER,
+                   text=_MARKER_TEXT)
         made[name] = write_rehearsal_benchmark(name, bench, hub_cache, seed)
         log.info("rehearsal benchmark %s: %s", name, made[name])
     if not checkpoint.is_file():
