@@ -90,3 +90,15 @@ def test_a_valid_config_gets_the_schema_defaults_filled_in():
 def test_the_embedded_default_and_the_paper_grid_validate():
     for name in ("config.yaml", "paper.yaml"):
         validate_config(yaml.safe_load((REPO / "config" / name).read_text()), SCHEMA_PATH)
+
+
+def test_a_main_experiment_without_a_baseline_is_refused_naming_the_key():
+    from hnclip import plan
+
+    cfg = config(experiments={"main": {"benchmarks": ["synthetic"], "methods": ["hnclip"]}})
+    validate_config(cfg, SCHEMA_PATH)
+    with pytest.raises(ConfigError, match=r"^config key experiments\.main\.methods: .*no baseline"):
+        plan.check_config(cfg)
+    cfg = config(experiments={"main": {"benchmarks": ["synthetic"], "methods": ["longclip", "hnclip"]}},
+                 methods={**MINIMAL["methods"], "longclip": {"framework": "longclip", "hn": False}})
+    plan.check_config(validate_config(cfg, SCHEMA_PATH))

@@ -147,3 +147,34 @@ def test_gallery_reads_each_models_top_k_rows_and_uses_the_given_score_fn(tmp_pa
             d = [(float(((t[q] - im[j]) ** 2).sum()), j) for j in range(n_img)]
             expected.append([j for _, j in sorted(d)[:5]])
     assert asked == expected
+
+
+def _spec_without_epoch_logs(tmp_path, hn_label="HN-CLIP"):
+    """A main spec whose runs trained with train.eval_every_epoch: false: epochs.csv holds its header only."""
+    from hnclip.analysis.records import DYNAMICS_COLUMNS
+    from hnclip.train import EPOCH_COLUMNS
+
+    cells = []
+    for method, gamma, row in (("longclip", 0.0, "Long-CLIP FT"), ("hnclip", 0.5, hn_label)):
+        run_dir = tmp_path / "runs" / method
+        run_dir.mkdir(parents=True)
+        (run_dir / "epochs.csv").write_text(",".join(EPOCH_COLUMNS) + "\n")
+        (run_dir / "dynamics.csv").write_text(",".join(DYNAMICS_COLUMNS) + "\n")
+        run = {"train_set": "synthetic", "method": method, "gamma": gamma, "fraction": 1.0, "seed": 0}
+        cells.append({"row": row, "group": "Synthetic", "variant": None, "x": None, "run": run,
+                      "eval_benchmark": "synthetic", "eval_path": str(tmp_path / "e.json"), "run_dir": str(run_dir)})
+    return {"experiment": "main", "scale": "toy", "cells": cells}
+
+
+@pytest.mark.parametrize("draw", [figures.plot_epochs, figures.plot_convergence])
+def test_per_epoch_figures_without_epoch_logs_say_why_instead_of_failing(draw, tmp_path):
+    paths = draw(_spec_without_epoch_logs(tmp_path), tmp_path / "fig/out")
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    svg = paths[1].read_text()
+    assert 'id="no-data"' in svg and "No data" in svg and "eval_every_epoch" in svg
+
+
+def test_convergence_highlights_hn_clip_by_method_key_under_a_renamed_label(tmp_path):
+    spec = _spec_without_epoch_logs(tmp_path, hn_label="Ours")
+    assert figures.method_label(spec) == "Ours"
+    assert figures.method_label(spec, "lora") is None

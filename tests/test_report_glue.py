@@ -92,3 +92,20 @@ def test_gallery_never_takes_the_zero_shot_row_for_the_strongest_baseline(split)
                              "zeroshot": True})
     _, _, base = choose_runs(spec)
     assert base["row"] == "LoRA"  # 99 on the backbone's row, but it is a reference, not a baseline
+
+
+def test_gallery_finds_hn_clip_by_its_method_key_when_its_label_is_renamed(split):
+    spec = _main_spec(split)
+    for cell in spec["cells"]:
+        if cell["run"]["method"] == "hnclip":
+            cell["row"] = "Ours (HN)"  # methods.hnclip.label renamed
+    group, hn, base = choose_runs(spec)
+    assert (group, hn["row"], hn["run"]["method"], base["row"]) == ("Synthetic", "Ours (HN)", "hnclip", "LoRA")
+
+
+def test_gallery_without_a_baseline_draws_a_note_instead_of_failing(split):
+    spec = _main_spec(split)
+    spec["cells"] = [c for c in spec["cells"] if c["run"]["method"] == "hnclip"]
+    paths = run_gallery(spec, n_captions=2, out_prefix=split / "fig/gallery", data_root=split / "results/data")
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    assert "No data" in paths[1].read_text() and "baseline" in paths[1].read_text()

@@ -302,6 +302,7 @@ def cmd_gallery(args) -> None:
 
 
 def cmd_report(args) -> None:
+    from hnclip.analysis.figures import method_label
     from hnclip.analysis.records import load_spec
     from hnclip.report import render_report_from_files
 
@@ -316,6 +317,8 @@ def cmd_report(args) -> None:
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
+        # HN-CLIP's row by its method key, so the claims find it whatever methods.hnclip.label says
+        hn_row=(method_label(specs["main"]) if "main" in specs else None) or "HN-CLIP",
     )
 
 

@@ -136,6 +136,12 @@ def check_config(config: dict) -> None:
     if "rehearsal" in config and config["scale"] != "rehearsal":
         _fail("scale", f"is {config['scale']!r}, but a config with a rehearsal section runs on stand-in files: "
                        "its numbers must be labelled 'rehearsal'")
+    main = experiments.get("main")
+    if main and config["gamma"] > 0 and all(methods[m].get("hn") for m in main.get("methods", [])):
+        # the main table, its claims and the gallery compare HN-CLIP with baselines; without one they
+        # could only fail (or say nothing) after every run is trained
+        _fail("experiments.main.methods", f"{main.get('methods')} has no baseline: add a method with hn: false "
+                                          "(gamma 0), e.g. longclip")
     if "gamma_sweep" in experiments and not methods[experiments["gamma_sweep"]["method"]].get("hn"):
         _fail("experiments.gamma_sweep.method", "must be a method with hn: true")
     for i, v in enumerate(experiments.get("ablation", {}).get("variants", [])):

@@ -25,6 +25,8 @@ from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_t
 
 __all__ = [
     "DYNAMICS_QUANTITIES",
+    "HN_METHOD",
+    "NO_EPOCHS",
     "plot_caption_geometry",
     "plot_convergence",
     "plot_dynamics",
@@ -34,6 +36,8 @@ __all__ = [
     "plot_fractions",
     "plot_gamma_sweep",
     "plot_gradient_dynamics",
+    "method_label",
+    "plot_no_data",
     "plot_sweep",
     "save_figure",
 ]
@@ -48,6 +52,12 @@ DYNAMICS_QUANTITIES: dict[str, tuple[str, list[tuple[str, str]], str, bool]] = {
     "saturated_fraction": ("InfoNCE saturation", [("saturated_fraction", "saturated rows")], "fraction", False),
 }
 DEFAULT_GAMMA = 0.5
+# the paper's method by its config key: figures and the gallery find its rows by the runs' method, so a
+# renamed display label (methods.hnclip.label) changes what is shown, never what is found
+HN_METHOD = "hnclip"
+# why a per-epoch figure can be empty; the figure says so instead of failing after the runs are spent
+NO_EPOCHS = ("no run of the main experiment logged retrieval after each epoch "
+             "(train.eval_every_epoch is false, or each main benchmark is scored on another one's runs)")
 
 
 def save_figure(fig, out_prefix) -> list[Path]:
@@ -61,6 +71,25 @@ def save_figure(fig, out_prefix) -> list[Path]:
     fig.savefig(paths[1])
     plt.close(fig)
     return paths
+
+
+def plot_no_data(out_prefix, title: str, reason: str) -> list[Path]:
+    """A placeholder figure that says why there is nothing to draw: a config may legitimately leave a
+    figure without data (per-epoch evaluation off), and the report then shows the reason in its place."""
+    import textwrap
+
+    with plt.rc_context({"svg.fonttype": "none"}):  # the SVG keeps the reason as text, not glyph paths
+        fig, ax = plt.subplots(figsize=(6, 2.2), layout="constrained")
+        ax.axis("off")
+        ax.set_title(title, fontsize=10)
+        ax.text(0.5, 0.5, "\n".join(textwrap.wrap("No data: " + reason, 70)), ha="center", va="center",
+                fontsize=9, transform=ax.transAxes, gid="no-data")
+        return save_figure(fig, out_prefix)
+
+
+def method_label(spec: Mapping, method: str = HN_METHOD) -> str | None:
+    """The row (display label) of ``method``'s runs in a spec, or None when no cell trains it."""
+    return next((c["row"] for c in spec["cells"] if not c.get("zeroshot") and c["run"]["method"] == method), None)
 
 
 def _style(n_points: int) -> dict:
@@ -219,6 +248,8 @@ def plot_epoch_recall(table: pd.DataFrame, out_prefix) -> list[Path]:
     """R@1 after each epoch per method (an epochs table): rows = benchmark, columns = direction."""
     benchmarks = list(dict.fromkeys(table.index.get_level_values("benchmark")))
     methods = list(dict.fromkeys(table.index.get_level_values("method")))
+    if not benchmarks:
+        return plot_no_data(out_prefix, "R@1 per epoch", NO_EPOCHS)
     fig, axes = plt.subplots(len(benchmarks), len(DIRECTION_LABELS), squeeze=False, layout="constrained",
                              figsize=(8, 3.0 * len(benchmarks) + 0.6))
     for i, bench in enumerate(benchmarks):
@@ -315,18 +346,19 @@ def plot_dynamics(spec, out_prefix) -> list[Path]:
 
 
 # ------------------------------------------------------------------------ error beside InfoNCE per epoch
-def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str = "HN-CLIP") -> list[Path]:
+def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str | None = None) -> list[Path]:
     """Retrieval error (100 - R@1) per epoch and direction beside the epoch's mean standard InfoNCE.
 
     ``table`` is a convergence table (:func:`hnclip.analysis.tables.build_convergence_table`): one row of
     panels per benchmark; left, error per epoch (solid I→T, dashed T→I) per method; right, each run's
     standard InfoNCE averaged over the epoch's steps (log scale: it falls by decades when it saturates).
     The paper's §2.4 reads these side by side: error keeps falling after InfoNCE has flattened.
+    ``highlight``: the row drawn thicker (the spec wrapper passes HN-CLIP's, found by method key).
     """
     benchmarks = list(dict.fromkeys(table.index.get_level_values("benchmark")))
     methods = list(dict.fromkeys(table.index.get_level_values("method")))
     if not benchmarks:
-        raise ValueError("error-vs-InfoNCE figure: the convergence table has no rows")
+        return plot_no_data(out_prefix, "Retrieval error beside standard InfoNCE", NO_EPOCHS)
     fig, axes = plt.subplots(len(benchmarks), 2, squeeze=False, layout="constrained",
                              figsize=(9, 3.1 * len(benchmarks) + 0.6))
     for i, bench in enumerate(benchmarks):
@@ -372,4 +404,5 @@ def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str = "HN-
 def plot_convergence(spec, out_prefix) -> list[Path]:
     from hnclip.analysis.tables import build_convergence_table
 
-    return plot_error_vs_infonce(build_convergence_table(spec), out_prefix)
+    spec = load_spec(spec)
+    return plot_error_vs_infonce(build_convergence_table(spec), out_prefix, highlight=method_label(spec))

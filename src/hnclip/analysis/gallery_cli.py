@@ -13,45 +13,61 @@ from pathlib import Path
 
 import numpy as np
 
+from hnclip.analysis.figures import HN_METHOD, plot_no_data
+
 log = logging.getLogger(__name__)
 
-__all__ = ["choose_runs", "run_gallery"]
+__all__ = ["NoGalleryData", "choose_runs", "run_gallery"]
 
 
-def choose_runs(spec: dict, hn_row: str = "HN-CLIP") -> tuple[str, dict, dict]:
-    """(benchmark group, HN cell, baseline cell): the baseline is the non-HN row (gamma 0 everywhere)
-    with the best R@1 (mean of directions) on the spec's first group."""
+class NoGalleryData(ValueError):
+    """The main spec lacks a run the gallery compares (HN-CLIP's, or any baseline)."""
+
+
+def choose_runs(spec: dict, hn_method: str = HN_METHOD) -> tuple[str, dict, dict]:
+    """(benchmark group, HN cell, baseline cell): the HN cell is ``hn_method``'s run (found by its config
+    key, so a renamed label changes only what is shown), the baseline the non-HN row (gamma 0) with the
+    best R@1 (mean of directions) on the spec's first group. Raises :class:`NoGalleryData` saying what is
+    missing; :func:`run_gallery` draws that reason instead of failing after the runs are spent."""
     from hnclip.analysis.records import load_records, load_spec
     from hnclip.analysis.tables import build_table
 
     spec = load_spec(spec)
-    table = build_table(spec, load_records(spec))
     group = spec["cells"][0]["group"]
     # the zero-shot backbone is a reference row, not a fine-tuned baseline (and has no run folder)
-    cells = {c["row"]: c for c in spec["cells"] if c["group"] == group and not c.get("zeroshot")}
-    if hn_row not in cells:
-        raise ValueError(f"gallery: main spec has no row {hn_row!r} on {group!r}; rows: {sorted(cells)}")
+    runs = [c for c in spec["cells"] if c["group"] == group and not c.get("zeroshot")]
+    hn = [c for c in runs if c["run"]["method"] == hn_method]
+    if not hn:
+        raise NoGalleryData(f"the main experiment trains no {hn_method!r} run on {group!r} "
+                            f"(methods: {sorted({c['run']['method'] for c in runs})})")
     hn_rows = {c["row"] for c in spec["cells"] if float(c["run"]["gamma"]) > 0}
-    baselines = [r for r in cells if r not in hn_rows]
+    cells = {c["row"]: c for c in runs}
+    baselines = [r for r in cells if r not in hn_rows and r != hn[0]["row"]]
     if not baselines:
-        raise ValueError(f"gallery: main spec has no baseline (gamma 0) row on {group!r}")
+        raise NoGalleryData(f"the main experiment has no baseline (gamma 0) row on {group!r} "
+                            "(experiments.main.methods)")
+    table = build_table(spec, load_records(spec))
 
     def r1(row):
         return float(np.mean([table.loc[row, (group, d, "R@1", "mean")] for d in ("I->T", "T->I")]))
 
     best = max(baselines, key=r1)
-    return group, cells[hn_row], cells[best]
+    return group, hn[0], cells[best]
 
 
 def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: Path = Path("results/data"),
-                hn_row: str = "HN-CLIP") -> list[Path]:
+                hn_method: str = HN_METHOD) -> list[Path]:
     from hnclip.analysis.gallery import plot_retrieval_gallery
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
     from hnclip.evaluate import _unique_images, encode_split
     from hnclip.models import load_model
 
-    group, hn_cell, base_cell = choose_runs(spec, hn_row)
+    try:
+        group, hn_cell, base_cell = choose_runs(spec, hn_method)
+    except NoGalleryData as why:
+        log.warning("gallery: %s; drawing a placeholder", why)
+        return plot_no_data(out_prefix, "Retrieval gallery", str(why))
     bench = hn_cell["eval_benchmark"]
     manifest = read_manifest(Path(data_root) / bench / "test.csv")
     store = ImageStore(Path(data_root) / bench / "test_images")
