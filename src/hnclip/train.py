@@ -52,6 +52,7 @@ from hnclip.training.distributed import (
 )
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, step_saturation
 from hnclip.training.logs import CsvLog
+from hnclip.training.run_lock import RunLock
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
 
 __all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_set", "train", "train_model"]
@@ -294,10 +295,12 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     """
     device, amp_dtype = resolve_runtime(cfg)
     context, device = join_process_group(device)
-    session = _start_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
-                             eval_data, data_fingerprint, products)
-    _run_epochs(session)
-    return _finish_run(session, run_info)
+    # one trainer per run (rank 0 holds it for all ranks), taken before any log or checkpoint is touched
+    with RunLock(checkpoint_dir) if context.is_main else contextlib.nullcontext():
+        session = _start_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
+                                 eval_data, data_fingerprint, products)
+        _run_epochs(session)
+        return _finish_run(session, run_info)
 
 
 def _start_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
