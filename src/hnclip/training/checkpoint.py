@@ -1,4 +1,4 @@
-"""Resumable checkpoints: one ``last.pt`` written atomically, readable with ``weights_only=True``.
+"""Resumable checkpoints: ``last.pt`` and the one before it, written atomically, read with ``weights_only=True``.
 
 Everything that influences later steps is in it (weights, optimizer moments, scheduler counters, RNG
 states, data position, frozen-margin features), so a run killed at any point and restarted ends with
@@ -15,6 +15,11 @@ when an existing file is resumed, refused or superseded, and what stays once the
   under the new settings anyway.
 - An *unfinished* run of other settings or data is refused, naming what changed: resuming would mix two
   runs, and silently discarding it could throw away days of GPU time.
+- A ``last.pt`` that cannot be read (truncated by a full disk, a copy cut short) falls back to
+  ``previous.pt``, the checkpoint before it, with a warning; the unreadable file is kept aside as
+  ``last.pt.unreadable``. Keeping the previous one costs a second checkpoint's disk while the run trains
+  (finishing deletes it); it is a hard link of the old ``last.pt`` taken before the new one is written,
+  and ``last.pt`` itself is only ever replaced by a whole file.
 - Once finished, ``TrainConfig.keep_checkpoint`` decides what stays: ``full``; ``weights`` (the final
   checkpoint is written without the optimizer moments, two thirds of a ViT-L checkpoint: a rerun with
   the same settings rebuilds the outputs from it without a training step); ``none`` (deleted once the
@@ -27,6 +32,7 @@ import logging
 import math
 import os
 import random
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,12 +42,14 @@ import torch
 
 from .distributed import check_world_size
 
-__all__ = ["CHECKPOINT_NAME", "Resumable", "RunCheckpoint", "TrainState", "capture_rng_state", "check_resumable",
-           "load_checkpoint", "restore_rng_state", "save_checkpoint"]
+__all__ = ["CHECKPOINT_NAME", "PREVIOUS_NAME", "CheckpointUnreadableError", "Resumable", "RunCheckpoint",
+           "TrainState", "capture_rng_state", "check_resumable", "load_checkpoint", "restore_rng_state",
+           "save_checkpoint"]
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "last.pt"
+PREVIOUS_NAME = "previous.pt"  # the checkpoint before last.pt, resumed when last.pt cannot be read
 FORMAT_VERSION = 1
 
 
@@ -85,6 +93,22 @@ def restore_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+class CheckpointUnreadableError(RuntimeError):
+    """A checkpoint file torch cannot load (truncated, not a checkpoint); the message names it."""
+
+
+def _keep_previous(path: Path, previous: Path) -> None:
+    """Make ``previous`` the current ``path`` (a hard link, atomically renamed into place; a copy where
+    links are impossible), so replacing ``path`` next never leaves a moment without a whole file."""
+    tmp = previous.with_name(f"{previous.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(path, tmp)
+    except OSError:
+        shutil.copyfile(path, tmp)
+    os.replace(tmp, previous)
+
+
 def save_checkpoint(path, payload: dict) -> None:
     """Write ``payload`` to ``path`` via a temporary file in the same folder and ``os.replace``.
 
@@ -110,7 +134,8 @@ def load_checkpoint(path) -> dict:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise RuntimeError(f"cannot read checkpoint {path} ({err}); delete it (rm {path}) to start over") from err
+        raise CheckpointUnreadableError(f"cannot read checkpoint {path} ({err}); delete it (rm {path}) to start "
+                                        "over") from err
     if checkpoint.get("format_version") != FORMAT_VERSION:
         raise RuntimeError(f"checkpoint {path} has format_version {checkpoint.get('format_version')!r}, "
                            f"expected {FORMAT_VERSION}; delete it (rm {path}) to start over")
@@ -170,12 +195,14 @@ class RunCheckpoint:
                  keep: str = "weights"):
         self.directory = Path(directory)
         self.path = self.directory / CHECKPOINT_NAME
+        self.previous = self.directory / PREVIOUS_NAME
         self.config, self.config_hash, self.data_fingerprint = config, config_hash, data_fingerprint
         self.context, self.keep = context, keep
         self.saved_step: int | None = None  # the step of the file on disk, as this session knows it
         if context.is_main:
-            for stale in self.directory.glob(CHECKPOINT_NAME + ".*.tmp"):  # a kill during a write
-                stale.unlink(missing_ok=True)
+            for name in (CHECKPOINT_NAME, PREVIOUS_NAME):  # a kill during a write
+                for stale in self.directory.glob(name + ".*.tmp"):
+                    stale.unlink(missing_ok=True)
 
     def describe(self) -> str:
         """How a failure report names what survives (the checkpoint, or that none was written)."""
@@ -188,9 +215,9 @@ class RunCheckpoint:
 
         Raises for an unfinished run of other settings, data or number of processes.
         """
-        if not self.path.is_file():
+        payload = self._load()
+        if payload is None:
             return None
-        payload = load_checkpoint(self.path)
         same_run = (payload.get("config_hash") == self.config_hash
                     and payload.get("data_fingerprint") == self.data_fingerprint)
         if payload.get("finished") and not same_run:
@@ -203,6 +230,30 @@ class RunCheckpoint:
         check_world_size(self.path, payload, self.context.world_size)
         self.saved_step = int(payload["state"]["step"])
         return payload
+
+    def _load(self) -> dict | None:
+        """``last.pt``, or ``previous.pt`` when ``last.pt`` cannot be read (or is gone); None when neither
+        exists. The unreadable file is moved aside, so the next save does not keep it as the previous one."""
+        if self.path.is_file():
+            try:
+                return load_checkpoint(self.path)
+            except CheckpointUnreadableError as err:
+                if not self.previous.is_file():
+                    raise
+                unreadable = self.path.with_name(self.path.name + ".unreadable")
+                payload = load_checkpoint(self.previous)
+                if self.context.is_main:  # every rank lands on previous.pt, before or after this rename
+                    log.warning("%s; resuming from the checkpoint before it, %s (step %d); the unreadable file "
+                                "is kept as %s", err, self.previous, payload["state"]["step"], unreadable)
+                    os.replace(self.path, unreadable)
+                return payload
+        if self.previous.is_file():
+            payload = load_checkpoint(self.previous)
+            if self.context.is_main:
+                log.warning("no %s in %s; resuming from the checkpoint before it, %s (step %d)", CHECKPOINT_NAME,
+                            self.directory, self.previous, payload["state"]["step"])
+            return payload
+        return None
 
     def restore(self, payload: dict, parts: Resumable) -> TrainState:
         """Load ``payload`` into ``parts`` and the RNGs; returns the run's state.
@@ -246,11 +297,16 @@ class RunCheckpoint:
             }
             if not finished or self.keep == "full":
                 payload["optimizer"] = parts.optimizer.state_dict()
+            if self.path.is_file():  # kept first: until the new last.pt is whole, both names hold the old one
+                _keep_previous(self.path, self.previous)
             save_checkpoint(self.path, payload)
         self.saved_step = state.step
         self.context.barrier()  # the other ranks wait for the file
 
     def finish(self) -> None:
-        """Apply ``keep: none`` once the run's outputs are written (rank 0)."""
-        if self.keep == "none" and self.context.is_main:
-            self.path.unlink(missing_ok=True)
+        """Apply ``keep: none`` once the run's outputs are written (rank 0); the previous checkpoint, a
+        fallback for resuming, goes in every case (a finished run resumes nothing)."""
+        if self.context.is_main:
+            self.previous.unlink(missing_ok=True)
+            if self.keep == "none":
+                self.path.unlink(missing_ok=True)
