@@ -205,3 +205,25 @@ def test_a_store_built_before_checksums_were_recorded_still_opens_and_verifies_b
     index_path.write_text(json.dumps(index))
     assert ImageStore(tmp_path / "store").verify() is False
     assert "records no checksum" in caplog.text
+
+
+def test_every_damaged_store_message_names_the_folder_to_delete_and_the_command_to_rerun(manifest, tmp_path):
+    import re
+
+    store = tmp_path / "results" / "data" / "bench" / "test_images"
+    build_store(manifest, store, SIZE)
+    path = store / "images.npy"
+    hint = re.escape(f"rm -rf {store} && snakemake --cores all")
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size - 7)
+    with pytest.raises(ValueError, match=rf"truncated.*{hint}"):
+        ImageStore(store)
+    path.write_bytes(b"\x93NUMPY")
+    with pytest.raises(ValueError, match=rf"no valid \.npy header.*{hint}"):
+        ImageStore(store)
+    (store / "index.json").write_text("{")
+    with pytest.raises(ValueError, match=rf"malformed.*{hint}"):
+        ImageStore(store)
+    (store / "index.json").unlink()
+    with pytest.raises(FileNotFoundError, match=rf"no index\.json.*{hint}"):
+        ImageStore(store)

@@ -9,7 +9,12 @@ import os
 import pytest
 from test_train_support import assert_same_run, make_dataset, run_training, run_training_process, small_config
 
-from hnclip.training.checkpoint import CHECKPOINT_NAME, PREVIOUS_NAME, CheckpointUnreadableError, load_checkpoint
+from hnclip.training.checkpoint import (
+    CHECKPOINT_NAME,
+    PREVIOUS_NAME,
+    CheckpointUnreadableError,
+    load_checkpoint,
+)
 
 
 def test_truncated_last_checkpoint_resumes_from_the_previous_and_matches_uninterrupted(tmp_path):

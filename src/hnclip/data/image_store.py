@@ -36,8 +36,8 @@ from numpy.lib.format import open_memmap
 from PIL import Image
 from tqdm import tqdm
 
-__all__ = ["ImageStore", "build_store", "file_sha256", "manifest_digest", "resize_center_crop", "to_model_input",
-           "write_store"]
+__all__ = ["ImageStore", "build_store", "file_sha256", "manifest_digest", "rebuild_hint", "resize_center_crop",
+           "to_model_input", "write_store"]
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +175,15 @@ def file_sha256(path) -> str:
     return digest.hexdigest()
 
 
+def rebuild_hint(root) -> str:
+    """What to do about a damaged store: it is never repaired in place (its rows could not be trusted),
+    and Snakemake rebuilds a missing one, with every job that read it, on the next run."""
+    root = Path(root)
+    return (f"delete the store folder and rerun the workflow, which rebuilds it: rm -rf {root} && snakemake "
+            "--cores all (with the same --configfile/--config as before; outside the workflow: rerun the "
+            f"`hnclip prepare` that wrote {root})")
+
+
 def _npy_layout(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
     """(shape, dtype, header bytes) from a .npy file's header, without mapping its data."""
     from numpy.lib import format as npy
@@ -186,9 +195,10 @@ def _npy_layout(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
             shape, _, dtype = read_header(handle)
             return tuple(shape), dtype, handle.tell()
     except FileNotFoundError:
-        raise FileNotFoundError(f"image store file {path} does not exist (store incomplete: rebuild it)") from None
+        raise FileNotFoundError(f"image store file {path} does not exist (store incomplete); "
+                                f"{rebuild_hint(path.parent)}") from None
     except (ValueError, OSError, SyntaxError) as e:
-        raise ValueError(f"image store file {path} has no valid .npy header ({e}); rebuild the store") from e
+        raise ValueError(f"image store file {path} has no valid .npy header ({e}); {rebuild_hint(path.parent)}") from e
 
 
 class ImageStore:
@@ -198,14 +208,15 @@ class ImageStore:
         self.root = Path(out_dir)
         index_path = self.root / INDEX_FILE
         if not index_path.is_file():
-            raise FileNotFoundError(f"image store {self.root} has no {INDEX_FILE} (incomplete or never built)")
+            raise FileNotFoundError(f"image store {self.root} has no {INDEX_FILE} (incomplete or never built); "
+                                    f"{rebuild_hint(self.root)}")
         try:
             index = json.loads(index_path.read_text(encoding="utf-8"))
             self.image_ids: list[str] = [str(i) for i in index["image_ids"]]
             self.image_size = int(index["image_size"])
             self.manifest_sha256 = str(index.get("manifest_sha256", ""))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"image store index {index_path} is malformed: {e!r}") from e
+            raise ValueError(f"image store index {index_path} is malformed: {e!r}; {rebuild_hint(self.root)}") from e
         self._rows = {image_id: row for row, image_id in enumerate(self.image_ids)}
         if len(self._rows) != len(self.image_ids):
             raise ValueError(f"image store index {index_path} repeats an image_id")
@@ -215,12 +226,13 @@ class ImageStore:
         expected = (len(self.image_ids), self.image_size, self.image_size, 3)
         shape, dtype, header = _npy_layout(path)
         if shape != expected or dtype != np.uint8:
-            raise ValueError(f"{path} holds {dtype} {shape}, but {index_path} describes uint8 {expected}")
+            raise ValueError(f"{path} holds {dtype} {shape}, but {index_path} describes uint8 {expected}; "
+                             f"{rebuild_hint(self.root)}")
         size, want = path.stat().st_size, header + int(np.prod(shape))
         if size != want:
             raise ValueError(f"image store file {path} is {'truncated' if size < want else 'too long'}: "
                              f"{size:,} bytes, but its header describes {want:,} ({len(self)} images of "
-                             f"{self.image_size}x{self.image_size}x3); rebuild the store")
+                             f"{self.image_size}x{self.image_size}x3); {rebuild_hint(self.root)}")
 
     def verify(self) -> bool:
         """Re-hash ``images.npy`` against the SHA-256 recorded at build time; a mismatch raises naming the
@@ -233,7 +245,7 @@ class ImageStore:
         actual = file_sha256(path)
         if actual != self.images_sha256:
             raise ValueError(f"image store file {path} is corrupted: sha256 {actual}, but {self.root / INDEX_FILE} "
-                             f"recorded {self.images_sha256} when it was built; rebuild the store")
+                             f"recorded {self.images_sha256} when it was built; {rebuild_hint(self.root)}")
         return True
 
     @property
