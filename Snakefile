@@ -1,4 +1,5 @@
 # hnclip-repro: the HN-CLIP reproduction DAG. Logic lives in src/hnclip; rules call `python -m hnclip`.
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -7,8 +8,17 @@ min_version("9.20")
 
 
 # The embedded default, found next to this Snakefile whatever the working directory (--directory). A
-# --configfile replaces it (see workflow/rules/common.smk), so it is not even read then.
+# --configfile replaces it (see workflow/rules/common.smk), so it is not even read then. It is parsed by
+# hnclip first, so a YAML syntax error names its file, line and column (Snakemake's loader names neither;
+# a --configfile is read by Snakemake before this file runs: README, "Configuration").
 if not workflow.config_settings.configfiles:
+    sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+    from hnclip.config_validation import ConfigError, load_config_file
+
+    try:
+        load_config_file(Path(workflow.basedir) / "config/config.yaml")
+    except ConfigError as error:
+        raise ConfigError(str(error)) from None
 
     configfile: Path(workflow.basedir) / "config/config.yaml"
 

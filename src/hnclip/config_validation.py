@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["ConfigError", "check_benchmark_roots", "coerce_cli_values", "format_key", "load_schema",
-           "validate_config"]
+__all__ = ["ConfigError", "check_benchmark_roots", "coerce_cli_values", "format_key", "load_config_file",
+           "load_schema", "validate_config"]
 
 MAX_ERRORS = 10  # one mistake usually causes one error; a wrong file can cause dozens of the same kind
 _INT = re.compile(r"[+-]?\d+")
@@ -38,6 +38,28 @@ def load_schema(path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"config schema {path} does not exist")
     return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def load_config_file(path) -> dict:
+    """One config file as a mapping; a YAML syntax error names the file, line and column (Snakemake's own
+    loader says only "Config file is not valid JSON or YAML", without either)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = " ".join(str(p) for p in (getattr(error, "context", None), getattr(error, "problem", None)) if p)
+        raise ConfigError(f"config file {path}{where}: not valid YAML: {what or error}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of keys at the top level, got "
+                          f"{type(data).__name__}")
+    return data
 
 
 def format_key(path: Iterable) -> str:

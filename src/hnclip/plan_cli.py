@@ -99,17 +99,14 @@ def load_config(configfiles) -> dict:
     validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
     from snakemake.utils import update_config  # Snakemake's own merge of several --configfile
 
-    from hnclip.config_validation import validate_config
+    from hnclip.config_validation import load_config_file, validate_config
 
     paths = [Path(configfiles)] if isinstance(configfiles, str | Path) else [Path(p) for p in configfiles]
     config: dict = {}
     for configfile in paths:
         if not configfile.is_file():
             raise FileNotFoundError(f"hnclip plan: config file {configfile} does not exist")
-        layer = yaml.safe_load(configfile.read_text())
-        if not isinstance(layer, dict):
-            raise ValueError(f"{configfile}: expected a YAML mapping, got {type(layer).__name__}")
-        update_config(config, layer)
+        update_config(config, load_config_file(configfile))  # a syntax error names file, line and column
     validate_config(config, _schema_path())
     plan.check_config(config)
     return config
