@@ -5,17 +5,14 @@
 
 
 if config["backbone"]["source"] == "pretrain":
-    # The long-caption stage runs data-parallel on the CPU (torchrun, gloo): one single-threaded process
-    # per core, each on an even share of the global micro-batch (the contrastive loss spans all of it).
-    # Measured on the 2-core machine: the same CPU time per step as one process, so half the wall time,
-    # whereas two intra-op threads cost several times the CPU on these small matrices when other jobs
-    # run. The short-caption stage stays one process: its steps are so cheap that the gradient
-    # all-reduce doubles their CPU time.
-    LONG_PRETRAIN_PROCESSES = max(
-        n
-        for n in range(1, workflow.cores + 1)
-        if config["pretrain"]["long"]["train"]["micro_batch"] % n == 0
-    )
+    # The long-caption stage runs data-parallel on the CPU (torchrun, gloo): pretrain.long.processes
+    # single-threaded processes, each on an even share of the global micro-batch (the contrastive loss
+    # spans all of it). Measured on the 2-core machine: the same CPU time per step as one process, so half
+    # the wall time, whereas two intra-op threads cost several times the CPU on these small matrices when
+    # other jobs run. The count is a config value (a param, so changing it retrains), never derived from
+    # --cores: a rerun with other cores must not retrain the backbone and everything after it; one thread
+    # per process keeps the numbers independent of the machine too. The short-caption stage stays one
+    # process: its steps are so cheap that the gradient all-reduce doubles their CPU time.
 
     rule pretrain_pool:
         input:
@@ -118,7 +115,7 @@ if config["backbone"]["source"] == "pretrain":
             "results/benchmarks/backbone/pretrain_long.tsv"
         conda:
             "../../envs/train.yaml"
-        threads: workflow.cores
+        threads: config["pretrain"]["long"]["processes"]
         resources:
             **get_resources("train"),
         params:
@@ -133,7 +130,7 @@ if config["backbone"]["source"] == "pretrain":
                 )
             ),
             out_dir=lambda w, output: Path(output.summary).parent,
-            processes=LONG_PRETRAIN_PROCESSES,
+            processes=lookup(dpath="pretrain/long/processes", within=config),
         shell:
             "torchrun --standalone --nproc-per-node {params.processes} -m "
             "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
