@@ -107,9 +107,10 @@ def check_config(config: dict) -> None:
         if bench not in benchmarks:
             _fail("pretrain.benchmark", _unknown("benchmark", bench, benchmarks))
         long = config["pretrain"]["long"]
-        if long["train"]["micro_batch"] % long["processes"]:
+        micro_batch = long.get("train", {}).get("micro_batch")
+        if micro_batch and micro_batch % long["processes"]:
             _fail("pretrain.long.processes", f"{long['processes']} does not divide pretrain.long.train.micro_batch "
-                                             f"{long['train']['micro_batch']} (each process takes an even share)")
+                                             f"{micro_batch} (each process takes an even share)")
     elif not config["backbone"].get("checkpoint"):
         _fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
     experiments = config.get("experiments", {})
