@@ -7,11 +7,14 @@ the holder's PID, host and start time) is taken before anything is written and r
 ends, by return or by exception.
 
 How it is held: ``fcntl.flock`` on the open lock file, which the kernel drops when the process dies, even
-by ``kill -9``, so a crash never needs a person to clean up on the same host. A lock file left by a dead
-process (its PID gone, or no longer holding the flock) on this host is stale: it is taken over with a
-warning. A lock naming another host cannot be judged from here (its PID means nothing on this machine,
-and flock may not reach across a network filesystem), so it is refused, with the path to delete when no
-trainer runs there.
+by ``kill -9``, so a crash never needs a person to clean up. A live holder keeps the flock: the second
+trainer is refused, naming it. A lock file whose flock nobody holds is stale (its writer died without
+removing it): it is taken over with a warning that says whether its PID is gone (same host) or that it
+came from another host. Another host's lock is taken over too, because a SLURM job preempted or
+cancelled on one node resumes on another (the README's requeue); the shared filesystems clusters use
+(NFSv4, Lustre with ``flock``, GPFS) keep flock coherent across nodes, so a trainer still running there
+holds it and is not taken over. On a filesystem with node-local locks only (Lustre ``localflock``), two
+nodes cannot see each other's flock, and only Snakemake's own directory lock keeps them apart.
 """
 
 from __future__ import annotations
@@ -92,13 +95,13 @@ class RunLock:
             break
         holder = _read_holder(fd)
         if holder:
-            if holder.get("host") != host:
-                os.close(fd)
-                raise RunLockedError(
-                    f"run {self.directory} is locked by {_describe(holder)}, another host: a trainer may still "
-                    f"run there. If none does, delete the lock and rerun: rm {self.path}")
             pid = holder.get("pid")
-            why = "gone" if not isinstance(pid, int) or not _pid_alive(pid) else "alive but no longer holding it"
+            if holder.get("host") != host:
+                why = "on another host, not holding it: a requeued job, or a node that went down"
+            elif not isinstance(pid, int) or not _pid_alive(pid):
+                why = "gone"
+            else:
+                why = "alive but no longer holding it (a reused PID)"
             log.warning("taking over the stale run lock %s of %s (process %s)", self.path, _describe(holder), why)
         mine = {"pid": os.getpid(), "host": host,
                 "since": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
