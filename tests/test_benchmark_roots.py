@@ -138,3 +138,11 @@ def test_validation_follows_a_link_to_the_filesystem_root(tmp_path):
 def test_validation_accepts_an_ordinary_root(tmp_path):
     validate_config(_config(str(tmp_path / "bench")), SCHEMA_PATH)
     validate_config(_config("resources/synthetic"), SCHEMA_PATH)
+
+
+def test_a_root_rendered_before_markers_existed_is_still_ours(tmp_path):
+    root = tmp_path / "bench"
+    generate_synthetic(root, "synthetic", 2, 1, image_size=32)
+    (root / MARKER).unlink()  # as an older hnclip left it: README, captions and images only
+    generate_synthetic(root, "synthetic", 2, 1, image_size=32)
+    assert (root / MARKER).is_file()

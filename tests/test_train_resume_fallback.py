@@ -48,3 +48,30 @@ def test_an_unreadable_last_checkpoint_without_a_previous_one_still_names_the_fi
     (tmp_path / "run" / "ckpt" / CHECKPOINT_NAME).write_bytes(b"PK\x03\x04 cut short")
     with pytest.raises(CheckpointUnreadableError, match=r"last\.pt.*rm "):
         run_training(paths, tmp_path / "run", cfg)
+
+
+def _checkpoint(directory):
+    from hnclip.training.checkpoint import RunCheckpoint
+    from hnclip.training.distributed import DistributedContext
+
+    return RunCheckpoint(directory, {"lr": 1.0}, "hash", "data", DistributedContext())
+
+
+def test_a_second_rank_reads_the_same_fallback_because_reading_renames_nothing(tmp_path):
+    from hnclip.training.checkpoint import RunCheckpoint, save_checkpoint
+    from hnclip.training.distributed import DistributedContext
+
+    save_checkpoint(tmp_path / PREVIOUS_NAME, {"config": {"lr": 1.0}, "config_hash": "hash", "data_fingerprint": "data",
+                                               "state": {"step": 4}, "world_size": 2, "finished": False})
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"cut short")
+    ranks = [RunCheckpoint(tmp_path, {"lr": 1.0}, "hash", "data", DistributedContext(rank, 2)) for rank in (0, 1)]
+    assert [r.read()["state"]["step"] for r in ranks] == [4, 4]
+    assert (tmp_path / CHECKPOINT_NAME).is_file()  # moved aside by the first save, not by a read
+
+
+def test_a_last_checkpoint_deleted_by_hand_starts_over_and_drops_the_previous_one(tmp_path):
+    from hnclip.training.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / PREVIOUS_NAME, {"state": {"step": 4}})
+    assert _checkpoint(tmp_path).read() is None
+    assert not (tmp_path / PREVIOUS_NAME).exists()

@@ -199,6 +199,7 @@ class RunCheckpoint:
         self.config, self.config_hash, self.data_fingerprint = config, config_hash, data_fingerprint
         self.context, self.keep = context, keep
         self.saved_step: int | None = None  # the step of the file on disk, as this session knows it
+        self.unreadable: Path | None = None  # where an unreadable last.pt goes at the next save
         if context.is_main:
             for name in (CHECKPOINT_NAME, PREVIOUS_NAME):  # a kill during a write
                 for stale in self.directory.glob(name + ".*.tmp"):
@@ -232,28 +233,27 @@ class RunCheckpoint:
         return payload
 
     def _load(self) -> dict | None:
-        """``last.pt``, or ``previous.pt`` when ``last.pt`` cannot be read (or is gone); None when neither
-        exists. The unreadable file is moved aside, so the next save does not keep it as the previous one."""
-        if self.path.is_file():
-            try:
-                return load_checkpoint(self.path)
-            except CheckpointUnreadableError as err:
-                if not self.previous.is_file():
-                    raise
-                unreadable = self.path.with_name(self.path.name + ".unreadable")
-                payload = load_checkpoint(self.previous)
-                if self.context.is_main:  # every rank lands on previous.pt, before or after this rename
-                    log.warning("%s; resuming from the checkpoint before it, %s (step %d); the unreadable file "
-                                "is kept as %s", err, self.previous, payload["state"]["step"], unreadable)
-                    os.replace(self.path, unreadable)
-                return payload
-        if self.previous.is_file():
-            payload = load_checkpoint(self.previous)
+        """``last.pt``, or ``previous.pt`` when ``last.pt`` cannot be read; None without ``last.pt``.
+
+        Nothing is renamed here, so every rank reads the same files; the unreadable ``last.pt`` is moved
+        aside by the next save instead of becoming the previous one. Without ``last.pt`` (deleted by hand
+        to start over, as error messages suggest) a leftover ``previous.pt`` is deleted, not resumed.
+        """
+        if not self.path.is_file():
             if self.context.is_main:
-                log.warning("no %s in %s; resuming from the checkpoint before it, %s (step %d)", CHECKPOINT_NAME,
-                            self.directory, self.previous, payload["state"]["step"])
+                self.previous.unlink(missing_ok=True)
+            return None
+        try:
+            return load_checkpoint(self.path)
+        except CheckpointUnreadableError as err:
+            if not self.previous.is_file():
+                raise
+            payload = load_checkpoint(self.previous)
+            self.unreadable = self.path.with_name(self.path.name + ".unreadable")
+            if self.context.is_main:
+                log.warning("%s; resuming from the checkpoint before it, %s (step %d); the unreadable file will be "
+                            "kept as %s", err, self.previous, payload["state"]["step"], self.unreadable)
             return payload
-        return None
 
     def restore(self, payload: dict, parts: Resumable) -> TrainState:
         """Load ``payload`` into ``parts`` and the RNGs; returns the run's state.
@@ -297,7 +297,10 @@ class RunCheckpoint:
             }
             if not finished or self.keep == "full":
                 payload["optimizer"] = parts.optimizer.state_dict()
-            if self.path.is_file():  # kept first: until the new last.pt is whole, both names hold the old one
+            if self.unreadable is not None:  # resumed from previous.pt: it stays the previous one
+                os.replace(self.path, self.unreadable)
+                self.unreadable = None
+            elif self.path.is_file():  # kept first: until the new last.pt is whole, both names hold the old one
                 _keep_previous(self.path, self.previous)
             save_checkpoint(self.path, payload)
         self.saved_step = state.step
