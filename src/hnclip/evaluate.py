@@ -45,13 +45,15 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 
 
 def recall_at_k(image_features: torch.Tensor, text_features: torch.Tensor, ks=(1, 5, 10),
-                text_image_ids: torch.Tensor | None = None, chunk_size: int = 1024) -> dict[str, float]:
+                text_image_ids: torch.Tensor | None = None, chunk_size: int = 1024,
+                return_ranks: bool = False) -> dict[str, float]:
     """Recall@K in percent, keys ``i2t_r{k}`` and ``t2i_r{k}``, from L2-normalised features.
 
     ``text_image_ids[t]`` is the index of caption t's image (default: caption i belongs to image i).
     Image->text: an image is a hit at k if any of its captions ranks in its top k, i.e. if fewer than k
     captions score strictly higher than its best-scoring own caption. Text->image: a caption is a hit at
-    k if fewer than k images score strictly higher than its own image.
+    k if fewer than k images score strictly higher than its own image. ``return_ranks`` adds the
+    per-query outcomes under ``ranks`` (see :func:`_recall_metrics`).
     """
     n_images, n_texts = image_features.shape[0], text_features.shape[0]
     device = image_features.device
@@ -73,7 +75,7 @@ def recall_at_k(image_features: torch.Tensor, text_features: torch.Tensor, ks=(1
         positive = scores.gather(1, targets[:, None])
         t2i_ranks[start:start + scores.shape[0]] = (scores > positive).sum(dim=1)
 
-    return _recall_metrics(i2t_ranks, t2i_ranks, ks)
+    return _recall_metrics(i2t_ranks, t2i_ranks, ks, return_ranks, text_image_ids)
 
 
 def _check_pairs(n_images: int, n_texts: int, text_image_ids, ks, device) -> tuple[torch.Tensor, list[int]]:
@@ -98,17 +100,25 @@ def _check_pairs(n_images: int, n_texts: int, text_image_ids, ks, device) -> tup
     return text_image_ids, ks
 
 
-def _recall_metrics(i2t_ranks: torch.Tensor, t2i_ranks: torch.Tensor, ks: list[int]) -> dict[str, float]:
+def _recall_metrics(i2t_ranks: torch.Tensor, t2i_ranks: torch.Tensor, ks: list[int], return_ranks: bool = False,
+                    text_image_ids: torch.Tensor | None = None) -> dict:
+    """Recall@K in percent; with ``return_ranks`` also ``ranks``: each image's rank of its best own caption
+    (``i2t``), each caption's rank of its image (``t2i``) and each caption's image index (``text_image``),
+    as lists of ints, so that any Recall@K can be recomputed and resampled without encoding again
+    (:mod:`hnclip.analysis.bootstrap`)."""
     metrics = {}
     for k in ks:
         metrics[f"i2t_r{k}"] = 100.0 * (i2t_ranks < k).double().mean().item()
     for k in ks:
         metrics[f"t2i_r{k}"] = 100.0 * (t2i_ranks < k).double().mean().item()
+    if return_ranks:
+        metrics["ranks"] = {"i2t": i2t_ranks.cpu().tolist(), "t2i": t2i_ranks.cpu().tolist(),
+                            "text_image": text_image_ids.cpu().tolist()}
     return metrics
 
 
 def recall_at_k_from_scores(score, n_images: int, n_texts: int, ks=(1, 5, 10), text_image_ids=None,
-                            chunk_size: int = 256, device=None) -> dict[str, float]:
+                            chunk_size: int = 256, device=None, return_ranks: bool = False) -> dict[str, float]:
     """Recall@K (same keys, semantics and tie rule as :func:`recall_at_k`) from a score function.
 
     ``score(image_rows, text_rows)`` takes two LongTensors of row indices and returns their
@@ -135,7 +145,7 @@ def recall_at_k_from_scores(score, n_images: int, n_texts: int, ks=(1, 5, 10), t
         best_own = scores.masked_fill(~own, float("-inf")).max(dim=1, keepdim=True).values
         i2t_ranks[start:start + len(rows)] = (scores > best_own).sum(dim=1)
         t2i_ranks += ((scores > positives[None, :]) & ~own).sum(dim=0)
-    return _recall_metrics(i2t_ranks, t2i_ranks, ks)
+    return _recall_metrics(i2t_ranks, t2i_ranks, ks, return_ranks, text_image_ids)
 
 
 def _unique_images(manifest) -> tuple[list[str], torch.Tensor]:
@@ -228,8 +238,10 @@ def encode_split_with_framework(framework, model, manifest, store, batch_size: i
 
 
 def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks=(1, 5, 10),
-                   caption_column: str = "caption", framework=None, score_chunk: int = 64) -> dict[str, float]:
-    """Recall@K of ``model`` on a manifest split (several captions per image allowed).
+                   caption_column: str = "caption", framework=None, score_chunk: int = 64,
+                   return_ranks: bool = False) -> dict[str, float]:
+    """Recall@K of ``model`` on a manifest split (several captions per image allowed); ``return_ranks``
+    adds the per-query ranks (key ``ranks``, see :func:`_recall_metrics`).
 
     With a ``framework`` whose ``has_score`` is set, ranks come from its score (in ``score_chunk``
     image rows at a time); otherwise from the cosine of the global features.
@@ -239,7 +251,7 @@ def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks
     if framework is None or not framework.has_score:
         image_features, text_features = encode_split(model, manifest, store, batch_size, device, caption_column)
         return recall_at_k(image_features.to(score_device), text_features.to(score_device), ks,
-                           text_image_ids.to(score_device))
+                           text_image_ids.to(score_device), return_ranks=return_ranks)
     images, texts = encode_split_with_framework(framework, model, manifest, store, batch_size, device,
                                                 caption_column)
     images = {k: v.to(score_device) for k, v in images.items()}
@@ -252,7 +264,7 @@ def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks
 
     n_images = next(iter(images.values())).shape[0]
     return recall_at_k_from_scores(score, n_images, len(manifest), ks, text_image_ids.to(score_device),
-                                   score_chunk, score_device)
+                                   score_chunk, score_device, return_ranks)
 
 
 def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info: dict, eval_benchmark: str,
@@ -280,7 +292,9 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
     manifest = read_manifest(manifest_path)
     store = ImageStore(store_dir)
     image_ids, _ = _unique_images(manifest)
-    metrics = evaluate_model(model, manifest, store, batch_size, device, ks=ks, framework=framework)
+    metrics = evaluate_model(model, manifest, store, batch_size, device, ks=ks, framework=framework,
+                             return_ranks=True)
+    ranks = metrics.pop("ranks")
     result = {
         "run": run_info,
         "eval_benchmark": eval_benchmark,
@@ -291,6 +305,8 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
         "ks": sorted({int(k) for k in ks}),
         "metrics": metrics,
         "wall_time_s": time.perf_counter() - started,
+        # per-query outcomes: every table and claim resamples these for its intervals, without encoding again
+        "ranks": ranks,
     }
     out_json = Path(out_json)
     out_json.parent.mkdir(parents=True, exist_ok=True)

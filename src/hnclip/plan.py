@@ -282,7 +282,8 @@ def experiment_spec(config: dict, name: str) -> dict:
                     cells.append(_cell(config, run, b, method_label[m], bench_label[b]))
     else:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells}
+    return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells,
+            "statistics": dict(config.get("statistics") or {})}
 
 
 def spec_text(spec: dict) -> str:

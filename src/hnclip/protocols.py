@@ -100,7 +100,8 @@ def protocol_spec(config: dict) -> dict:
                           "split_description": description, "run": cell["run"],
                           "eval_path": protocol_eval_path(cell, split), "model_dir": model_dir,
                           "run_dir": cell["run_dir"], "zeroshot": plan.is_zeroshot(cell)})
-    return {"experiment": "protocols", "scale": config["scale"], "cells": cells}
+    return {"experiment": "protocols", "scale": config["scale"], "cells": cells,
+            "statistics": dict(config.get("statistics") or {})}
 
 
 def protocol_spec_digest(config: dict) -> str:

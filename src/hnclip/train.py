@@ -60,6 +60,8 @@ __all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_se
 log = logging.getLogger(__name__)
 
 EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+# per-query outcomes of each epoch's evaluation (space-separated ranks), which the per-epoch claims resample
+EPOCH_RANK_COLUMNS = ("epoch", "i2t", "t2i", "text_image")
 MAX_LOG_LOGIT_SCALE = math.log(100.0)  # CLIP's cap on the temperature multiplier
 # the dynamics' reference: plain InfoNCE on the global features (no margin, no smoothing), the quantity
 # whose saturation the paper diagnoses; over the global micro-batch under torchrun
@@ -351,7 +353,8 @@ def _start_session(context: DistributedContext, device: torch.device, amp_dtype,
     framework.train()
     optimizer = build_optimizer(framework.param_groups(model), cfg)
     logs = {"dynamics": CsvLog(out_dir / "dynamics.csv", DYNAMICS_COLUMNS),
-            "epochs": CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS)}
+            "epochs": CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS),
+            "epoch_ranks": CsvLog(out_dir / "epoch_ranks.csv", EPOCH_RANK_COLUMNS)}
     parts = Resumable(model, framework, optimizer, build_scheduler(optimizer, cfg, total_steps), logs,
                       margin_features)
     if payload is None:
@@ -425,8 +428,11 @@ def _run_epochs(session: _Session) -> None:
             state.batch_in_epoch = 0
             if session.eval_data is not None and context.is_main:  # the other ranks wait in save()
                 metrics = evaluate_model(parts.model, session.eval_data[0], session.eval_data[1],
-                                         device=session.device, framework=parts.framework)
+                                         device=session.device, framework=parts.framework, return_ranks=True)
+                ranks = metrics.pop("ranks")
                 parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics})
+                parts.logs["epoch_ranks"].append({"epoch": state.epoch, **{k: " ".join(map(str, v))
+                                                                          for k, v in ranks.items()}})
                 log.info("epoch %d: %s", state.epoch, metrics)
             session.save()
     bar.close()

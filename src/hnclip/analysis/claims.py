@@ -1,14 +1,25 @@
-"""The paper's claims, each tested as the paper states it, with our numbers, the seed noise and a verdict.
+"""The paper's claims, each tested as the paper states it, with our numbers, their intervals and a verdict.
 
 Every claim quotes the paper's sentence (``paper-summary.txt``, with its section) and carries the one
 criterion that tests exactly that sentence: "leads at every tested data fraction" is tested at every
 fraction, not as "the gain is larger at small data". A verdict is one of
 
-- ``holds`` / ``does not hold``: the criterion's outcome on our numbers;
-- ``within seed noise``: the outcome could flip within the seed-to-seed change of R@1 (the seeds
-  table's largest change of a method's R@1, mean of the directions, between seeds): a claim that holds
-  with a deciding margin smaller than that, or fails only by margins smaller than that;
+- ``holds``: every inequality the criterion needs holds with its interval (a strict one, "beats",
+  "leads": the 95 % paired bootstrap interval of the margin lies above 0; one a tie meets, "best or
+  tied", "does not help": the interval does not lie wholly below 0);
+- ``does not hold``: some inequality is refuted by its interval (a strict margin's interval at or
+  below 0, a tie-passing one's wholly below 0);
+- ``inconclusive``: none is refuted but some interval straddles 0: the test split and seeds cannot tell
+  that difference from noise;
 - ``no data``: the runs the criterion needs are not in this configuration (never a guess).
+
+Every margin is an :class:`hnclip.analysis.bootstrap.Estimate` built from the tables' cells, so its
+interval is the paired bootstrap of :mod:`hnclip.analysis.bootstrap`: both sides on the same resampled
+test images (and seeds, paired by seed where they share them). A verdict carries each condition with its
+interval (``conditions``), how many are decided, and the deciding margin's interval and resolution (the
+difference that split and seeds detect with 80 % power). "The strongest competitor" is chosen by point
+value, then paired. The premise figures (§2.4, appendix C) are measurements over every logged micro-batch
+of a run, not samples of test queries: they are judged on their values and say so (no interval).
 
 Inputs are the tables of :mod:`hnclip.analysis.tables` (R@1 as the mean of the two directions where the
 paper says "average R@1", seeds already averaged), the experiment specs (which groups are in-domain),
@@ -29,6 +40,16 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from hnclip.analysis.bootstrap import (
+    BootstrapSettings,
+    Estimate,
+    interval,
+    judge,
+    mean_of,
+    percentile_interval,
+    replicates,
+    resolution,
+)
 from hnclip.analysis.premise import EXACT_ZERO_KEYS, KEY_ROLE, PREMISE_KEYS
 from hnclip.analysis.tables import DELTA, DIRECTION_LABELS
 from hnclip.plan import ZEROSHOT_ROW
@@ -40,7 +61,7 @@ PAPER_TRANSFER_PAIRS = ("DCI -> DOCCI", "DOCCI -> DCI", "DOCCI -> Long-DCI")
 # the ablation variants' labels in the configs (config/*.yaml experiments.ablation.variants)
 ABLATION_ROWS = {"infonce": "InfoNCE", "hn": "HN only", "token": "token only", "full": "HN + token",
                  "frozen": "HN + token (frozen G)"}
-VERDICTS = ("holds", "does not hold", "within seed noise", "no data")
+VERDICTS = ("holds", "does not hold", "inconclusive", "no data")
 
 # id -> (section, the paper's sentence as paper-summary.txt gives it, short title)
 CLAIMS: dict[str, tuple[str, str, str]] = {
@@ -166,33 +187,93 @@ assert set(SHARE_KEYS + ERROR_KEYS) < set(PREMISE_KEYS)
 # ------------------------------------------------------------------------------------------- verdicts
 def _verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[float, bool]] | None,
              evidence: Mapping | None = None, measures: Mapping | None = None, noise: float | None = None,
-             missing: str | None = None, coverage: str | None = None, holds: bool | None = None) -> dict:
-    """One verdict. ``margins``: (value, ties_pass) pairs, each of which the claim needs > 0 (>= 0 when
-    ``ties_pass``); ``holds`` overrides them for a claim with no numeric margin (a ranking)."""
+             missing: str | None = None, coverage: str | None = None, holds: bool | None = None,
+             bounds: Sequence[tuple[float, float] | None] | None = None) -> dict:
+    """One verdict. ``margins``: (value, ties_pass) pairs, each an inequality the claim needs (> 0, or >= 0
+    when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number (a
+    measurement without resampling unit, judged on its value). ``bounds`` gives intervals computed
+    elsewhere (a non-linear statistic's replicates), one per margin or None. ``holds`` overrides the
+    margins for a claim decided otherwise (a ranking); ``noise`` (the seed-to-seed R@1 change) is shown only.
+    """
     section, quote, title = CLAIMS[key]
     evidence = dict(evidence or {})
+    settings = _SETTINGS
+    conditions, unsampled = [], 0
     if missing is not None:
         holds, margins = None, None
-    elif holds is None and margins:
-        holds = all(m > 0 or (ties and m == 0) for m, ties in margins)
-    within = False
-    if holds is not None and margins and noise is not None:
-        if holds:  # established only if every strict lead ("beats", "leads") exceeds the noise; a condition
-            # that a tie meets ("best or tied", "does not help") rests on no lead
-            leads = [m for m, ties in margins if not ties]
-            within = bool(leads) and min(leads) < noise
-        else:  # a failure within noise: every failing margin is smaller than the noise
-            within = all(abs(m) < noise for m, ties in margins if not (m > 0 or (ties and m == 0)))
-    if holds is None:
+    if margins:
+        for i, (margin, ties) in enumerate(margins):
+            given = bounds[i] if bounds is not None else None
+            if given is None and not (isinstance(margin, Estimate) and margin.has_interval):
+                # a measurement with no resampling unit (premise figures), or cells whose records predate
+                # per-query outcomes: judged on the value, and shown without an interval
+                value = float(margin)
+                given = (value, value)
+                unsampled += 1
+            conditions.append((judge(margin, ties, settings, given), margin))
+    statuses = [c.status for c, _ in conditions]
+    if missing is not None:
         verdict = "no data"
-    elif within:
-        verdict = "within seed noise"
-    else:
+    elif holds is not None and not conditions:
         verdict = "holds" if holds else "does not hold"
+    elif not conditions:
+        verdict, holds = "no data", None
+    elif "failed" in statuses:
+        verdict, holds = "does not hold", False
+    elif "undecided" in statuses:
+        verdict, holds = "inconclusive", None
+    else:
+        verdict, holds = "holds", True
+    if unsampled:
+        evidence["conditions judged on their value (no per-query outcomes behind them)"] = \
+            f"{unsampled} of {len(conditions)}"
+    deciding = _deciding(conditions)
+    decision = None
+    if deciding is not None:
+        condition, margin = deciding
+        decision = {"margin": _round(condition.value),
+                    "ci_low": _round(condition.low) if _sampled(margin, bounds) else None,
+                    "ci_high": _round(condition.high) if _sampled(margin, bounds) else None,
+                    "resolution": _maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
+                    "status": condition.status}
+    decided = sum(s != "undecided" for s in statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
-            "holds": holds, "within_noise": within, "verdict": verdict, "evidence": evidence,
+            "holds": holds, "verdict": verdict, "evidence": evidence,
             "measures": dict(measures or {}), "noise": noise if margins else None, "scale": scale,
-            "coverage": coverage, "missing": missing}
+            "coverage": coverage, "missing": missing,
+            "conditions": [{"margin": _round(c.value), "ties_pass": c.ties_pass,
+                            "ci_low": _round(c.low) if _sampled(m, bounds) else None,
+                            "ci_high": _round(c.high) if _sampled(m, bounds) else None,
+                            "status": c.status} for c, m in conditions],
+            "decided": f"{decided} of {len(conditions)} conditions decided "
+                       f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if conditions else None,
+            "interval": decision, "confidence": settings.confidence}
+
+
+def _deciding(conditions: list) -> tuple | None:
+    """The condition a reader should look at: a refuted one, else an undecided one, else the closest call
+    (smallest lower bound among the strict ones)."""
+    if not conditions:
+        return None
+    for wanted in ("failed", "undecided"):
+        chosen = [c for c in conditions if c[0].status == wanted]
+        if chosen:
+            return min(chosen, key=lambda c: abs(c[0].value))
+    strict = [c for c in conditions if not c[0].ties_pass] or conditions
+    return min(strict, key=lambda c: c[0].low if c[0].low is not None else c[0].value)
+
+
+def _sampled(margin, bounds) -> bool:
+    """Whether a condition's interval comes from resampling (else it is the value itself)."""
+    return bounds is not None or (isinstance(margin, Estimate) and margin.has_interval)
+
+
+def _maybe_round(x):
+    return None if x is None else _round(x)
+
+
+# the interval settings of the claims being evaluated (set by evaluate_claims from the specs' statistics)
+_SETTINGS = BootstrapSettings()
 
 
 def _no_data(key: str, scale: str, criterion: str, missing: str) -> dict:
@@ -204,17 +285,24 @@ def _groups(table: pd.DataFrame) -> list:
     return list(dict.fromkeys(c[0] for c in table.columns))
 
 
-def _value(table: pd.DataFrame, row, col: tuple) -> float:
+def _value(table: pd.DataFrame, row, col: tuple) -> Estimate | float:
+    """A cell as an :class:`Estimate` (with the per-query outcomes behind it, when the table has them);
+    NaN when the cell is absent."""
     full = col + ("mean",)
     if table is None or full not in table.columns or row not in table.index:
         return math.nan
-    return float(table.loc[row, full])
+    value = float(table.loc[row, full])
+    if math.isnan(value):
+        return math.nan
+    row_t = row if isinstance(row, tuple) else (row,)
+    estimate = (table.attrs.get("estimates") or {}).get((row_t, col))
+    return estimate if estimate is not None else Estimate(value, (), False)
 
 
-def _avg_r1(table: pd.DataFrame, row, group) -> float:
+def _avg_r1(table: pd.DataFrame, row, group) -> Estimate | float:
     """R@1 averaged over both directions (the paper's "average R@1"); NaN when a cell is absent."""
     values = [_value(table, row, (group, d, "R@1")) for d in DIRECTION_LABELS]
-    return float(np.mean(values)) if not any(math.isnan(v) for v in values) else math.nan
+    return mean_of(values) if not any(math.isnan(v) for v in values) else math.nan
 
 
 def _rows(table: pd.DataFrame) -> list:
@@ -324,8 +412,7 @@ def _epoch_avg_r1(epochs: pd.DataFrame, row, group, epoch: int) -> float:
     key = (row, group, epoch)
     if epochs is None or key not in epochs.index:
         return math.nan
-    values = [float(epochs.loc[key, (d, "R@1", "mean")]) for d in DIRECTION_LABELS]
-    return float(np.mean(values))
+    return mean_of([_value(epochs, key, (d, "R@1")) for d in DIRECTION_LABELS])
 
 
 def _epoch_groups(epochs: pd.DataFrame | None) -> list:
@@ -413,8 +500,8 @@ def _e3_directions(epochs, hn_row, scale, noise) -> dict:
         for d in DIRECTION_LABELS:
             worst = math.inf
             for e in epochs_here:
-                hn = float(epochs.loc[(hn_row, group, e), (d, "R@1", "mean")])
-                rivals = [float(epochs.loc[(m, group, e), (d, "R@1", "mean")]) for m in others
+                hn = _value(epochs, (hn_row, group, e), (d, "R@1"))
+                rivals = [_value(epochs, (m, group, e), (d, "R@1")) for m in others
                           if (m, group, e) in epochs.index]
                 if not rivals:
                     continue
@@ -463,11 +550,11 @@ def _a2_frameworks(plugin, spec, scale, noise) -> dict:
         return _no_data("a2_frameworks", scale, criterion, "no framework has both plain and +HN runs in-domain")
     evidence, margins = {}, []
     for (fw, g), per_dir in deltas.items():
-        gain = float(np.mean(list(per_dir.values())))
+        gain = mean_of(list(per_dir.values()))
         evidence[f"{fw} on {g}: Δ average R@1"] = _round(gain)
         margins.append((gain, False))
     frameworks = list(dict.fromkeys(fw for fw, _ in deltas))
-    improving = [fw for fw in frameworks if all(float(np.mean(list(v.values()))) > 0
+    improving = [fw for fw in frameworks if all(mean_of(list(v.values())) > 0
                                                  for (f, _), v in deltas.items() if f == fw)]
     improved = sum(m > 0 for m, _ in margins)
     evidence["in-domain combinations improved"] = f"{improved} of {len(margins)}"
@@ -506,9 +593,9 @@ def _a2_caption_length(plugin, spec, caption_words, scale, noise) -> dict:
     deltas = _plugin_deltas(plugin, groups)
     mean_gain = {}
     for g in groups:
-        values = [float(np.mean(list(v.values()))) for (_, gg), v in deltas.items() if gg == g]
+        values = [mean_of(list(v.values())) for (_, gg), v in deltas.items() if gg == g]
         if values:
-            mean_gain[g] = float(np.mean(values))
+            mean_gain[g] = mean_of(values)
     if len(mean_gain) < 2:
         return _no_data("a2_caption_length", scale, criterion,
                         "needs two in-domain benchmarks with plug-in runs and caption lengths")
@@ -706,7 +793,7 @@ def _a4_hn_bulk(ablation, spec, scale, noise, rows=ABLATION_ROWS) -> dict:
         evidence[f"{g}: {rows['full']} gain"] = _round(full - base)
         margins += [(full - base, False), ((hn - base) - (full - base) / 2, False)]
         if full != base:
-            share[g] = round((hn - base) / (full - base), 3)
+            share[g] = round(float(hn - base) / float(full - base), 3)
     if not margins:
         return _no_data("a4_hn_bulk", scale, criterion, f"needs rows {rows['infonce']!r}, {rows['hn']!r}, "
                         f"{rows['full']!r} on an in-domain benchmark")
@@ -834,15 +921,21 @@ def _seeds_average(seeds, seeds_spec, records, hn_row, scale) -> dict:
                     changes[f"{row} on {g} {_direction(d)}"] = max(values) - min(values)
     if not changes:
         return _no_data("seeds_average", scale, criterion, "no method with two seeds")
-    mean = float(np.mean(list(changes.values())))
+    mean = float(np.mean([float(v) for v in changes.values()]))
     largest = max(changes, key=changes.get)
+    # the mean |change| is not linear: its interval from the changes' paired replicates
+    draws = [replicates(v, _SETTINGS) if isinstance(v, Estimate) else None for v in changes.values()]
+    bounds = None
+    if draws and all(d is not None for d in draws):
+        low, high = percentile_interval(0.4 - np.abs(np.stack(draws)).mean(axis=0), _SETTINGS.confidence)
+        bounds = [(low, high)]
     evidence = {"mean |R@1 change|": _round(mean), f"largest R@1 change ({largest})": _round(changes[largest])}
     measures = {"mean R@1 change": _round(mean), "largest R@1 change": _round(changes[largest])}
     six = _six_metric_spread(seeds_spec, records, hn_row)
     if six is not None:
         evidence[f"largest change of {hn_row} over the six Recall@K"] = _round(six)
         measures[f"largest {hn_row} change over six metrics"] = _round(six)
-    return _verdict("seeds_average", scale, criterion, [(0.4 - mean, True)], evidence, measures)
+    return _verdict("seeds_average", scale, criterion, [(0.4 - mean, True)], evidence, measures, bounds=bounds)
 
 
 def _seeds_ranking(seeds, scale) -> dict:
@@ -851,23 +944,41 @@ def _seeds_ranking(seeds, scale) -> dict:
     if seeds is None or len(_seed_columns(seeds)) < 2:
         return _no_data("seeds_ranking", scale, criterion, "no seeds table with two seeds")
     groups = ["Long-DCI"] if "Long-DCI" in _groups(seeds) else _groups(seeds)
-    evidence, same = {}, []
+    evidence, same, flips = {}, [], []
     for g in groups:
-        orders = {}
+        orders, by_seed = {}, {}
         for s in _seed_columns(seeds):
             scores = {}
             for row in _rows(seeds):
                 values = [_value(seeds, row, (g, d, "R@1", s)) for d in DIRECTION_LABELS]
                 if not any(math.isnan(v) for v in values):
-                    scores[row] = float(np.mean(values))
-            orders[s] = [r for r in sorted(scores, key=scores.get, reverse=True)]
+                    scores[row] = mean_of(values)
+            by_seed[s] = scores
+            orders[s] = [r for r in sorted(scores, key=lambda r: float(scores[r]), reverse=True)]
         if len(orders) >= 2 and all(len(o) >= 2 for o in orders.values()):
             for s, order in orders.items():
                 evidence[f"{g}: order under seed {s[1:]}"] = " > ".join(map(str, order))
             same.append(len({tuple(o) for o in orders.values()}) == 1)
+            # a pair of methods whose order flips between two seeds: refuted only when both seeds' paired
+            # differences are decided (each interval excludes 0), else the flip is within noise
+            rows = list(orders[next(iter(orders))])
+            for i, a in enumerate(rows):
+                for b in rows[i + 1:]:
+                    diffs = [by_seed[s][a] - by_seed[s][b] for s in by_seed if a in by_seed[s] and b in by_seed[s]]
+                    if len({float(d) > 0 for d in diffs}) == 2:
+                        bounds = [interval(d, _SETTINGS) for d in diffs]  # None: no outcomes, judged on value
+                        decided = all(bd is None or bd[0] > 0 or bd[1] < 0 for bd in bounds)
+                        flips.append(decided)
+                        evidence[f"{g}: {a} vs {b} flips between seeds"] = "decided" if decided else "within intervals"
     if not same:
         return _no_data("seeds_ranking", scale, criterion, "needs two methods with two seeds")
-    return _verdict("seeds_ranking", scale, criterion, None, evidence, holds=all(same))
+    if all(same):
+        return _verdict("seeds_ranking", scale, criterion, None, evidence, holds=True)
+    if any(flips):
+        return _verdict("seeds_ranking", scale, criterion, None, evidence, holds=False)
+    verdict = _verdict("seeds_ranking", scale, criterion, None, evidence, holds=False)
+    verdict.update(verdict="inconclusive", holds=None)  # every flip lies within the per-seed intervals
+    return verdict
 
 
 # ------------------------------------------------------------------------------------------- premise
@@ -974,7 +1085,7 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
                     records: Sequence[Mapping] | None = None, premise: Mapping | None = None,
                     caption_words: Mapping[str, float] | None = None, hn_row: str = "HN-CLIP",
                     frozen_row: str = "HN-CLIP (frozen G)", dynamics: Mapping[str, pd.DataFrame] | None = None,
-                    ) -> list[dict]:
+                    settings: BootstrapSettings | None = None) -> list[dict]:
     """Verdicts on every claim of :data:`CLAIMS`, in that order.
 
     ``tables``: experiment name -> table (main, plugin, transfer, fractions, gamma_sweep, ablation, seeds,
@@ -983,11 +1094,21 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
     ``premise``: the §2.4 / appendix C measurements (:data:`PREMISE_KEYS`); ``caption_words``: mean
     caption length per benchmark label; ``dynamics``: HN runs' logs (the gradient-ratio peak, a measure).
 
-    Each verdict: ``id, section, quote, claim, criterion, holds (True/False/None), within_noise, verdict
-    (one of VERDICTS), evidence, measures, noise (the seed floor it was judged against), scale, coverage
-    (what a partly tested claim left out), missing (why there is no data)``.
+    ``settings``: the intervals' (default: the tables' own, from the config's ``statistics``).
+
+    Each verdict: ``id, section, quote, claim, criterion, holds (True/False/None), verdict (one of
+    VERDICTS), evidence, measures, noise (the seed-to-seed R@1 change, shown beside), scale, coverage
+    (what a partly tested claim left out), missing (why there is no data), conditions (each inequality with
+    its interval and status), decided, interval (the deciding margin's interval and resolution),
+    confidence``.
     """
+    global _SETTINGS
     specs = specs or {}
+    if settings is None:
+        settings = next((t.attrs["statistics"] for t in tables.values()
+                         if t is not None and isinstance(t.attrs.get("statistics"), BootstrapSettings)),
+                        BootstrapSettings())
+    _SETTINGS = settings
     noise = seed_noise(tables.get("seeds"))
     main, epochs = tables.get("main"), tables.get("epochs")
     verdicts = [

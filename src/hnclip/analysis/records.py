@@ -27,6 +27,7 @@ __all__ = [
     "index_records",
     "load_benchmark_tsv",
     "load_dynamics",
+    "load_epoch_outcomes",
     "load_epochs",
     "load_eval",
     "load_protocol_spec",
@@ -236,6 +237,25 @@ def load_dynamics(run_dir) -> pd.DataFrame:
 def load_epochs(run_dir) -> pd.DataFrame:
     """epochs.csv: retrieval on the in-domain test split after each epoch (absent if not configured)."""
     return _read_csv(Path(run_dir) / "epochs.csv", "per-epoch retrieval log", ("epoch", "step") + METRICS)
+
+
+def load_epoch_outcomes(run_dir, split: str) -> dict:
+    """epoch_ranks.csv: each epoch's per-query outcomes (:class:`hnclip.analysis.bootstrap.Outcomes`), by
+    epoch; empty for a run that logged none (made before they were logged, or no per-epoch evaluation)."""
+    from hnclip.analysis.bootstrap import Outcomes
+
+    path = Path(run_dir) / "epoch_ranks.csv"
+    if not path.is_file():
+        return {}
+    df = _read_csv(path, "per-epoch outcome log", ("epoch", "i2t", "t2i", "text_image"), dtype=str)
+    out = {}
+    for _, line in df.iterrows():
+        try:
+            arrays = [[int(v) for v in str(line[c]).split()] for c in ("i2t", "t2i", "text_image")]
+        except ValueError as e:
+            raise ValueError(f"per-epoch outcome log {path}, epoch {line['epoch']}: {e}") from e
+        out[int(line["epoch"])] = Outcomes(*arrays, split=split)
+    return out
 
 
 def load_benchmark_tsv(path) -> dict[str, float]:

@@ -1,9 +1,11 @@
 """Write a table (see :mod:`hnclip.analysis.tables`) for machines (CSV) and people (HTML, Markdown, LaTeX).
 
-The CSV is tidy, one line per cell with its header labels, mean, std, n, the runs behind the number
+The CSV is tidy, one line per cell with its header labels, mean, std, n, its 95 % interval (``ci_low``,
+``ci_high``: the bootstrap of :mod:`hnclip.analysis.bootstrap`, empty where unknown), the runs behind the number
 (``runs`` and ``run_*`` columns, when the table knows them), scale and experiment, so the report and other
 scripts can select a number by name without knowing the table's layout, and reach its runs in one hop. The people's
-formats show "mean ± std" where a cell has several seeds, a dash where the experiment has no such cell,
+formats show "mean [low, high]" where a cell has an interval (else "mean ± std" where it has several
+seeds), a dash where the experiment has no such cell,
 the best value of each ranked column in bold (ties all bold, compared at the printed precision; nothing
 bold when every row prints the same), and the
 scale ("toy-scale run" / "paper-scale run") in the caption.
@@ -67,7 +69,9 @@ class _Cells:
         for r, _ in enumerate(self.rows):
             texts = []
             for col in self.columns:
-                mean, std, n = (df.iloc[r][col + (s,)] for s in ("mean", "std", "n"))
+                line = df.iloc[r]
+                mean, std, n = (line[col + (s,)] for s in ("mean", "std", "n"))
+                low, high = (line.get(col + (s,), math.nan) for s in ("ci_low", "ci_high"))
                 dec = decimals.get(col, 1)
                 if not n or not math.isfinite(mean):
                     texts.append(MISSING)
@@ -75,7 +79,9 @@ class _Cells:
                     continue
                 text = format_number(mean, dec)
                 rounded.setdefault(col, []).append(float(text))
-                if n >= 2 and math.isfinite(std):
+                if math.isfinite(low) and math.isfinite(high):
+                    text += f" [{format_number(low, dec)}, {format_number(high, dec)}]"
+                elif n >= 2 and math.isfinite(std):
                     text += " ± " + format_number(std, dec)
                 texts.append(text)
             self.text.append(texts)
@@ -129,9 +135,12 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
             mean, std, n = (df.loc[row, col + (s,)] for s in ("mean", "std", "n"))
             if not n:
                 continue
+            low, high = (df.loc[row, col + (s,)] if col + (s,) in df.columns else math.nan
+                         for s in ("ci_low", "ci_high"))
             behind = _run_columns(runs.get((row_t, col), [])) if runs else []
-            lines.append(list(row_t) + list(col) + [mean, std, int(n)] + behind)
-    tidy = pd.DataFrame(lines, columns=names + ["mean", "std", "n"] + (list(RUN_COLUMNS) if runs else []))
+            lines.append(list(row_t) + list(col) + [mean, std, int(n), low, high] + behind)
+    tidy = pd.DataFrame(lines, columns=names + ["mean", "std", "n", "ci_low", "ci_high"]
+                        + (list(RUN_COLUMNS) if runs else []))
     tidy["scale"] = df.attrs.get("scale")
     tidy["experiment"] = df.attrs.get("experiment")
     tidy.to_csv(path, index=False)

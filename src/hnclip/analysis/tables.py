@@ -24,6 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnclip.analysis.bootstrap import (
+    BootstrapSettings,
+    Estimate,
+    Samples,
+    interval,
+    outcomes_of,
+    settings_from_config,
+)
 from hnclip.analysis.records import (
     DIRECTIONS,
     RUN_FIELDS,
@@ -31,6 +39,7 @@ from hnclip.analysis.records import (
     cell_summaries,
     index_records,
     load_benchmark_tsv,
+    load_epoch_outcomes,
     load_epochs,
     load_protocol_spec,
     load_spec,
@@ -45,7 +54,9 @@ __all__ = ["build_convergence_table", "build_cost_table", "build_epochs_table", 
            "build_table", "epoch_cells", "epoch_infonce", "load_protocol_records", "load_protocol_summaries",
            "write_table", "STAT"]
 
-STAT = ("mean", "std", "n")
+# ci_low / ci_high: the percentile bootstrap interval (hnclip.analysis.bootstrap) over test images and
+# seeds; NaN where the cell's per-query outcomes are unknown (cost columns, records made before ranks)
+STAT = ("mean", "std", "n", "ci_low", "ci_high")
 DIRECTION_LABELS = tuple(DIRECTIONS.values())
 ALL_KS = (1, 5, 10)
 VARIANTS = ("plain", "+HN")
@@ -64,21 +75,29 @@ class _Grid:
     unranked: set[tuple] = field(default_factory=set)
     decimals: dict[tuple, int | None] = field(default_factory=dict)
     runs: dict[tuple, list[dict]] = field(default_factory=dict)
+    estimates: dict[tuple, Estimate] = field(default_factory=dict)
+    settings: BootstrapSettings = field(default_factory=BootstrapSettings)
 
-    def add(self, row: tuple, col: tuple, values: Iterable[float], runs: Iterable[Mapping] = ()) -> None:
+    def add(self, row: tuple, col: tuple, values: Iterable[float], runs: Iterable[Mapping] = (),
+            estimate: Estimate | None = None) -> None:
+        """``estimate``: the cell's number as a bootstrap estimate (its interval, and what claims pair)."""
         self.values.setdefault(row, {}).setdefault(col, []).extend(values)
+        if estimate is not None:
+            self.estimates[(row, col)] = estimate
         behind = self.runs.setdefault((row, col), [])
         behind.extend(dict(r) for r in runs if dict(r) not in behind)
         if col not in self.columns:
             self.columns.append(col)
 
 
-def _aggregate(values: list[float]) -> tuple[float, float, int]:
+def _aggregate(values: list[float], estimate: Estimate | None, settings: BootstrapSettings) -> tuple:
     arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0:
-        return math.nan, math.nan, 0
+        return math.nan, math.nan, 0, math.nan, math.nan
     std = float(arr.std(ddof=1)) if arr.size > 1 else math.nan
-    return float(arr.mean()), std, int(arr.size)
+    bounds = interval(estimate, settings) if estimate is not None else None
+    low, high = bounds if bounds is not None else (math.nan, math.nan)
+    return float(arr.mean()), std, int(arr.size), low, high
 
 
 def _to_frame(grid: _Grid, experiment: str, scale: str | None, column_order: list[tuple] | None = None) -> pd.DataFrame:
@@ -88,7 +107,7 @@ def _to_frame(grid: _Grid, experiment: str, scale: str | None, column_order: lis
     for row in rows:
         line = []
         for col in columns:
-            line.extend(_aggregate(grid.values[row].get(col, [])))
+            line.extend(_aggregate(grid.values[row].get(col, []), grid.estimates.get((row, col)), grid.settings))
         data.append(line)
     col_index = pd.MultiIndex.from_tuples([c + (s,) for c in columns for s in STAT],
                                           names=list(grid.col_names) + ["stat"])
@@ -104,6 +123,9 @@ def _to_frame(grid: _Grid, experiment: str, scale: str | None, column_order: lis
         unranked=[c for c in columns if c in grid.unranked],
         decimals={c: grid.decimals[c] for c in columns if c in grid.decimals},
         runs={key: runs for key, runs in grid.runs.items() if key[1] in columns and runs},
+        # (row tuple, column) -> Estimate: the claims' paired intervals resample these
+        estimates={key: e for key, e in grid.estimates.items() if key[1] in columns},
+        statistics=grid.settings,
     )
     return df
 
@@ -128,11 +150,12 @@ def _metric(direction: str, k: int) -> str:
 
 
 def _cell_seeds(spec: dict, index: dict, summaries: Mapping | None = None
-                ) -> tuple[dict[tuple, list[tuple[str, dict]]], dict[tuple, list[dict]]]:
-    """Cells grouped by (row, group, variant, x): each group's (seed, metrics) in spec order, and the
-    runs behind each group (see :func:`_run_of`)."""
+                ) -> tuple[dict[tuple, list[tuple[str, dict]]], dict[tuple, list[dict]], dict[tuple, list]]:
+    """Cells grouped by (row, group, variant, x): each group's (seed, metrics) in spec order, the runs
+    behind each group (see :func:`_run_of`), and each group's (seed, per-query outcomes or None)."""
     grouped: dict[tuple, list[tuple[str, dict]]] = {}
     runs: dict[tuple, list[dict]] = {}
+    outcomes: dict[tuple, list] = {}
     for cell in spec["cells"]:
         run, bench = cell["run"], cell["eval_benchmark"]
         record = index.get(record_key(run, bench))
@@ -147,10 +170,16 @@ def _cell_seeds(spec: dict, index: dict, summaries: Mapping | None = None
             raise ValueError(f"{spec['experiment']} spec: two cells for row {cell['row']!r}, group "
                              f"{cell['group']!r}, variant {cell.get('variant')!r}, x {cell.get('x')!r}, seed {seed}")
         seeds.append((seed, record["metrics"]))
+        outcomes.setdefault(key, []).append((seed, outcomes_of(record)))
         behind = runs.setdefault(key, [])
         if not cell.get("zeroshot"):  # the backbone before fine-tuning: no run behind its row
             behind.append(_run_of(run, _config_hash(cell, summaries)))
-    return grouped, runs
+    return grouped, runs, outcomes
+
+
+def _estimate(pairs: list, metric: str, values: list[float]) -> Estimate:
+    """A cell's seed-averaged metric as an estimate over its seeds' outcomes (no interval if any lacks them)."""
+    return Estimate.of(Samples.from_pairs(pairs), metric, float(np.mean(values)) if values else math.nan)
 
 
 def _unique(items: Iterable) -> list:
@@ -162,14 +191,17 @@ def _x_of(cell_key: tuple, cell_runs: dict, field_name: str) -> float:
     return float(x) if x is not None else float(cell_runs[cell_key][field_name])
 
 
-def build_table(spec, records, summaries: Mapping | None = None) -> pd.DataFrame:
+def build_table(spec, records, summaries: Mapping | None = None,
+                settings: BootstrapSettings | None = None) -> pd.DataFrame:
     """The table of one experiment from its spec and its evaluation records (list, or mapping path -> record).
 
     ``summaries`` (run_dir -> summary.json content, see :func:`hnclip.analysis.records.load_run_summaries`)
-    gives each cell's runs their config hash; without it the hash is left empty.
+    gives each cell's runs their config hash; without it the hash is left empty. ``settings``: how the
+    cells' intervals are drawn (the config's ``statistics``).
     """
     spec = load_spec(spec)
-    grouped, behind = _cell_seeds(spec, index_records(records), summaries)
+    settings = settings or settings_from_config(spec)
+    grouped, behind, outcomes = _cell_seeds(spec, index_records(records), summaries)
     experiment = spec["experiment"]
     groups = _unique(key[1] for key in grouped)
     group_level = "transfer" if experiment == "transfer" else "group"
@@ -180,12 +212,14 @@ def build_table(spec, records, summaries: Mapping | None = None) -> pd.DataFrame
 
     if experiment in ("main", "transfer", "ablation"):
         row_name = {"main": "method", "transfer": "method", "ablation": "variant"}[experiment]
-        grid = _Grid((row_name,), (group_level, "direction", "metric"))
+        grid = _Grid((row_name,), (group_level, "direction", "metric"), settings=settings)
         for key, seeds in grouped.items():
             row, group = key[:2]
             for d in DIRECTION_LABELS:
                 for k in ks:
-                    grid.add((row,), (group, d, f"R@{k}"), [m[_metric(d, k)] for _, m in seeds], behind[key])
+                    values = [m[_metric(d, k)] for _, m in seeds]
+                    grid.add((row,), (group, d, f"R@{k}"), values, behind[key],
+                             _estimate(outcomes[key], _metric(d, k), values))
         return _to_frame(grid, experiment, spec["scale"], retrieval_columns())
 
     if experiment in ("fractions", "gamma_sweep"):
@@ -203,37 +237,45 @@ def build_table(spec, records, summaries: Mapping | None = None) -> pd.DataFrame
             return (methods.index(row[0]), row[1]) if experiment == "fractions" else row
 
         row_names = ("method", "fraction") if experiment == "fractions" else ("gamma",)
-        grid = _Grid(row_names, ("group", "direction", "metric"))
+        grid = _Grid(row_names, ("group", "direction", "metric"), settings=settings)
         for key, seeds in sorted(grouped.items(), key=order):
             for d in DIRECTION_LABELS:
-                grid.add(row_of(key), (key[1], d, "R@1"), [m[_metric(d, 1)] for _, m in seeds], behind[key])
+                values = [m[_metric(d, 1)] for _, m in seeds]
+                grid.add(row_of(key), (key[1], d, "R@1"), values, behind[key],
+                         _estimate(outcomes[key], _metric(d, 1), values))
         return _to_frame(grid, experiment, spec["scale"], retrieval_columns())
 
     if experiment == "plugin":
-        return _plugin_table(spec, grouped, groups, behind)
+        return _plugin_table(spec, grouped, groups, behind, outcomes, settings)
     if experiment == "seeds":
-        return _seeds_table(spec, grouped, groups, behind)
+        return _seeds_table(spec, grouped, groups, behind, outcomes, settings)
     raise ValueError(f"no table layout for experiment {experiment!r}")
 
 
-def _plugin_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.DataFrame:
-    """Frameworks x (group, direction, R@1, {plain, +HN, Δ}); Δ is paired by seed when both sides share seeds."""
-    grid = _Grid(("framework",), ("group", "direction", "metric", "variant"))
+def _plugin_table(spec: dict, grouped: dict, groups: list, behind: dict, outcomes: dict,
+                  settings: BootstrapSettings) -> pd.DataFrame:
+    """Frameworks x (group, direction, R@1, {plain, +HN, Δ}); Δ is paired by seed when both sides share seeds,
+    and its interval is the paired bootstrap of +HN minus plain on the same resampled test images."""
+    grid = _Grid(("framework",), ("group", "direction", "metric", "variant"), settings=settings)
     frameworks = _unique(key[0] for key in grouped)
     for fw in frameworks:
         for g in groups:
-            sides, side_runs = {}, {}
+            sides, side_runs, side_outcomes = {}, {}, {}
             for variant in VARIANTS:
                 key = (fw, g, variant, None)
                 if key not in grouped:
                     key = next((k for k in grouped if k[:3] == (fw, g, variant)), None)
                 sides[variant] = grouped.get(key)
                 side_runs[variant] = behind.get(key, [])
+                side_outcomes[variant] = outcomes.get(key, [])
             for d in DIRECTION_LABELS:
                 m = _metric(d, 1)
+                estimates = {}
                 for variant, seeds in sides.items():
                     if seeds is not None:
-                        grid.add((fw,), (g, d, "R@1", variant), [v[m] for _, v in seeds], side_runs[variant])
+                        values = [v[m] for _, v in seeds]
+                        estimates[variant] = _estimate(side_outcomes[variant], m, values)
+                        grid.add((fw,), (g, d, "R@1", variant), values, side_runs[variant], estimates[variant])
                 plain, hn = sides["plain"], sides["+HN"]
                 if plain is None or hn is None:
                     continue
@@ -242,7 +284,8 @@ def _plugin_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.D
                     deltas = [hn_by_seed[s][m] - plain_by_seed[s][m] for s in plain_by_seed]
                 else:  # unpaired: difference of means, no spread
                     deltas = [np.mean([v[m] for _, v in hn]) - np.mean([v[m] for _, v in plain])]
-                grid.add((fw,), (g, d, "R@1", DELTA), deltas, side_runs["plain"] + side_runs["+HN"])
+                grid.add((fw,), (g, d, "R@1", DELTA), deltas, side_runs["plain"] + side_runs["+HN"],
+                         estimates["+HN"] - estimates["plain"])
     bad = [k for k in grouped if k[2] not in VARIANTS]
     if bad:
         raise ValueError(f"plugin spec: cell {bad[0]} has variant {bad[0][2]!r}; expected one of {VARIANTS}")
@@ -250,9 +293,12 @@ def _plugin_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.D
     return _to_frame(grid, "plugin", spec["scale"], [c for c in order if c in grid.columns])
 
 
-def _seeds_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.DataFrame:
-    """Methods x (group, direction, R@1, {each seed, difference}): replication, so seeds are not averaged."""
-    grid = _Grid(("method",), ("group", "direction", "metric", "seed"))
+def _seeds_table(spec: dict, grouped: dict, groups: list, behind: dict, outcomes: dict,
+                 settings: BootstrapSettings) -> pd.DataFrame:
+    """Methods x (group, direction, R@1, {each seed, difference}): replication, so seeds are not averaged.
+    A two-seed difference's interval is paired on the same resampled test images (max − min over more
+    seeds is not linear: no interval)."""
+    grid = _Grid(("method",), ("group", "direction", "metric", "seed"), settings=settings)
     seeds_all = sorted(_unique(s for seeds in grouped.values() for s, _ in seeds), key=_seed_order)
     spread = (f"s{seeds_all[1]}−s{seeds_all[0]}" if len(seeds_all) == 2 else "max−min")
     for key, seeds in grouped.items():
@@ -261,14 +307,17 @@ def _seeds_table(spec: dict, grouped: dict, groups: list, behind: dict) -> pd.Da
         for d in DIRECTION_LABELS:
             m = _metric(d, 1)
             by_seed = dict(seeds)
+            outcome_of = dict(outcomes[key])
+            per_seed = {s: _estimate([(s, outcome_of[s])], m, [by_seed[s][m]]) for s in seeds_all if s in by_seed}
             for s in seeds_all:
                 if s in by_seed:
-                    grid.add((row,), (group, d, "R@1", f"s{s}"), [by_seed[s][m]], [runs_by_seed[s]])
+                    grid.add((row,), (group, d, "R@1", f"s{s}"), [by_seed[s][m]], [runs_by_seed[s]], per_seed[s])
             if len(by_seed) >= 2:
                 vals = [by_seed[s][m] for s in seeds_all if s in by_seed]
                 diff = vals[1] - vals[0] if len(seeds_all) == 2 else max(vals) - min(vals)
                 col = (group, d, "R@1", spread)
-                grid.add((row,), col, [diff], behind[key])
+                pair = per_seed[seeds_all[1]] - per_seed[seeds_all[0]] if len(seeds_all) == 2 else None
+                grid.add((row,), col, [diff], behind[key], pair)
                 grid.unranked.add(col)
     order = [(g, d, "R@1", s) for g in groups for d in DIRECTION_LABELS for s in [f"s{x}" for x in seeds_all] + [spread]]
     return _to_frame(grid, "seeds", spec["scale"], [c for c in order if c in grid.columns])
@@ -282,7 +331,8 @@ def _seed_order(seed: str):
 
 
 # ----------------------------------------------------------------------------------------- per epoch
-def build_epochs_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
+def build_epochs_table(spec, summaries: Mapping | None = None,
+                       settings: BootstrapSettings | None = None) -> pd.DataFrame:
     """Retrieval after each epoch (epochs.csv) of the spec's runs: rows (method, benchmark, epoch).
 
     Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch; ``summaries`` as in
@@ -291,9 +341,11 @@ def build_epochs_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
     left out, not mislabelled.
     """
     spec = load_spec(spec)
-    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
+    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"),
+                 settings=settings or settings_from_config(spec))
     seen = set()
     per_run: dict[tuple, list[pd.DataFrame]] = {}
+    per_run_outcomes: dict[tuple, list[tuple[str, dict]]] = {}
     behind: dict[tuple, list[dict]] = {}
     for cell in epoch_cells(spec):
         run_dir = cell["run_dir"]
@@ -301,6 +353,9 @@ def build_epochs_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
             continue
         seen.add((cell["row"], cell["group"], run_dir))
         per_run.setdefault((cell["row"], cell["group"]), []).append(load_epochs(run_dir))
+        seed = record_key(cell["run"], "")[4]
+        per_run_outcomes.setdefault((cell["row"], cell["group"]), []).append(
+            (seed, load_epoch_outcomes(run_dir, f"{cell['eval_benchmark']}/test")))
         behind.setdefault((cell["row"], cell["group"]), []).append(_run_of(cell["run"], _config_hash(cell, summaries)))
     for (row, group), frames in per_run.items():
         epochs = sorted(set().union(*(set(f["epoch"].astype(int)) for f in frames)))
@@ -310,7 +365,9 @@ def build_epochs_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
                     m = _metric(d, k)
                     vals = [float(f.loc[f["epoch"].astype(int) == epoch, m].iloc[-1]) for f in frames
                             if (f["epoch"].astype(int) == epoch).any()]
-                    grid.add((row, group, epoch), (d, f"R@{k}"), vals, behind[(row, group)])
+                    pairs = [(seed, by_epoch.get(epoch)) for seed, by_epoch in per_run_outcomes[(row, group)]]
+                    estimate = _estimate(pairs, m, vals) if len(pairs) == len(vals) else None
+                    grid.add((row, group, epoch), (d, f"R@{k}"), vals, behind[(row, group)], estimate)
     return _to_frame(grid, "epochs", spec["scale"], [(d, f"R@{k}") for d in DIRECTION_LABELS for k in ALL_KS])
 
 
@@ -446,7 +503,7 @@ def load_protocol_records(spec: Mapping) -> dict[str, dict]:
 
 
 def build_protocols_table(spec, records: Mapping[str, Mapping] | None = None,
-                          summaries: Mapping | None = None) -> pd.DataFrame:
+                          summaries: Mapping | None = None, settings: BootstrapSettings | None = None) -> pd.DataFrame:
     """Rows (benchmark, split, method): Recall@K at the paper's and GOAL's cut-offs, and the pairs scored.
 
     ``records`` maps each cell's ``eval_path`` to its record (default: read from disk). A record lacking
@@ -455,7 +512,8 @@ def build_protocols_table(spec, records: Mapping[str, Mapping] | None = None,
     """
     spec = load_protocol_spec(spec)
     records = load_protocol_records(spec) if records is None else records
-    grid = _Grid(("benchmark", "split", "method"), ("direction", "metric"))
+    grid = _Grid(("benchmark", "split", "method"), ("direction", "metric"),
+                 settings=settings or settings_from_config(spec))
     for cell in spec["cells"]:
         record = records.get(cell["eval_path"])
         if record is None:
@@ -467,7 +525,9 @@ def build_protocols_table(spec, records: Mapping[str, Mapping] | None = None,
         for d in DIRECTION_LABELS:
             for k in PROTOCOL_KS:
                 value = metrics.get(_metric(d, k))
-                grid.add(row, (d, f"R@{k}"), [] if value is None else [float(value)], behind)
+                estimate = (None if value is None else
+                            Estimate.of(Samples.from_pairs([("", outcomes_of(record))]), _metric(d, k), value))
+                grid.add(row, (d, f"R@{k}"), [] if value is None else [float(value)], behind, estimate)
         grid.add(row, COUNT_COLUMNS[0], [float(record["n_images"])], behind)
         grid.add(row, COUNT_COLUMNS[1], [float(record["n_texts"])], behind)
     columns = [(d, f"R@{k}") for d in DIRECTION_LABELS for k in PROTOCOL_KS] + list(COUNT_COLUMNS)

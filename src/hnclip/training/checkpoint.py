@@ -272,7 +272,7 @@ class RunCheckpoint:
         parts.scheduler.load_state_dict(payload["scheduler"])
         if self.context.is_main:
             for name, csv_log in parts.logs.items():
-                csv_log.start(payload["logs"][name])
+                csv_log.start(payload["logs"].get(name))  # a log added later starts empty
         rng = payload["rng_by_rank"][self.context.rank] if self.context.is_distributed else payload["rng"]
         restore_rng_state(rng)
         return TrainState(**payload["state"])
