@@ -9,7 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Outcomes, Samples, interval, judge, replicates
+from hnclip.analysis.bootstrap import (
+    BootstrapSettings,
+    Estimate,
+    Outcomes,
+    Samples,
+    interval,
+    judge,
+    replicates,
+)
 from hnclip.evaluate import recall_at_k
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import numpy as np
+import pandas as pd
 import pytest
 
 from hnclip.analysis.claims import CLAIMS, PREMISE_KEYS, VERDICTS, check_premise, evaluate_claims

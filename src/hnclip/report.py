@@ -340,8 +340,11 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   provenance: list[Mapping], geometry: Mapping[str, Mapping] | None, scale: str, title: str,
                   published=DEFAULT_PUBLISHED, measured: Mapping[str, float] | None = None,
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
-                  template_dir=TEMPLATE_DIR, premise: Mapping | None = None) -> Path:
+                  template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
+                  power_reference: str = "") -> Path:
     """Write the report to ``out_html``.
+
+    ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
 
     ``tables``: name -> table prefix (``prefix.html`` is embedded, ``prefix.csv`` feeds paper-vs-ours; a
     path with a .csv/.html suffix is accepted); ``figures``: name -> PNG path; ``claims``: verdicts from
@@ -384,7 +387,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
         provenance=_provenance_rows(provenance), hn_meanings=_hn_meanings(provenance),
         geometry=[{"name": n, **g} for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
-        premise_rows=_premise_rows(premise), fmt=_fmt,
+        premise_rows=_premise_rows(premise), fmt=_fmt, power=list(power or []), power_reference=power_reference,
+        confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95),
     )
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
@@ -459,6 +463,9 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
     premise = _load_premise(premise)
     claims = evaluate_claims(built, scale, specs=specs, records=records, premise=premise,
                              caption_words=_caption_words(specs, records), hn_row=hn_row, dynamics=dynamics)
+    from hnclip.analysis.claims import power_notes
+
+    power, power_reference = power_notes(built.get("main"), hn_row)
     geometry_results = {}
     for path in geometry:
         geometry_results[Path(path).stem] = json.loads(Path(path).read_text())
@@ -475,4 +482,6 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         records=records,
         specs=specs,
         premise=premise,
+        power=power,
+        power_reference=power_reference,
     )

@@ -55,7 +55,7 @@ from hnclip.analysis.tables import DELTA, DIRECTION_LABELS
 from hnclip.plan import ZEROSHOT_ROW
 
 __all__ = ["ABLATION_ROWS", "CLAIMS", "PREMISE_KEYS", "VERDICTS", "check_premise", "evaluate_claims",
-           "in_domain_groups", "seed_noise"]
+           "in_domain_groups", "power_notes", "seed_noise"]
 
 PAPER_TRANSFER_PAIRS = ("DCI -> DOCCI", "DOCCI -> DCI", "DOCCI -> Long-DCI")
 # the ablation variants' labels in the configs (config/*.yaml experiments.ablation.variants)
@@ -1151,3 +1151,32 @@ def _ratio_peaks(dynamics: Mapping[str, pd.DataFrame] | None) -> dict[str, float
         if len(ratio):
             peaks[label] = float(ratio.max())
     return peaks
+
+
+def power_notes(main: pd.DataFrame | None, hn_row: str = "HN-CLIP") -> tuple[list[dict], str]:
+    """Per benchmark of the main table, what its test split resolves: the paired interval of ``hn_row``
+    minus its strongest competitor in average R@1 (at the cells' seeds), its half-width and the difference
+    detectable at 80 % power. Returns (notes, what was compared); empty without outcomes."""
+    if main is None or hn_row not in main.index:
+        return [], ""
+    settings = main.attrs.get("statistics") or BootstrapSettings()
+    notes, compared = [], set()
+    for group in _groups(main):
+        hn = _avg_r1(main, hn_row, group)
+        rivals = {r: _avg_r1(main, r, group) for r in _competitors(_rows(main), hn_row)}
+        rivals = {r: v for r, v in rivals.items() if not math.isnan(v)}
+        if math.isnan(hn) or not rivals:
+            continue
+        best = max(rivals, key=lambda r: float(rivals[r]))
+        margin = hn - rivals[best]
+        bounds = interval(margin, settings)
+        if bounds is None:
+            continue
+        terms = margin.terms
+        samples = terms[0][1]
+        compared.add(best)
+        notes.append({"benchmark": str(group), "images": samples.outcomes[0].n_images, "seeds": len(samples.seeds),
+                      "margin": _round(margin), "ci_low": _round(bounds[0]), "ci_high": _round(bounds[1]),
+                      "half_width": _round((bounds[1] - bounds[0]) / 2),
+                      "resolution": _maybe_round(resolution(margin, settings)), "versus": best})
+    return notes, f"{hn_row} minus the strongest competitor ({', '.join(sorted(map(str, compared)))})"
