@@ -188,7 +188,7 @@ def test_a_nan_on_one_rank_stops_every_rank_at_the_same_micro_batch(runs):
 
 def test_only_rank_zero_writes_and_every_rank_returns_its_summary(runs):
     out = runs["ddp"] / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["dynamics.csv", "epochs.csv", "model", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["dynamics.csv", "epoch_ranks.csv", "epochs.csv", "model", "summary.json"]
     assert (runs["ddp"] / "ckpt" / "last.pt").is_file()
     for job in ("ddp", "frozen", "nan", "finelip"):  # rank 1 was given folders of its own and created none
         assert not (runs["root"] / f"{job}1").exists(), job
