@@ -151,3 +151,47 @@ def test_ties_pass_conditions_hold_unless_refuted():
     assert judge(-1.0, True, bounds=(-2.0, -0.1)).status == "failed"
     assert judge(1.0, False, bounds=(-0.5, 2.0)).status == "undecided"
     assert judge(1.0, False, bounds=(0.1, 2.0)).status == "met"
+
+
+def _record(method, hits, seed=0, gamma=0.0):
+    ranks = [0 if h else 4 for h in hits]
+    r1 = 100.0 * float(np.mean(hits))
+    metrics = {f"{d}_r{k}": (r1 if k == 1 else 100.0) for d in ("i2t", "t2i") for k in (1, 5, 10)}
+    run = {"train_set": "bench", "method": method, "gamma": gamma, "fraction": 1.0, "seed": seed}
+    return ({"row": method, "group": "Bench", "variant": None, "x": None, "run": run, "eval_benchmark": "bench"},
+            {"run": run, "eval_benchmark": "bench", "metrics": metrics,
+             "ranks": {"i2t": ranks, "t2i": ranks, "text_image": list(range(len(ranks)))}})
+
+
+def test_tables_carry_intervals_in_their_csv_and_text(tmp_path):
+    from hnclip.analysis.table_format import read_table_csv
+    from hnclip.analysis.tables import build_table, write_table
+
+    rng = np.random.default_rng(0)
+    cells = [_record("A", rng.random(200) < 0.7), _record("B", rng.random(200) < 0.5)]
+    spec = {"experiment": "main", "scale": "toy", "cells": [c for c, _ in cells],
+            "statistics": {"resamples": 500, "seed": 1}}
+    table = build_table(spec, [r for _, r in cells])
+    low = table.loc["A", ("Bench", "I->T", "R@1", "ci_low")]
+    high = table.loc["A", ("Bench", "I->T", "R@1", "ci_high")]
+    mean = table.loc["A", ("Bench", "I->T", "R@1", "mean")]
+    p = mean / 100
+    half = 1.96 * 100 * math.sqrt(p * (1 - p) / 200)  # the binomial interval, independently
+    assert low < mean < high and (high - low) / 2 == pytest.approx(half, rel=0.2)
+    paths = write_table(table, tmp_path / "main", "Main table")
+    tidy = read_table_csv(paths["csv"])
+    line = tidy[(tidy["method"] == "A") & (tidy["direction"] == "I->T") & (tidy["metric"] == "R@1")].iloc[0]
+    assert line["ci_low"] == pytest.approx(low) and line["ci_high"] == pytest.approx(high)
+    assert f"[{low:.1f}, {high:.1f}]" in paths["md"].read_text()
+
+
+def test_epoch_outcomes_are_read_back_from_the_training_log(tmp_path):
+    from hnclip.analysis.records import load_epoch_outcomes
+
+    (tmp_path / "epoch_ranks.csv").write_text("epoch,i2t,t2i,text_image\n1,0 3 0,0 0 2 1,0 0 1 2\n2,0 0 0,0 0 0 0,0 0 1 2\n")
+    outcomes = load_epoch_outcomes(tmp_path, "bench/test")
+    assert sorted(outcomes) == [1, 2]
+    assert outcomes[1].value("i2t_r1") == pytest.approx(200 / 3)
+    assert outcomes[1].value("t2i_r1") == pytest.approx(50.0)  # captions 3 and 4 miss at rank 1
+    assert outcomes[2].value("t2i_r1") == 100.0
+    assert load_epoch_outcomes(tmp_path / "none", "bench/test") == {}
