@@ -543,7 +543,8 @@ def epoch_infonce(dynamics: pd.DataFrame) -> pd.Series:
     return logged.groupby(logged["epoch"].astype(int))["infonce"].mean()
 
 
-def build_convergence_table(spec, summaries: Mapping | None = None) -> pd.DataFrame:
+def build_convergence_table(spec, summaries: Mapping | None = None,
+                            settings: BootstrapSettings | None = None) -> pd.DataFrame:
     """Per-direction convergence of the main runs: rows (method, benchmark, epoch); columns R@1 and
     retrieval error (100 - R@1) per direction, and the epoch's mean standard InfoNCE (the paper's §2.4:
     error keeps falling after InfoNCE flattens; appendix E.3's split-direction view).
@@ -555,9 +556,11 @@ def build_convergence_table(spec, summaries: Mapping | None = None) -> pd.DataFr
     from hnclip.analysis.records import load_dynamics
 
     spec = load_spec(spec)
-    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"))
+    grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"),
+                 settings=settings or settings_from_config(spec))
     columns = [(d, q) for d in DIRECTION_LABELS for q in ("R@1", "error")] + [("both", "InfoNCE")]
     per_run: dict[tuple, list[tuple[pd.DataFrame, pd.Series]]] = {}
+    per_run_outcomes: dict[tuple, list[tuple[str, dict]]] = {}
     behind: dict[tuple, list[dict]] = {}
     seen = set()
     for cell in epoch_cells(spec):
@@ -567,6 +570,8 @@ def build_convergence_table(spec, summaries: Mapping | None = None) -> pd.DataFr
         seen.add(key)
         dynamics = load_dynamics(cell["run_dir"])
         per_run.setdefault(key[:2], []).append((load_epochs(cell["run_dir"]), epoch_infonce(dynamics)))
+        per_run_outcomes.setdefault(key[:2], []).append(
+            (record_key(cell["run"], "")[4], load_epoch_outcomes(cell["run_dir"], f"{cell['eval_benchmark']}/test")))
         behind.setdefault(key[:2], []).append(_run_of(cell["run"], _config_hash(cell, summaries)))
     for (row, group), runs in per_run.items():
         epochs = sorted(set().union(*(set(e["epoch"].astype(int)) for e, _ in runs)))
@@ -575,8 +580,11 @@ def build_convergence_table(spec, summaries: Mapping | None = None) -> pd.DataFr
             for d in DIRECTION_LABELS:
                 r1 = [float(e.loc[e["epoch"].astype(int) == epoch, _metric(d, 1)].iloc[-1]) for e, _ in runs
                       if (e["epoch"].astype(int) == epoch).any()]
-                grid.add(at, (d, "R@1"), r1, behind[(row, group)])
-                grid.add(at, (d, "error"), [100.0 - v for v in r1], behind[(row, group)])
+                pairs = [(seed, by_epoch.get(epoch)) for seed, by_epoch in per_run_outcomes[(row, group)]]
+                estimate = _estimate(pairs, _metric(d, 1), r1) if len(pairs) == len(r1) else None
+                grid.add(at, (d, "R@1"), r1, behind[(row, group)], estimate)
+                grid.add(at, (d, "error"), [100.0 - v for v in r1], behind[(row, group)],
+                         None if estimate is None else 100.0 - estimate)
             grid.add(at, ("both", "InfoNCE"), [float(s[epoch]) for _, s in runs if epoch in s.index],
                      behind[(row, group)])
     grid.unranked = set(columns)  # rows are trajectories (method x epoch): a "best" over them says nothing
