@@ -112,14 +112,15 @@ def test_documented_defaults():
     assert all(text for text in TrainConfig.help().values()) and "finelip.margin" in TrainConfig.help()
 
 
-def test_config_hash_is_sha256_of_the_sorted_dict_without_keep_checkpoint():
+def test_config_hash_is_sha256_of_the_sorted_dict_without_keep_checkpoint_and_grad_checkpointing():
     cfg = TrainConfig(gamma=0.5, seed=3)
-    hashed = {k: v for k, v in cfg.to_dict().items() if k != "keep_checkpoint"}
+    hashed = {k: v for k, v in cfg.to_dict().items() if k not in ("keep_checkpoint", "grad_checkpointing")}
     expected = hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    assert NOT_HASHED == ("keep_checkpoint",)
+    assert NOT_HASHED == ("keep_checkpoint", "grad_checkpointing")
     assert cfg.config_hash() == expected
     assert TrainConfig.from_overrides({"gamma": "0.50", "seed": "3"}).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=3, keep_checkpoint="none").config_hash() == expected
+    assert TrainConfig(gamma=0.5, seed=3, grad_checkpointing=True).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=4).config_hash() != expected
 
 

@@ -348,6 +348,8 @@ def _start_session(context: DistributedContext, device: torch.device, amp_dtype,
             # every rank encodes every caption (no extra wall time); rank 0's copy makes G bit-identical
             # across ranks even where kernels differ between devices
             margin_features = context.broadcast_(encode_captions(model, data.tokens, device, amp_dtype))
+    # on the DualEncoder, before an adapter wrapper hides its method; the towers keep the flag when wrapped
+    model.set_grad_checkpointing(cfg.grad_checkpointing)
     model = framework.wrap_model(model).to(device)
     model.train()
     framework.train()

@@ -32,8 +32,9 @@ DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("cosine", "constant")
 KEEP_CHECKPOINT = ("full", "weights", "none")
 # Settings that do not change what a run trains: left out of the config hash, so changing them on a
-# finished run does not retrain it.
-NOT_HASHED = ("keep_checkpoint",)
+# finished run does not retrain it, and a run stopped by an out-of-memory error resumes with
+# grad_checkpointing turned on.
+NOT_HASHED = ("keep_checkpoint", "grad_checkpointing")
 # The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):
 # each baseline's published recipe, inside the shared budget (epochs, micro-batch, accumulation).
 RECIPE_KEYS = ("lr", "module_lr", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio", "label_smoothing",
@@ -72,6 +73,11 @@ class TrainConfig:
             (resumable, ~3x the weights: AdamW keeps two moments per weight), ``weights`` (weights, logs
             and state without the optimizer: enough to rebuild the run's outputs without a training
             step), ``none`` (deleted; a rerun trains again). Not part of the config hash.
+        grad_checkpointing: recompute each transformer block's activations in backward instead of keeping
+            them (open_clip's ``set_grad_checkpointing``): one extra block forward per block for most of
+            the activation memory; Long-CLIP issue 78 runs out of memory at batch 32 on a 40 GB GPU
+            without it. Gradients are unchanged, so it is not part of the config hash: a run that ran out
+            of memory resumes with it turned on.
         max_steps: stop after this many optimizer steps (0: run all epochs); the LR schedule spans the
             shorter of the two.
         framework_settings: the framework's settings dataclass (or a dict of its fields); default: its
@@ -111,6 +117,8 @@ class TrainConfig:
     caption_column: str = help_field("caption", "manifest column holding the captions")
     max_steps: int = help_field(0, "cap on optimizer steps; 0 = no cap")
     num_workers: int = help_field(0, "DataLoader worker processes for image reading")
+    grad_checkpointing: bool = help_field(False, "recompute each transformer block in backward: less activation "
+                                                 "memory for one extra forward (not hashed)")
     framework_settings: FrameworkSettings | None = help_field(
         None, "the framework's settings (hnclip.frameworks.settings); --set <section>.<key>=value")
 
