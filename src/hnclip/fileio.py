@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 __all__ = ["write_json_atomic", "write_text_atomic"]
@@ -25,3 +26,17 @@ def write_text_atomic(path, text: str) -> Path:
 
 def write_json_atomic(path, data, sort_keys: bool = False) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
+
+
+def link_or_copy_atomic(source, dest) -> Path:
+    """Put ``source``'s file at ``dest`` without a moment where ``dest`` is partial: a hard link (no second
+    copy of a multi-GB file) or, where links are impossible, a copy, renamed into place."""
+    dest = Path(dest)
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, dest)
+    return dest

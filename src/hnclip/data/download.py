@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from tqdm import tqdm
 
 from hnclip.data.roots import claim_root
-from hnclip.fileio import write_json_atomic
+from hnclip.fileio import link_or_copy_atomic, write_json_atomic
 
 __all__ = [
     "SOURCES_FILE",
@@ -366,14 +366,7 @@ def _commit_of(cached: Path) -> str:
 def _place(cached: Path, dest: Path) -> None:
     """Hard-link the cache blob (no second copy of a multi-GB file); copy when the link is impossible."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    blob = cached.resolve()
-    tmp = dest.with_name(dest.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(blob, tmp)
-    except OSError:
-        shutil.copyfile(blob, tmp)
-    os.replace(tmp, dest)
+    link_or_copy_atomic(cached.resolve(), dest)
 
 
 # ---------------------------------------------------------------------------------------------------

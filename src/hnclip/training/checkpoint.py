@@ -32,13 +32,14 @@ import logging
 import math
 import os
 import random
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from hnclip.fileio import link_or_copy_atomic
 
 from .distributed import check_world_size
 
@@ -100,13 +101,7 @@ class CheckpointUnreadableError(RuntimeError):
 def _keep_previous(path: Path, previous: Path) -> None:
     """Make ``previous`` the current ``path`` (a hard link, atomically renamed into place; a copy where
     links are impossible), so replacing ``path`` next never leaves a moment without a whole file."""
-    tmp = previous.with_name(f"{previous.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(path, tmp)
-    except OSError:
-        shutil.copyfile(path, tmp)
-    os.replace(tmp, previous)
+    link_or_copy_atomic(path, previous)
 
 
 def save_checkpoint(path, payload: dict) -> None:
