@@ -408,12 +408,3 @@ def judge(margin, ties_pass: bool, settings: BootstrapSettings = BootstrapSettin
         status = "met" if low > 0 else ("failed" if high <= 0 else "undecided")
     return Condition(value, ties_pass, low, high, status)
 
-
-def wilson(share: float, n: int, confidence: float) -> tuple[float, float]:
-    """Wilson score interval of a share measured on ``n`` units (micro-batches, measurements)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
