@@ -107,9 +107,9 @@ def test_repeated_scene_is_redrawn(monkeypatch, tmp_path):
     fixed = real("synthetic", random.Random("fixed"))
     calls = []
 
-    def first_three_identical(family, rng):
+    def first_three_identical(family, rng, where=syn.Slice()):
         calls.append(1)
-        return fixed if len(calls) <= 3 else real(family, rng)
+        return fixed if len(calls) <= 3 else real(family, rng, where)
 
     monkeypatch.setattr(syn, "sample_scene", first_three_identical)
     generate_synthetic(tmp_path, "synthetic", 3, 1, image_size=SIZE)
@@ -367,8 +367,9 @@ def test_bad_record_error_names_file_line_and_problem(broken, field, value, matc
 def test_loader_checks_family_split_and_caption_file(benchmarks, tmp_path):
     with pytest.raises(ValueError, match=r":1: .*family 'synthetic_shift', expected 'synthetic'"):
         load_synthetic(benchmarks["synthetic_shift"], "train")
-    with pytest.raises(ValueError, match="'val'"):
-        load_synthetic(benchmarks["synthetic"], "val")
+    with pytest.raises(ValueError, match="'dev'"):
+        load_synthetic(benchmarks["synthetic"], "dev")
+    assert load_synthetic(benchmarks["synthetic"], "val").empty  # generated without a val split
     with pytest.raises(FileNotFoundError, match="captions.jsonl"):
         load_synthetic(tmp_path, "train")
 
@@ -408,3 +409,53 @@ def test_an_evaluation_only_family_may_have_no_training_scenes(tmp_path):
     generate_synthetic(tmp_path, "synthetic_shift", n_train=0, n_test=3, image_size=32, seed=1)
     assert len(load_synthetic_shift(tmp_path, "test")) == 3
     assert len(load_synthetic_shift(tmp_path, "train")) == 0
+
+
+# ------------------------------------------------------------------------------------ narrow slices, val split
+
+def test_a_slice_confines_every_scene_to_its_kinds_and_backgrounds_and_the_pool_stays_whole(tmp_path):
+    generate_synthetic(tmp_path, "synthetic", 40, 20, image_size=SIZE, seed=5, n_val=10, inventory=8, backgrounds=1)
+    records = syn.read_records(tmp_path)
+    chosen = syn.family_slice("synthetic", 8, 1, 5)
+    assert len(chosen.kinds) == 8 and len(set(chosen.kinds)) == 8 and len(chosen.backgrounds) == 1
+    kinds = {(o["colour"], o["shape"]) for r in records for o in r["objects"]}
+    assert kinds <= set(chosen.kinds) and len(kinds) >= 7  # 70 scenes of 4-7 objects use (nearly) all 8
+    assert {r["background"] for r in records} == set(chosen.backgrounds)
+    # README names the slice, so a user sees what the benchmark holds
+    readme = (tmp_path / "README.txt").read_text(encoding="utf-8")
+    assert chosen.backgrounds[0] in readme and f"{chosen.kinds[0][0]} {chosen.kinds[0][1]}" in readme
+    # the pool draws from the whole family: many more kinds, every background
+    pool = syn.sample_pool("synthetic", 200, 0, exclude=set())
+    assert len({(o.colour, o.shape) for s in pool for o in s.objects}) > 40
+    assert len({s.background for s in pool}) == len(STYLES["synthetic"].backgrounds)
+
+
+def test_slices_are_seeded_and_refuse_sizes_a_scene_cannot_fill():
+    assert syn.family_slice("synthetic", 8, 1, 0) == syn.family_slice("synthetic", 8, 1, 0)
+    assert syn.family_slice("synthetic", 8, 1, 0) != syn.family_slice("synthetic", 8, 1, 1)
+    assert syn.family_slice("synthetic") == syn.Slice()
+    with pytest.raises(ValueError, match="inventory must be 0 or >= 7"):
+        syn.family_slice("synthetic", 5)
+    with pytest.raises(ValueError, match="backgrounds must be an int in"):
+        syn.family_slice("synthetic", 0, 99)
+
+
+def test_val_split_is_held_out_and_leaves_train_and_test_as_they_were(benchmarks, tmp_path):
+    generate_synthetic(tmp_path, "synthetic", N_TRAIN, N_TEST, image_size=SIZE, seed=3, n_val=4)
+    val = load_synthetic(tmp_path, "val")
+    assert len(val) == 4 and val["image_id"].str.startswith("synthetic_val_").all()
+    for split in ("train", "test"):
+        pd.testing.assert_frame_equal(load_synthetic(tmp_path, split).drop(columns="image_path"),
+                                      load_synthetic(benchmarks["synthetic"], split).drop(columns="image_path"))
+    captions = {split: set(load_synthetic(tmp_path, split)["caption"]) for split in ("train", "val", "test")}
+    assert not captions["val"] & (captions["train"] | captions["test"])
+
+
+def test_variants_within_a_slice_keep_their_kinds_in_the_inventory():
+    where = syn.family_slice("synthetic", 8, 0, 2)
+    for k in range(200):
+        rng = random.Random(k)
+        base = sample_scene("synthetic", rng, where)
+        variant = syn.vary_scene(base, rng, 1, where)  # one change always alters the scene
+        assert {(o.colour, o.shape) for o in variant.objects} <= set(where.kinds)
+        assert variant.signature() != base.signature()

@@ -63,7 +63,7 @@ wildcard_constraints:
     method="|".join(config["methods"]),
     # no experiment configured: a pattern that matches nothing, so no spec or table rule can apply
     experiment="|".join(config["experiments"]) or "(?!)",
-    split="train|test",
+    split="train|val|test",
     gamma=r"[0-9]+(\.[0-9]+)?",
     fraction=r"[0-9]+(\.[0-9]+)?(e-[0-9]+)?",
     seed=r"[0-9]+",

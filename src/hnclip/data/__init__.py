@@ -30,7 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "vg": ".vg",
 }
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "val", "test")  # val: the synthetic adapters only (a real adapter refuses it)
 
 from .adapter_utils import PROTOCOL, check_count  # noqa: E402 (it imports MANIFEST_COLUMNS from this module)
 

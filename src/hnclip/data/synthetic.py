@@ -5,11 +5,18 @@ Every scene is a background plus 4-7 objects on a 3x3 grid; every caption enumer
 same template. So captions share most of their words, like DOCCI's, which is what makes the HN margin
 matter; yet each caption determines its image, because it names every object and scenes are unique.
 
-Scenes come in clusters of near-duplicates (``cluster_size`` scenes: a base scene and variants that
-each differ from it in one or two details: one object's colour, shape, size, fill pattern or cell), and
-a cluster never straddles two splits. A random micro-batch of a few scenes rarely holds two of a
-cluster, so it is easy once the encoders are strong; full-split retrieval, where every scene competes
-with its cluster, is decided by the near-duplicates. That is the regime the paper studies on DOCCI.
+A benchmark may be a narrow slice of its family (``inventory``, ``backgrounds``): every scene draws its
+objects from the same few (colour, shape) kinds on the same background, so scenes recombine shared
+elements (the paper's A.2 on DOCCI: "the captions describe different images while recombining shared
+elements") and differ in which kinds appear, where, how large and how filled. The pretraining pool
+(:func:`sample_pool`) stays the whole family, where such recombinations seldom meet in a batch: the
+backbone comes to the benchmark with its captions crowded together and the binding of kinds to cells
+unlearned, and every random micro-batch holds near-duplicates (the embedded default's regime,
+README "What the embedded default shows").
+
+Scenes may also come in clusters of near-duplicates (``cluster_size`` scenes: a base scene and variants
+that each differ from it in one or two details: one object's colour, shape, size, fill pattern or
+cell); a cluster never straddles two splits.
 
 Two families share the task but not the distribution: ``synthetic`` (solid pale backgrounds, one
 phrasing) and ``synthetic_shift`` (gradient and noise backgrounds, some shapes and colours of its own,
@@ -42,7 +49,9 @@ __all__ = [
     "STYLES",
     "Scene",
     "SceneObject",
+    "Slice",
     "DETAILS",
+    "family_slice",
     "describe_scene",
     "describe_scene_short",
     "generate_synthetic",
@@ -58,12 +67,12 @@ __all__ = [
 ]
 
 FAMILIES = ("synthetic", "synthetic_shift")
-SPLITS = ("train", "test")
+SPLITS = ("train", "val", "test")  # val: held out from test, for choosing recipes
 CAPTIONS_FILE = "captions.jsonl"
 IMAGES_DIR = "images"
 README_FILE = "README.txt"
 _README_HEAD = "hnclip synthetic dense-caption benchmark"
-FORMAT_VERSION = 2  # 2: near-duplicate clusters (``cluster`` field)
+FORMAT_VERSION = 3  # 2: near-duplicate clusters (``cluster`` field); 3: val split, narrow slices
 
 SIZES = ("small", "medium", "large")
 PATTERNS = ("solid", "striped", "dotted", "outlined")
@@ -168,23 +177,54 @@ class Scene:
 
 # --------------------------------------------------------------------------------------------- sampling
 
-def sample_scene(family: str, rng: random.Random) -> Scene:
-    """Draw one scene of ``family``; (colour, shape) pairs are unique in a scene so relations are unambiguous."""
+@dataclass(frozen=True)
+class Slice:
+    """What a benchmark's scenes may contain: (colour, shape) kinds and background names; None = all."""
+
+    kinds: tuple[tuple[str, str], ...] | None = None
+    backgrounds: tuple[str, ...] | None = None
+
+
+def family_slice(family: str, inventory: int = 0, backgrounds: int = 0, seed: int = 0) -> Slice:
+    """A narrow slice of ``family``: ``inventory`` of its (colour, shape) kinds, ``backgrounds`` of its backgrounds.
+
+    0 keeps all of them. The choice is a pure function of (family, sizes, seed), drawn from a stream
+    labelled ``slice`` that no scene uses. An inventory needs at least :data:`MAX_OBJECTS` kinds so that
+    every scene can hold distinct kinds.
+    """
+    style = _style(family)
+    every_kind = [(c, s) for c in style.colours for s in style.shapes]
+    for name, value, most in (("inventory", inventory, len(every_kind)), ("backgrounds", backgrounds,
+                                                                          len(style.backgrounds))):
+        if not isinstance(value, int) or not 0 <= value <= most:
+            raise ValueError(f"{name} must be an int in [0, {most}] for family {family!r}, got {value!r}")
+    if 0 < inventory < MAX_OBJECTS:
+        raise ValueError(f"inventory must be 0 or >= {MAX_OBJECTS} (a scene holds up to {MAX_OBJECTS} distinct "
+                         f"kinds), got {inventory}")
+    rng = random.Random(f"{family}:slice:{seed}")
+    kinds = tuple(rng.sample(every_kind, inventory)) if inventory else None
+    chosen = tuple(rng.sample(sorted(style.backgrounds), backgrounds)) if backgrounds else None
+    return Slice(kinds, chosen)
+
+
+def sample_scene(family: str, rng: random.Random, where: Slice = Slice()) -> Scene:
+    """Draw one scene of ``family`` (within ``where``); (colour, shape) pairs are unique in a scene so
+    relations are unambiguous."""
     style = _style(family)
     n = rng.randint(MIN_OBJECTS, MAX_OBJECTS)
     cells = sorted(rng.sample(range(9), n))
-    kinds = rng.sample([(c, s) for c in style.colours for s in style.shapes], n)
+    kinds = rng.sample(list(where.kinds) if where.kinds else [(c, s) for c in style.colours for s in style.shapes], n)
     objects = tuple(
         SceneObject(shape=shape, colour=colour, size=rng.choice(SIZES), pattern=rng.choice(PATTERNS), cell=cell)
         for cell, (colour, shape) in zip(cells, kinds, strict=True)
     )
     order = rng.sample(range(n), n)  # a random chain through all objects: n - 1 relations
     relations = tuple((order[k], order[k + 1]) for k in range(n - 1))
-    background = rng.choice(sorted(style.backgrounds))
+    background = rng.choice(list(where.backgrounds) if where.backgrounds else sorted(style.backgrounds))
     return Scene(family, background, objects, relations, rng.getrandbits(32))
 
 
-def vary_scene(scene: Scene, rng: random.Random, n_changes: int = 1) -> Scene:
+def vary_scene(scene: Scene, rng: random.Random, n_changes: int = 1, where: Slice = Slice()) -> Scene:
     """A near-duplicate of ``scene``: ``n_changes`` distinct (object, detail) pairs changed.
 
     A detail is one of :data:`DETAILS`; a new colour or shape keeps (colour, shape) pairs unique in the
@@ -198,17 +238,22 @@ def vary_scene(scene: Scene, rng: random.Random, n_changes: int = 1) -> Scene:
     for index, detail in rng.sample([(i, d) for i in range(len(objects)) for d in DETAILS], n_changes):
         obj = objects[index]
         kinds = {(o.colour, o.shape) for o in objects}
+        allowed = set(where.kinds) if where.kinds else None
         if detail == "colour":
-            choices = [c for c in style.colours if (c, obj.shape) not in kinds]
-            value = {"colour": rng.choice(choices)}
+            choices = [c for c in style.colours if (c, obj.shape) not in kinds
+                       and (allowed is None or (c, obj.shape) in allowed)]
+            detail = "colour" if choices else "size"
+            value = {"colour": rng.choice(choices)} if choices else None
         elif detail == "shape":
-            choices = [s for s in style.shapes if (obj.colour, s) not in kinds]
-            value = {"shape": rng.choice(choices)}
-        elif detail == "size":
+            choices = [s for s in style.shapes if (obj.colour, s) not in kinds
+                       and (allowed is None or (obj.colour, s) in allowed)]
+            detail = "shape" if choices else "size"
+            value = {"shape": rng.choice(choices)} if choices else None
+        if detail == "size":
             value = {"size": rng.choice([s for s in SIZES if s != obj.size])}
         elif detail == "pattern":
             value = {"pattern": rng.choice([p for p in PATTERNS if p != obj.pattern])}
-        else:
+        elif detail == "cell":
             value = {"cell": rng.choice(sorted(set(range(9)) - {o.cell for o in objects}))}
         objects[index] = replace(obj, **value)
     order = sorted(range(len(objects)), key=lambda i: objects[i].cell)  # reading order again
@@ -217,14 +262,14 @@ def vary_scene(scene: Scene, rng: random.Random, n_changes: int = 1) -> Scene:
     return Scene(scene.family, scene.background, tuple(objects[i] for i in order), relations, scene.texture_seed)
 
 
-def _sample_cluster(family: str, rng: random.Random, size: int, max_changes: int) -> list[Scene]:
+def _sample_cluster(family: str, rng: random.Random, size: int, max_changes: int, where: Slice) -> list[Scene]:
     """A base scene and ``size - 1`` variants of it, each with 1..``max_changes`` details changed."""
-    base = sample_scene(family, rng)
-    return [base] + [vary_scene(base, rng, rng.randint(1, max_changes)) for _ in range(size - 1)]
+    base = sample_scene(family, rng, where)
+    return [base] + [vary_scene(base, rng, rng.randint(1, max_changes), where) for _ in range(size - 1)]
 
 
 def iter_scenes(family: str, split: str, count: int, seed: int, cluster_size: int = 1, max_changes: int = 2,
-                seen: set | None = None):
+                seen: set | None = None, where: Slice = Slice()):
     """Yield ``(index, cluster, scene)`` for ``count`` scenes of ``split``, cluster by cluster.
 
     Every cluster has its own random stream, so a split does not depend on the other split's size. A
@@ -238,7 +283,8 @@ def iter_scenes(family: str, split: str, count: int, seed: int, cluster_size: in
         size = min(cluster_size, count - index)
         attempt = 0
         while True:
-            scenes = _sample_cluster(family, _scene_rng(family, seed, split, cluster, attempt), size, max_changes)
+            scenes = _sample_cluster(family, _scene_rng(family, seed, split, cluster, attempt), size, max_changes,
+                                     where)
             signatures = [scene.signature() for scene in scenes]
             if len(set(signatures)) == size and not seen.intersection(signatures):
                 break
@@ -448,8 +494,13 @@ def _scene_rng(family: str, seed: int, split: str, index: int, attempt: int) -> 
 
 
 def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size: int = 128,
-                       seed: int = 0, cluster_size: int = 1, max_changes: int = 2) -> None:
-    """Write a ``family`` benchmark of ``n_train`` + ``n_test`` scenes under ``root``.
+                       seed: int = 0, cluster_size: int = 1, max_changes: int = 2, n_val: int = 0,
+                       inventory: int = 0, backgrounds: int = 0) -> None:
+    """Write a ``family`` benchmark of ``n_train`` + ``n_val`` + ``n_test`` scenes under ``root``.
+
+    ``inventory`` / ``backgrounds`` (0: all) narrow the benchmark to a slice of its family
+    (:func:`family_slice`, seeded by ``seed``). Every split has its own scene streams, so adding a
+    validation split leaves the training and test scenes as they were.
 
     Scenes come in clusters of ``cluster_size`` near-duplicates (1: independent scenes), each variant
     with 1..``max_changes`` details changed from its cluster's base (:func:`vary_scene`); a cluster
@@ -460,12 +511,13 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
     """
     _style(family)
     # n_train may be 0: the shifted family is an evaluation-only transfer target.
-    for name, value, least in (("n_train", n_train, 0), ("n_test", n_test, 1), ("cluster_size", cluster_size, 1),
-                               ("max_changes", max_changes, 1)):
+    for name, value, least in (("n_train", n_train, 0), ("n_val", n_val, 0), ("n_test", n_test, 1),
+                               ("cluster_size", cluster_size, 1), ("max_changes", max_changes, 1)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
     if not isinstance(image_size, int) or image_size < 32:
         raise ValueError(f"image_size must be an int >= 32, got {image_size!r}")
+    where = family_slice(family, inventory, backgrounds, seed)
     # refuse a user's folder before rendering into it (hnclip.data.roots); a root rendered before
     # markers existed is recognised as ours by its README's first line
     root = claim_root(root, f"hnclip fetch --adapter {family}",
@@ -474,9 +526,10 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
     (root / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     seen: set[tuple] = set()
     records = []
-    with tqdm(total=n_train + n_test, desc=f"rendering {family}", unit="img") as bar:
-        for split, count in (("train", n_train), ("test", n_test)):
-            for index, cluster, scene in iter_scenes(family, split, count, seed, cluster_size, max_changes, seen):
+    with tqdm(total=n_train + n_val + n_test, desc=f"rendering {family}", unit="img") as bar:
+        for split, count in (("train", n_train), ("val", n_val), ("test", n_test)):
+            for index, cluster, scene in iter_scenes(family, split, count, seed, cluster_size, max_changes, seen,
+                                                     where):
                 image_id = f"{family}_{split}_{index:06d}"
                 render_scene(scene, image_size).save(root / IMAGES_DIR / f"{image_id}.png")
                 records.append({
@@ -485,8 +538,8 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
                     "background": scene.background, "objects": [asdict(o) for o in scene.objects],
                 })
                 bar.update()
-    (root / README_FILE).write_text(_readme(family, n_train, n_test, image_size, seed, cluster_size, max_changes),
-                                     encoding="utf-8")
+    (root / README_FILE).write_text(_readme(family, n_train, n_val, n_test, image_size, seed, cluster_size,
+                                            max_changes, where), encoding="utf-8")
     tmp = root / (CAPTIONS_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         for record in records:
@@ -511,12 +564,16 @@ def read_records(root) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _readme(family: str, n_train: int, n_test: int, image_size: int, seed: int, cluster_size: int,
-            max_changes: int) -> str:
+def _readme(family: str, n_train: int, n_val: int, n_test: int, image_size: int, seed: int, cluster_size: int,
+            max_changes: int, where: Slice) -> str:
+    kinds = ", ".join(f"{c} {s}" for c, s in where.kinds) if where.kinds else "all of the family's"
+    backgrounds = ", ".join(where.backgrounds) if where.backgrounds else "all of the family's"
     return f"""{_README_HEAD} (format version {FORMAT_VERSION})
 
 family: {family}
-splits: train {n_train} images, test {n_test} images
+splits: train {n_train} images, val {n_val} images (for choosing recipes), test {n_test} images
+object kinds: {kinds}
+backgrounds: {backgrounds}
 image size: {image_size} x {image_size} px, RGB PNG
 seed: {seed}
 near-duplicate clusters: {cluster_size} scenes each (a base scene and variants with 1 to {max_changes}
@@ -526,7 +583,7 @@ Files
   images/<image_id>.png   one rendered scene per image
   captions.jsonl          one JSON object per line, one line per image, train lines first:
     image_id       str, unique across splits: <family>_<split>_<index>
-    split          "train" or "test"
+    split          "train", "val" or "test"
     family         "{family}"
     cluster        str, the near-duplicate cluster: <split>_<cluster index>
     caption        long caption: every object (size, pattern, colour, shape, grid cell) and a chain of
