@@ -11,8 +11,12 @@ Two sources, either or both:
   random micro-batches of the training split at s = 100 the share with standard InfoNCE < 1e-3 and the
   exact-zero shares of :mod:`hnclip.training.dynamics` (loss, positive-logit and feature gradient; the
   parameter gradient needs a training step, so the probe leaves it out), plus the caption geometry.
+- ``--regime FILE...`` (``results/regime/<benchmark>.json``, written by ``hnclip regime``): the seven
+  conditions of the paper's regime (:mod:`hnclip.analysis.regime`), each beside its target; with
+  ``--results`` every ``DIR/regime/*.json`` is printed too.
 
     .venv/bin/python benchmarks/premise.py --results results
+    .venv/bin/python benchmarks/premise.py --regime results/regime/synthetic.json
     .venv/bin/python benchmarks/premise.py --backbone results/backbone/model --data results/data/synthetic
 
 Toy-scale numbers on the synthetic benchmark; the paper's are Long-CLIP-L on DOCCI/DCI.
@@ -76,6 +80,14 @@ def from_results(results: Path, gamma: float) -> None:
     print(f"other reading of 'active' (HN objective itself >= 1e-3), min over epochs: {_fmt(other)}")
     for path in sorted((results / "geometry").glob("*.json")):
         print_geometry(path.stem, json.loads(path.read_text()))
+    print_regime(sorted((results / "regime").glob("*.json")))
+
+
+def print_regime(paths) -> None:
+    from hnclip.analysis.regime import format_conditions, load_regime
+
+    for path in paths:
+        print(format_conditions(load_regime(path)))
 
 
 def probe_backbone(model_dir: Path, data: Path, n_batches: int, batch: int, seed: int) -> None:
@@ -120,15 +132,18 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=500, help="random micro-batches of the probe")
     parser.add_argument("--batch", type=int, default=16, help="micro-batch size of the probe (paper: 16)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--regime", type=Path, nargs="+", default=[],
+                        help="regime files (results/regime/<benchmark>.json) to print")
     args = parser.parse_args()
-    if not args.results and not args.backbone:
-        parser.error("give --results and/or --backbone with --data")
+    if not args.results and not args.backbone and not args.regime:
+        parser.error("give --results, --regime and/or --backbone with --data")
     if args.backbone and not args.data:
         parser.error("--backbone needs --data")
     if args.results:
         from_results(args.results, args.gamma)
     if args.backbone:
         probe_backbone(args.backbone, args.data, args.batches, args.batch, args.seed)
+    print_regime(args.regime)
 
 
 if __name__ == "__main__":

@@ -307,3 +307,29 @@ def test_the_regime_section_shows_each_figure_beside_the_papers_with_its_definit
     row = re.search(r'<tr id="premise-grad_cosine_median">(.*?)</tr>', html, re.S).group(1)
     assert "<td>—</td><td>0.58</td>" in row  # not measured beside the paper's figure
     assert "paper (A.2, Long-CLIP-L, four benchmarks)" in html and "0.84–0.88" in html
+
+
+def test_the_regime_section_tables_each_condition_beside_its_target(outputs):
+    from hnclip.analysis.regime import CONDITION_KEYS, TARGETS, condition
+
+    met = dict(zip(CONDITION_KEYS, (False, True, False, False, None, False, False), strict=True))
+    conditions = [condition(k, 0.5, {"x": 0.5}, met[k], f"ours of {k} [0.1, 0.9]", ["results/runs/a"])
+                  for k in CONDITION_KEYS]
+    regime = outputs["root"] / "regime" / "synthetic.json"
+    regime.parent.mkdir()
+    regime.write_text(json.dumps({"benchmark": "synthetic", "near_duplicate_cosine": 0.9, "n_test_images": 256,
+                                  "plain_runs": ["a", "b", "c"], "met": 1, "conditions": conditions}))
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], regime=[regime])
+    html = unescape(out.read_text(encoding="utf-8"))
+    assert "Conditions of the paper's regime, synthetic: 1 of 7 met (256 test" in html
+    marks = {True: "✓", False: "✗", None: "–"}
+    for key in CONDITION_KEYS:
+        row = re.search(rf'<tr id="regime-synthetic-{key}" class="(\w+)">(.*?)</tr>', html, re.S)
+        cells = [re.sub(r"<[^>]+>", " ", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(2), re.S)]
+        assert cells[1:3] == [f"ours of {key} [0.1, 0.9]", TARGETS[key]]
+        assert cells[4] == marks[met[key]]
+    geometry_row = re.search(r'<tr id="regime-synthetic-geometry"[^>]*>(.*?)</tr>', html, re.S).group(1)
+    assert "86–99 % of negatives ≥ 0.8" in geometry_row  # the paper's figure where one exists

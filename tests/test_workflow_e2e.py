@@ -178,6 +178,15 @@ def test_micro_report_shows_each_claim_with_the_papers_sentence_criterion_number
 
     regime = re.findall(r'<tr id="premise-([^"]+)">', html)
     assert regime == [k.replace(".", "-") for k in PREMISE_KEYS]
+    # and the seven conditions of the paper's regime on the one benchmark with plain runs, each measured
+    # where the micro grid can (its plain run logs the per-micro-batch InfoNCE)
+    from hnclip.analysis.regime import CONDITION_KEYS, load_regime
+
+    conditions = re.findall(r'<tr id="regime-synthetic-([a-z_]+)"', html)
+    assert conditions == list(CONDITION_KEYS)
+    report = load_regime(micro_run.root / "results/regime/synthetic.json")
+    saturation = next(c for c in report["conditions"] if c["key"] == "saturation")
+    assert saturation["unmeasured_steps"] == 0 and report["plain_runs"] == ["results/runs/synthetic/longclip/g0/f1/s0"]
     rows = re.findall(r'<tr class="comparison" data-key="([^"]+)">(.*?)</tr>', html, re.S)
     ours = {k: re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)[2]).strip() for k, body in rows}
     assert ours["a1.columns"].endswith("toy") and ours["train.gamma"] == "0.5 toy"

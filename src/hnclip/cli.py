@@ -222,6 +222,21 @@ def cmd_premise(args) -> None:
     write_json_atomic(Path(args.out), premise_report(runs, gamma=args.gamma))
 
 
+def cmd_regime(args) -> None:
+    from hnclip.analysis.bootstrap import BootstrapSettings
+    from hnclip.analysis.regime_cli import run_regime
+
+    _set_threads(args.threads)
+    _verify_stores(args.test_images)
+    runs = [Path(p).parent if Path(p).name == "summary.json" else Path(p) for p in args.runs]
+    run_regime(benchmark=args.benchmark, backbone=Path(args.backbone), train_manifest=Path(args.train_manifest),
+               test_manifest=Path(args.test_manifest), test_images=Path(args.test_images),
+               zeroshot_eval=Path(args.zeroshot), run_dirs=runs, eval_paths=[Path(p) for p in args.evals],
+               out_json=Path(args.out), main_spec=Path(args.main_spec) if args.main_spec else None,
+               settings=BootstrapSettings(args.confidence, args.resamples, args.bootstrap_seed),
+               device=args.device)
+
+
 def cmd_table(args) -> None:
     from hnclip.analysis.records import load_records, load_run_summaries, load_spec
     from hnclip.analysis.tables import build_table, write_table
@@ -317,6 +332,7 @@ def cmd_report(args) -> None:
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
+        regime=[Path(p) for p in args.regime],
         # HN-CLIP's row by its method key, so the claims find it whatever methods.hnclip.label says
         hn_row=(method_label(specs["main"]) if "main" in specs else None) or "HN-CLIP",
     )
@@ -495,6 +511,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gamma", type=float, default=0.5, help="gamma of the HN and HN-CLIP runs to use (paper 0.5)")
     p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
 
+    p = verb("regime", cmd_regime, "the seven conditions of the paper's regime on one benchmark "
+                                   "(hnclip.analysis.regime)")
+    p.add_argument("--benchmark", required=True, help="the benchmark whose test split is judged")
+    p.add_argument("--backbone", required=True, help="model folder of the backbone (caption cosines, zero-shot)")
+    p.add_argument("--train-manifest", required=True, help="training manifest the plain runs trained on")
+    p.add_argument("--test-manifest", required=True)
+    p.add_argument("--test-images", required=True, help="image store of the test manifest")
+    p.add_argument("--zeroshot", required=True, help="the backbone's evaluation record on the test split")
+    p.add_argument("--runs", nargs="+", required=True,
+                   help="plain fine-tuning run folders (or their summary.json): gamma 0, no token term, full data")
+    p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluation records on the benchmark")
+    p.add_argument("--main-spec", default=None, help="spec of the main experiment (condition 7's comparison)")
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--resamples", type=int, default=2000)
+    p.add_argument("--bootstrap-seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", required=True, help="JSON to write (results/regime/<benchmark>.json)")
+
     p = verb("report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)
     p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
@@ -505,6 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summaries", nargs="*", default=[])
     p.add_argument("--premise", default=None,
                    help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
+    p.add_argument("--regime", nargs="*", default=[],
+                   help="regime conditions per benchmark (results/regime/<benchmark>.json, hnclip regime)")
     p.add_argument("--out", required=True)
 
     p = verb("rehearsal-files", cmd_rehearsal_files,

@@ -27,6 +27,9 @@ __all__ = [
     "experiment_spec",
     "format_number",
     "is_zeroshot",
+    "plain_runs",
+    "regime_benchmarks",
+    "run_settings",
     "spec_digest",
     "spec_text",
     "train_overrides",
@@ -355,6 +358,12 @@ def train_overrides(config: dict, run: Run) -> list[str]:
     """
     from hnclip.train_config import override_items
 
+    return override_items(run_settings(config, run))
+
+
+def run_settings(config: dict, run: Run) -> dict:
+    """The workflow's training settings of one run (nested sections kept), which :func:`train_overrides`
+    passes on: what the run's ``summary.json`` will record as its ``config``, as far as the config sets it."""
     method = config["methods"][run.method]
     settings = dict(config["train"])
     settings.update({k: v for k, v in (method.get("train") or {}).items() if v is not None})
@@ -366,4 +375,24 @@ def train_overrides(config: dict, run: Run) -> list[str]:
         margin=method.get("margin", "recompute"),
         seed=run.seed,
     )
-    return override_items(settings)
+    return settings
+
+
+def plain_runs(config: dict, eval_benchmark: str) -> list[Run]:
+    """The plain fine-tuning runs behind ``eval_benchmark``'s regime conditions: runs on the benchmark's
+    train set, evaluated on it, whose settings play role ``plain`` (:func:`hnclip.analysis.premise.run_role`:
+    Long-CLIP framework, gamma 0, no token term, recomputed margins, full data), every seed configured."""
+    from hnclip.analysis.premise import run_role
+
+    train_set = config["benchmarks"][eval_benchmark].get("train_set")
+    if not train_set:
+        return []
+    evaluated = {e.run for e in all_evaluations(config) if e.eval_benchmark == eval_benchmark}
+    return sorted(r for r in evaluated if r.train_set == train_set and float(r.fraction) == 1.0
+                  and run_role({"config": run_settings(config, r), "run": {"subset_path": None}}) == "plain")
+
+
+def regime_benchmarks(config: dict) -> list[str]:
+    """Benchmarks whose regime conditions the workflow measures (``results/regime/<benchmark>.json``): those
+    with a zero-shot evaluation and plain fine-tuning runs (:func:`plain_runs`)."""
+    return [b for b in zeroshot_eval_benchmarks(config) if plain_runs(config, b)]

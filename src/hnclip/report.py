@@ -224,6 +224,20 @@ def _premise_rows(premise: Mapping | None) -> list[dict]:
              "runs": len(sources.get(key, []))} for key in PREMISE_KEYS]
 
 
+def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
+    """Per benchmark, its regime conditions (:mod:`hnclip.analysis.regime`) as table rows."""
+    marks = {True: ("✓", "holds"), False: ("✗", "fails"), None: ("–", "unknown")}
+    out = []
+    for benchmark, data in (regime or {}).items():
+        rows = [{"key": c["key"], "label": c["label"], "ours": c["ours"], "target": c["target"],
+                 "paper": c.get("paper") or "—", "mark": marks[c["met"]][0], "cls": marks[c["met"]][1],
+                 "definition": c["definition"]} for c in data["conditions"]]
+        out.append({"benchmark": benchmark, "rows": rows, "met": data.get("met", 0), "total": len(rows),
+                    "n_test": data.get("n_test_images"), "plain_runs": len(data.get("plain_runs", [])),
+                    "threshold": data.get("near_duplicate_cosine")})
+    return out
+
+
 def _fmt(value) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
@@ -341,7 +355,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   published=DEFAULT_PUBLISHED, measured: Mapping[str, float] | None = None,
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
                   template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
-                  power_reference: str = "") -> Path:
+                  power_reference: str = "", regime: Mapping[str, Mapping] | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
@@ -352,7 +366,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     :func:`hnclip.analysis.geometry.caption_geometry` result; ``published``: the paper's numbers (YAML);
     ``measured``: values the report compares directly (default: §2.4's gradient ratio, measured on the
     loss); ``records``/``specs``: evaluation records and experiment specs for counts and run settings;
-    ``premise``: the §2.4 / appendix C measurements (``{kind: premise}`` comparisons read them).
+    ``premise``: the §2.4 / appendix C measurements (``{kind: premise}`` comparisons read them);
+    ``regime``: benchmark -> its regime conditions (:func:`hnclip.analysis.regime.regime_report`).
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -387,7 +402,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
         provenance=_provenance_rows(provenance), hn_meanings=_hn_meanings(provenance),
         geometry=[{"name": n, **g} for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
-        premise_rows=_premise_rows(premise), fmt=_fmt, power=list(power or []), power_reference=power_reference,
+        premise_rows=_premise_rows(premise), regime=_regime_rows(regime), fmt=_fmt, power=list(power or []), power_reference=power_reference,
         confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95),
     )
     out_html = Path(out_html)
@@ -425,16 +440,18 @@ def _load_premise(premise) -> dict | None:
 def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[str, Mapping],
                              tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
-                             hn_row: str = "HN-CLIP", premise=None) -> Path:
+                             hn_row: str = "HN-CLIP", premise=None, regime: Iterable[Path] = ()) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
     Tables and figures are named by their file stem; claims are judged on tables rebuilt from the
     specs' evaluation records (cheap, and independent of the table files' formatting), on the main runs'
     per-epoch logs, and on the dynamics logs of the runs the specs show in row ``hn_row`` with gamma > 0.
     ``premise``: the §2.4 / appendix C measurements, a dict or a JSON file (None: those claims say "no data").
+    ``regime``: ``results/regime/<benchmark>.json`` files (:mod:`hnclip.analysis.regime`).
     """
     from hnclip.analysis.claims import evaluate_claims
     from hnclip.analysis.records import load_dynamics, load_records, load_summary
+    from hnclip.analysis.regime import load_regime
     from hnclip.analysis.tables import build_table
 
     specs = {name: spec for name, spec in (specs or {}).items() if spec}
@@ -466,6 +483,10 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
     from hnclip.analysis.claims import power_notes
 
     power, power_reference = power_notes(built.get("main"), hn_row)
+    regime_results = {}
+    for path in regime:
+        data = load_regime(path)
+        regime_results[data["benchmark"]] = data
     geometry_results = {}
     for path in geometry:
         geometry_results[Path(path).stem] = json.loads(Path(path).read_text())
@@ -484,4 +505,5 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         premise=premise,
         power=power,
         power_reference=power_reference,
+        regime=regime_results,
     )

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from hnclip.dynamics_log import MICRO_BATCH_INFONCE, format_micro_batch_losses
 from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
@@ -489,7 +490,9 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     state.last_loss = sum(losses) / len(losses)
     row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": float(logit_scale),
            "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses),
-           **step_saturation(losses, standard_losses)}
+           **step_saturation(losses, standard_losses),
+           # which micro-batches saturated, so their rows can be found again (hnclip.dynamics_log)
+           MICRO_BATCH_INFONCE: format_micro_batch_losses(standard_losses)}
     if probe is not None:
         all_reduce_probe(probe, context)
         row.update(probe.summary())

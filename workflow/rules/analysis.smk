@@ -135,6 +135,34 @@ rule premise:
         "python -m hnclip premise --runs {input.summaries} --gamma {params.gamma} --out {output} 2> {log}"
 
 
+rule regime:
+    input:
+        unpack(get_regime_inputs),
+    output:
+        "results/regime/{benchmark}.json",
+    log:
+        "results/logs/regime/{benchmark}.log",
+    conda:
+        "../../envs/train.yaml"
+    threads: get_threads("evaluate")
+    resources:
+        **get_resources("evaluate"),
+    params:
+        main=lambda w, input: (
+            f"--main-spec {input.main_spec}" if "main_spec" in input.keys() else ""
+        ),
+        confidence=lookup(dpath="statistics/confidence", within=config),
+        resamples=lookup(dpath="statistics/resamples", within=config),
+        seed=lookup(dpath="statistics/seed", within=config),
+    shell:
+        "python -m hnclip regime --benchmark {wildcards.benchmark} --backbone {input.backbone} "
+        "--train-manifest {input.train_manifest} --test-manifest {input.test_manifest} "
+        "--test-images {input.test_images} --zeroshot {input.zeroshot} --runs {input.summaries} "
+        "--evals {input.evals} {params.main} --confidence {params.confidence} "
+        "--resamples {params.resamples} --bootstrap-seed {params.seed} --threads {threads} "
+        "--out {output} 2> {log}"
+
+
 rule figure_dynamics:
     input:
         spec=spec_path("fractions"),

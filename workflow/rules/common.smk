@@ -54,6 +54,8 @@ ZEROSHOT_EVALUATIONS = [
 # the protocol table's cells: the main models under every published test-split variant (protocols.smk)
 PROTOCOL_SPEC = protocols.protocol_spec(config)
 BENCHMARKS = list(config["benchmarks"])
+# benchmarks with a zero-shot evaluation and plain fine-tuning runs: their regime conditions (analysis.smk)
+REGIME_BENCHMARKS = plan.regime_benchmarks(config)
 
 
 wildcard_constraints:
@@ -119,6 +121,7 @@ def get_report_inputs():
         "geometry": geometry,
         "summaries": get_summaries(),
         "premise": "results/premise.json",
+        "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
     }
 
 
@@ -245,6 +248,41 @@ def get_summaries(runs=None):
 
 def get_benchmark_files():
     return [f"results/benchmarks/train/{r.path}.tsv" for r in RUNS]
+
+
+def get_regime_inputs(wildcards):
+    """What `hnclip regime` reads for one benchmark: the backbone, the train set's training manifest and
+    the benchmark's test split, the zero-shot evaluation, the plain runs (summary, dynamics log, model,
+    evaluation on the benchmark) and, where the main experiment compares HN-CLIP with Long-CLIP FT on
+    it, the main spec and those evaluations."""
+    from hnclip.analysis.regime import BASELINE_METHOD, HN_METHOD
+
+    bench = wildcards.benchmark
+    runs = [f"results/runs/{r.path}" for r in plan.plain_runs(config, bench)]
+    inputs = {
+        "backbone": "results/backbone/model",
+        "train_manifest": f"results/data/{config['benchmarks'][bench]['train_set']}/train.csv",
+        "test_manifest": f"results/data/{bench}/test.csv",
+        "test_images": f"results/data/{bench}/test_images",
+        "zeroshot": plan.zeroshot_eval_path(bench),
+        "summaries": [f"{d}/summary.json" for d in runs],
+        "dynamics": [f"{d}/dynamics.csv" for d in runs],
+        "models": [f"{d}/model" for d in runs],
+        "evals": [
+            plan.Evaluation(r, bench).path for r in plan.plain_runs(config, bench)
+        ],
+    }
+    main = [
+        c
+        for c in experiment_cells("main")
+        if c["eval_benchmark"] == bench
+        and c["run"]["method"] in (HN_METHOD, BASELINE_METHOD)
+        and not plan.is_zeroshot(c)
+    ]
+    if main:
+        inputs["main_spec"] = spec_path("main")
+        inputs["main_evals"] = sorted({c["eval_path"] for c in main})
+    return inputs
 
 
 def geometry_split(benchmark):

@@ -17,4 +17,5 @@ rule report:
     shell:
         "python -m hnclip report --title {params.title:q} --scale {params.scale} --specs {input.specs} "
         "--tables {input.tables} --figures {input.figures} --geometry {input.geometry} "
-        "--summaries {input.summaries} --premise {input.premise} --out {output} 2> {log}"
+        "--summaries {input.summaries} --premise {input.premise} --regime {input.regime} "
+        "--out {output} 2> {log}"

@@ -10,7 +10,9 @@ Two kinds of columns:
 
 - every step, from the micro-batch losses the loop computes anyway (:func:`step_saturation`):
   ``saturated_share``, the share of the step's micro-batches whose standard InfoNCE is below
-  :data:`SATURATION_LOSS`, and ``objective_active_share``, the share whose trained loss is not;
+  :data:`SATURATION_LOSS`, and ``objective_active_share``, the share whose trained loss is not; and
+  ``infonce_micro``, each micro-batch's standard InfoNCE (:mod:`hnclip.dynamics_log`), which says which
+  of them saturated;
 - probed steps (:class:`GradientProbe`): gradient norms, their ratio and cosine, and the exact-zero
   measurements (:func:`exact_zero_flags`, :func:`is_zero_norm`): for each micro-batch, whether the
   standard InfoNCE's loss, its positive-logit gradient, its feature gradient and its parameter

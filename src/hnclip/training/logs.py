@@ -35,13 +35,25 @@ class CsvLog:
         return ",".join(self.columns) + "\n"
 
     def start(self, text: str | None = None) -> None:
-        """Begin a fresh log (header only), or restore ``text`` saved by :meth:`read_text`."""
+        """Begin a fresh log (header only), or restore ``text`` saved by :meth:`read_text`.
+
+        A log saved by a loop that wrote fewer columns, all of them the first of this one's (columns are
+        only ever added at the end), is restored with the new columns empty in its rows.
+        """
         if text is None:
             text = self.header
         elif not text.startswith(self.header):
-            raise ValueError(f"saved log for {self.path} starts with {text.splitlines()[0]!r}, expected "
-                             f"{self.header.strip()!r}; the checkpoint comes from another version of the loop")
+            text = self._upgraded(text)
         write_text_atomic(self.path, text)
+
+    def _upgraded(self, text: str) -> str:
+        first, _, rows = text.partition("\n")
+        saved = tuple(first.split(","))
+        if len(saved) >= len(self.columns) or self.columns[:len(saved)] != saved:
+            raise ValueError(f"saved log for {self.path} starts with {first!r}, expected "
+                             f"{self.header.strip()!r}; the checkpoint comes from another version of the loop")
+        padding = "," * (len(self.columns) - len(saved))
+        return self.header + "".join(f"{line}{padding}\n" for line in rows.splitlines() if line)
 
     def read_text(self) -> str:
         return self.path.read_text(encoding="utf-8")

@@ -1,0 +1,399 @@
+"""The regime conditions (hnclip.analysis.regime): each on hand-built arrays whose answers are worked out
+here by hand or by a plain loop, the rebuilt micro-batches against the ones the trainer really trains,
+the per-micro-batch InfoNCE column, and ``hnclip regime`` end to end on a micro model."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_train_support import make_dataset, read_csv_rows, run_training, small_config
+
+from hnclip.analysis import regime as R
+from hnclip.analysis.bootstrap import BootstrapSettings
+from hnclip.dynamics_log import DYNAMICS_COLUMNS, format_micro_batch_losses, parse_micro_batch_losses
+
+
+def unit(*degrees) -> np.ndarray:
+    """Unit vectors in the plane at the given angles: the cosine of two is cos(angle difference)."""
+    a = np.radians(degrees)
+    return np.stack([np.cos(a), np.sin(a)], axis=1)
+
+
+# 0/20 degrees: cos 0.940 (near-duplicates); 90/100: cos 0.985; 180 and 270 have no near-duplicate
+ANGLES = (0.0, 20.0, 90.0, 100.0, 180.0, 270.0)
+FEATURES = unit(*ANGLES)
+
+
+def brute_companions(features, rows, threshold=0.9):
+    return [any(math.cos(math.radians(ANGLES[i] - ANGLES[j])) >= threshold for j in rows if j != i) for i in rows]
+
+
+# ------------------------------------------------------------------------------ near-duplicates
+def test_near_duplicate_companions_and_per_epoch_shares_by_hand():
+    batches = [R.MicroBatch(1, 1, 0, np.array([0, 1, 2])), R.MicroBatch(1, 1, 1, np.array([3, 4, 5])),
+               R.MicroBatch(2, 2, 0, np.array([0, 2, 3])), R.MicroBatch(2, 2, 1, np.array([1, 4, 5]))]
+    assert R.near_duplicate_companions(FEATURES, [0, 1, 2]).tolist() == [True, True, False]
+    assert R.near_duplicate_companions(FEATURES, [3, 4, 5]).tolist() == [False, False, False]
+    for b in batches:
+        assert R.near_duplicate_companions(FEATURES, b.rows).tolist() == brute_companions(FEATURES, b.rows.tolist())
+    # epoch 1: rows 0 and 1 of 6; epoch 2: rows 2 and 3 of 6
+    assert R.batch_near_duplicate_shares(FEATURES, batches) == {1: pytest.approx(2 / 6), 2: pytest.approx(2 / 6)}
+    assert R.micro_batch_has_pair(FEATURES, [0, 1, 2]) and not R.micro_batch_has_pair(FEATURES, [1, 4, 5])
+    assert R.split_near_duplicate_share(FEATURES, chunk=4) == pytest.approx(4 / 6)  # 0, 1, 2, 3
+    assert R.NEAR_DUPLICATE_COSINE == 0.9
+    # cos 20 degrees = 0.9397: a near-duplicate at 0.9, not at 0.95
+    assert R.near_duplicate_companions(FEATURES, [0, 1], threshold=0.95).tolist() == [False, False]
+
+
+def test_hardest_partner_is_the_most_similar_other_row():
+    partner, cosine = R.hardest_partner(FEATURES[:4], chunk=3)
+    assert partner.tolist() == [1, 0, 3, 2]
+    assert cosine == pytest.approx([math.cos(math.radians(20))] * 2 + [math.cos(math.radians(10))] * 2)
+
+
+# ------------------------------------------------------------------------------------ retrieval
+def test_rank_and_top1_match_a_loop_and_the_evaluation_ranks():
+    from hnclip.evaluate import recall_at_k
+
+    rng = np.random.default_rng(4)
+    text_image = np.array([0, 0, 1, 2, 2, 2, 3, 4])  # several captions for some images
+    images = rng.normal(size=(5, 3))
+    texts = rng.normal(size=(8, 3))
+    images /= np.linalg.norm(images, axis=1, keepdims=True)
+    texts /= np.linalg.norm(texts, axis=1, keepdims=True)
+    got = R.rank_and_top1(images, texts, text_image, chunk=2)
+    for i in range(5):
+        scores = [float(images[i] @ texts[t]) for t in range(8)]
+        best_own = max(s for t, s in enumerate(scores) if text_image[t] == i)
+        assert got["i2t_rank"][i] == sum(s > best_own for s in scores)
+        assert got["i2t_top1"][i] == int(np.argmax(scores))
+    for t in range(8):
+        scores = [float(texts[t] @ images[i]) for i in range(5)]
+        assert got["t2i_rank"][t] == sum(s > scores[text_image[t]] for s in scores)
+        assert got["t2i_top1"][t] == int(np.argmax(scores))
+    ranks = recall_at_k(torch.tensor(images), torch.tensor(texts), text_image_ids=torch.tensor(text_image),
+                        return_ranks=True)["ranks"]
+    assert got["i2t_rank"].tolist() == ranks["i2t"] and got["t2i_rank"].tolist() == ranks["t2i"]
+
+
+def test_errors_with_a_near_duplicate_top1_by_hand():
+    # captions at 0, 20, 90 degrees (0 and 20 are near-duplicates); images at 15, 20, 50 degrees
+    captions = unit(0.0, 20.0, 90.0)
+    images = unit(15.0, 20.0, 50.0)
+    text_image = np.arange(3)
+    got = R.rank_and_top1(images, captions, text_image)
+    # image 0 retrieves caption 1 (5 degrees away, its own is 15): an error, and caption 1 is its twin;
+    # image 2 retrieves caption 1 (30 degrees; its own is 40 away): an error, caption 1 is 70 degrees from its own
+    assert got["i2t_top1"].tolist() == [1, 1, 1] and got["i2t_rank"].tolist() == [1, 0, 1]
+    assert R.error_near_duplicates("i2t", got["i2t_rank"], got["i2t_top1"], text_image, captions) == (2, 1)
+    # caption 0 retrieves image 0 (15 degrees), caption 1 image 1, caption 2 image 2: no T->I error
+    assert R.error_near_duplicates("t2i", got["t2i_rank"], got["t2i_top1"], text_image, captions) == (0, 0)
+    # T->I, by hand: caption 0 ranks image 1 first (its twin's image), caption 2 image 1 (not a twin)
+    assert R.error_near_duplicates("t2i", [1, 0, 1], [1, 1, 1], text_image, captions) == (2, 1)
+    # several captions per image: a top-1 counts as a near-duplicate through any own caption
+    two = np.array([0, 1, 0])  # image 0 has captions 0 and 2 (0 and 90 degrees), image 1 caption 1 (20)
+    assert R.error_near_duplicates("i2t", [1, 0], [1, 1], two, captions) == (1, 1)  # via caption 0
+    # caption 1 retrieves image 0 (near through its caption 0), caption 2 retrieves image 1 (70 degrees)
+    assert R.error_near_duplicates("t2i", [0, 1, 1], [0, 0, 1], two, captions) == (2, 1)
+
+
+def test_pairwise_outcomes_by_hand_and_as_two_candidate_ranks():
+    # scenes (image, caption): (12, 0), (40, 20), (90, 60) degrees; partners 0 <-> 1, 2 -> 1
+    images, texts = unit(12.0, 40.0, 90.0), unit(0.0, 20.0, 60.0)
+    partner = np.array([1, 0, 1])
+    got = R.pairwise_outcomes(images, texts, partner)
+    # I->T: scene 0 own caption 12 degrees away, caption 1 only 8: wrong; scene 1 own 20 vs 40: right;
+    # scene 2 own 30 vs 70: right
+    assert got["i2t"].tolist() == [False, True, True]
+    # T->I: caption 0 own image 12 away vs image 1 40: right; caption 20 own image 20 away vs image 0 8:
+    # wrong; caption 60 own image 30 away vs image 1 20: wrong
+    assert got["t2i"].tolist() == [True, False, False]
+    outcomes = R.pairwise_outcomes_as_ranks(got, "toy/test|pairwise")
+    assert outcomes.value("i2t_r1") == pytest.approx(200 / 3) and outcomes.value("t2i_r1") == pytest.approx(100 / 3)
+    # an exact tie (the partner's caption is the scene's own) counts as wrong
+    tie = R.pairwise_outcomes(unit(10.0, 50.0), unit(0.0, 0.0), np.array([1, 0]))
+    assert tie["i2t"].tolist() == [False, False]
+
+
+# ------------------------------------------------------------------------------ dynamics logs
+def test_micro_batch_losses_round_trip_and_an_empty_cell_is_not_measured():
+    losses = [0.1, 1e-05, 2.5e-300, 0.0]
+    assert parse_micro_batch_losses(format_micro_batch_losses(losses)) == losses
+    assert parse_micro_batch_losses("") is None and parse_micro_batch_losses(float("nan")) is None
+    assert DYNAMICS_COLUMNS[-1] == "infonce_micro"
+
+
+def test_saturated_micro_batches_find_their_rows_by_step_and_position():
+    batches = [R.MicroBatch(1, 1, 0, np.array([0, 1])), R.MicroBatch(1, 1, 1, np.array([2, 3])),
+               R.MicroBatch(1, 2, 0, np.array([4, 5])), R.MicroBatch(1, 2, 1, np.array([0, 2])),
+               R.MicroBatch(2, 3, 0, np.array([1, 3])), R.MicroBatch(2, 3, 1, np.array([4, 0]))]
+    dynamics = pd.DataFrame({"step": [1, 2, 3], "epoch": [1, 1, 2],
+                             "infonce_micro": ["0.5 0.0001", "1e-05 0.002", "1e-09 1e-09"]})
+    got = R.saturated_micro_batches(dynamics, batches)
+    assert [r.tolist() for r in got["saturated"]] == [[2, 3], [4, 5]]
+    assert [r.tolist() for r in got["active"]] == [[0, 1], [0, 2]]
+    assert got["unmeasured"] == 0
+    old = dynamics.drop(columns="infonce_micro")  # a log written before the column
+    assert R.saturated_micro_batches(old, batches) == {"saturated": [], "active": [], "unmeasured": 2}
+    with pytest.raises(ValueError, match="micro-batch 2"):
+        R.saturated_micro_batches(dynamics.assign(infonce_micro=["1 1 1", "1 1", "1 1"]), batches)
+
+
+def test_the_dynamics_log_of_an_older_loop_is_kept_with_the_new_column_empty(tmp_path):
+    from hnclip.training.logs import CsvLog
+
+    log = CsvLog(tmp_path / "dynamics.csv", ("step", "epoch", "infonce_micro"))
+    log.start("step,epoch\n1,1\n2,1\n")
+    assert log.read_text() == "step,epoch,infonce_micro\n1,1,\n2,1,\n"
+    log.append({"step": 3, "epoch": 2, "infonce_micro": "0.5 0.25"})
+    assert read_csv_rows(log.path)[-1] == {"step": "3", "epoch": "2", "infonce_micro": "0.5 0.25"}
+    with pytest.raises(ValueError, match="another version of the loop"):
+        log.start("epoch,step\n1,1\n")
+
+
+# --------------------------------------------------------------------------- the trainer's batches
+def test_rebuilt_micro_batches_and_logged_losses_are_the_trainers_own(tmp_path, monkeypatch):
+    """18 rows in effective batches of 4 x 2: two steps per epoch, two rows dropped each epoch; two epochs
+    cut short by max_steps = 3. The rows come from the trainer's own forward calls."""
+    import hnclip.train as T
+
+    seen = []
+    forward = T._TrainStep.forward
+
+    def spy(self, batch, margin, standard_with_grad):
+        loss, standard, scale, features = forward(self, batch, margin, standard_with_grad)
+        seen.append((batch.epoch, batch.positions.tolist(), float(standard.detach())))
+        return loss, standard, scale, features
+
+    monkeypatch.setattr(T._TrainStep, "forward", spy)
+    paths = make_dataset(tmp_path, n=18)
+    summary = run_training(paths, tmp_path, small_config(gamma=0.0, token_weight=0.0, epochs=2, max_steps=3))
+    batches = R.run_micro_batches(summary, n_train=18)
+    assert [(b.epoch, b.step, b.position) for b in batches] == [(1, 1, 0), (1, 1, 1), (1, 2, 0), (1, 2, 1),
+                                                                (2, 3, 0), (2, 3, 1)]
+    assert [b.rows.tolist() for b in batches] == [rows for _, rows, _ in seen]
+    assert [b.epoch - 1 for b in batches] == [epoch for epoch, _, _ in seen]
+    assert all(len(b.rows) == 4 for b in batches)
+    rows = read_csv_rows(tmp_path / "out" / "dynamics.csv")
+    logged = [v for r in rows for v in parse_micro_batch_losses(r["infonce_micro"])]
+    assert logged == [standard for _, _, standard in seen]  # bit for bit: repr round-trips
+    with pytest.raises(ValueError, match="18 rows"):
+        R.run_micro_batches(summary, n_train=20)
+
+
+def test_trainer_micro_batches_slice_epoch_order_by_hand():
+    from hnclip.training.batches import epoch_order
+
+    batches = R.trainer_micro_batches(10, seed=3, micro_batch=2, accum_steps=2, epochs=2)
+    assert len(batches) == 2 * 2 * 2  # 10 // 4 = 2 steps per epoch, 2 micro-batches each, 2 rows dropped
+    for epoch in (0, 1):
+        order = epoch_order(10, 3, epoch)
+        got = [b.rows.tolist() for b in batches if b.epoch == epoch + 1]
+        assert got == [order[0:2].tolist(), order[2:4].tolist(), order[4:6].tolist(), order[6:8].tolist()]
+    assert [b.step for b in batches] == [1, 1, 2, 2, 3, 3, 4, 4]
+    with pytest.raises(ValueError, match="fewer than one effective batch"):
+        R.trainer_micro_batches(3, 0, 2, 2, 1)
+
+
+# ----------------------------------------------------------------------------------- conditions
+def _record(i2t_hits, t2i_hits, method="longclip", seed=0, benchmark="toy"):
+    i2t = [0 if h else 1 for h in i2t_hits]
+    t2i = [0 if h else 1 for h in t2i_hits]
+    return {"run": {"train_set": "toy", "method": method, "gamma": 0.0, "fraction": 1.0, "seed": seed},
+            "eval_benchmark": benchmark, "split": "test",
+            "metrics": {"i2t_r1": 100.0 * np.mean(i2t_hits), "t2i_r1": 100.0 * np.mean(t2i_hits)},
+            "ranks": {"i2t": i2t, "t2i": t2i, "text_image": list(range(len(i2t)))}}
+
+
+def _plain(record, seed):
+    return R.PlainRun(f"runs/toy/longclip/g0/f1/s{seed}", {"seed": seed, "config": {"seed": seed}},
+                      pd.DataFrame(), record)
+
+
+def test_headroom_is_the_paired_difference_with_an_interval_and_both_directions_must_clear_5():
+    rng = np.random.default_rng(0)
+    zs = rng.random(200) < 0.6
+    plain = [_plain(_record(zs | (rng.random(200) < 0.2), zs), s) for s in (0, 1)]
+    cond = R.headroom_condition(plain, _record(zs, zs, method="zeroshot"), BootstrapSettings(resamples=500))
+    expected = np.mean([p.record["metrics"]["i2t_r1"] for p in plain]) - 100 * zs.mean()
+    assert cond["values"]["i2t"] == pytest.approx(expected) and expected > 5
+    assert cond["values"]["t2i"] == pytest.approx(0.0)
+    low, high = cond["intervals"]["i2t"]
+    assert low < expected < high and low > 0  # paired: the shared queries cancel
+    assert cond["intervals"]["t2i"] == [0.0, 0.0]  # identical outcomes: no difference in any resample
+    assert cond["met"] is False and cond["value"] == pytest.approx(0.0)
+    assert set(cond["per_seed"]["i2t"]) == {"0", "1"}
+
+
+def test_power_needs_test_scenes_seeds_and_a_narrow_paired_interval():
+    rng = np.random.default_rng(1)
+    base = rng.random(2000) < 0.7
+    records = {"hnclip": [(str(s), _record(base | (rng.random(2000) < 0.05), base, "hnclip", s)) for s in range(3)],
+               "longclip": [(str(s), _record(base, base, "longclip", s)) for s in range(3)]}
+    settings = BootstrapSettings(resamples=500)
+    cond = R.power_condition(2000, records, settings)
+    v = cond["values"]
+    assert v["seeds"] == 3 and v["test_scenes"] == 2000
+    lo, hi = cond["intervals"]["difference"]
+    assert v["half_width"] == pytest.approx((hi - lo) / 2) and lo < v["difference"] < hi
+    assert v["half_width"] < R.POWER_HALF_WIDTH_MAX and cond["met"] is True
+    assert R.power_condition(256, records, settings)["met"] is False  # too few test scenes
+    one = {m: r[:1] for m, r in records.items()}
+    assert R.power_condition(2000, one, settings)["met"] is False  # one seed
+    unmeasured = R.power_condition(2000, None, settings)
+    assert unmeasured["met"] is None and unmeasured["values"]["half_width"] is None
+
+
+def test_met_is_false_if_a_part_fails_and_unknown_if_a_part_is_unmeasured():
+    assert R._all_met([True, True]) is True
+    assert R._all_met([True, None]) is None
+    assert R._all_met([None, False]) is False
+
+
+def test_geometry_and_batch_conditions_over_the_trainers_batches_by_hand():
+    plain = [_plain({}, 0)]
+    batches = {plain[0].run_dir: [R.MicroBatch(1, 1, 0, np.array([0, 1, 2])),
+                                  R.MicroBatch(2, 2, 0, np.array([2, 3, 4]))]}
+    geometry = R.geometry_condition(plain, batches, FEATURES)
+    cosines, hardest = [], []
+    for rows in ([0, 1, 2], [2, 3, 4]):
+        for i in rows:
+            others = [math.cos(math.radians(ANGLES[i] - ANGLES[j])) for j in rows if j != i]
+            cosines += others
+            hardest.append(max(others))
+    v = geometry["values"]
+    assert v["frac_ge_0.8"] == pytest.approx(np.mean(np.array(cosines) >= 0.8))
+    assert v["mean_hardest"] == pytest.approx(np.mean(hardest))
+    assert v["hardest_minus_mean"] == pytest.approx(np.mean(hardest) - np.mean(cosines))
+    assert geometry["met"] is False
+    batch = R.batch_condition(plain, batches, FEATURES)
+    # epoch 1: rows 0 and 1 of 3; epoch 2: rows 2 and 3 of 3
+    assert batch["values"]["mean"] == pytest.approx(2 / 3) and batch["values"]["min"] == pytest.approx(2 / 3)
+    assert batch["met"] is True and batch["per_seed"]["0"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
+
+
+def test_saturation_condition_counts_pairs_in_the_saturated_batches():
+    rows = {(1, 0): [0, 1], (1, 1): [2, 4], (2, 0): [2, 3], (2, 1): [4, 5]}
+    batches = [R.MicroBatch(1, s, p, np.array(r)) for (s, p), r in rows.items()]
+    dynamics = pd.DataFrame({"step": [1, 2], "epoch": [1, 1], "saturated_share": [0.5, 1.0],
+                             "infonce_micro": ["1e-05 0.5", "1e-04 1e-06"]})
+    run = R.PlainRun("runs/toy/longclip/g0/f1/s0", {"seed": 0, "config": {}}, dynamics, {})
+    cond = R.saturation_condition([run], {run.run_dir: batches}, FEATURES)
+    # saturated: [0, 1] (a pair), [2, 3] (a pair), [4, 5] (none); active: [2, 4] (none)
+    assert cond["values"]["saturated_share_epoch1"] == pytest.approx(0.75)
+    assert cond["values"]["saturated_with_pair"] == pytest.approx(2 / 3)
+    assert cond["values"]["active_with_pair"] == 0.0 and cond["values"]["n_saturated"] == 3
+    assert cond["met"] is True
+    old = R.PlainRun(run.run_dir, run.summary, dynamics.drop(columns="infonce_micro"), {})
+    cond = R.saturation_condition([old], {run.run_dir: batches}, FEATURES)
+    assert cond["met"] is None and cond["values"]["saturated_with_pair"] is None
+    assert "not measured" in cond["ours"]
+
+
+def test_learnable_condition_is_plain_minus_zeroshot_pairwise_accuracy():
+    captions = unit(0.0, 20.0, 60.0)  # partners: 0 <-> 1, 2 -> 1
+    zeroshot = R.ModelFeatures(unit(12.0, 40.0, 90.0), captions)  # I->T [F, T, T], T->I [T, F, F]
+    plain = [_plain({}, 0)]
+    plain[0].features = R.ModelFeatures(unit(0.0, 20.0, 60.0), captions)  # every scene right both ways
+    cond = R.learnable_condition(plain, zeroshot, np.arange(3), np.arange(3), captions,
+                                 BootstrapSettings(resamples=200), "toy/test")
+    assert cond["values"]["zeroshot_i2t"] == pytest.approx(200 / 3)
+    assert cond["values"]["plain_i2t"] == cond["values"]["plain_t2i"] == pytest.approx(100.0)
+    assert cond["values"]["i2t"] == pytest.approx(100 / 3) and cond["values"]["t2i"] == pytest.approx(200 / 3)
+    assert cond["values"]["partner_near_duplicate_share"] == pytest.approx(2 / 3)  # cos 20 twice, cos 40 once
+    assert cond["met"] is True
+
+
+# -------------------------------------------------------------------------------------- the verb
+def _eval(model_dir, manifest, store, out, run):
+    from hnclip.evaluate import evaluate_checkpoint
+
+    return evaluate_checkpoint(model_dir, manifest, store, out, run_info=run, eval_benchmark="toy", device="cpu")
+
+
+def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
+    from hnclip.analysis.geometry_cli import encode_captions
+    from hnclip.cli import main
+    from hnclip.models import load_model
+    from hnclip.train import train
+    from hnclip.training.batches import epoch_order
+
+    monkeypatch.chdir(tmp_path)
+    paths = make_dataset(tmp_path / "data", n=16)
+    run_dir = Path("results/runs/toy/longclip/g0/f1/s0")
+    cfg = small_config(gamma=0.0, token_weight=0.0, epochs=2, eval_every_epoch=False)
+    train(cfg, out_dir=run_dir, checkpoint_dir=tmp_path / "ckpt", **paths)
+    run = {"train_set": "toy", "method": "longclip", "gamma": 0.0, "fraction": 1.0, "seed": 0}
+    manifest, store = paths["train_manifest"], paths["store_dir"]  # the training split doubles as the test split
+    plain_eval = Path("results/evals/toy/longclip/g0/f1/s0/toy.json")
+    hn_eval = Path("results/evals/toy/hnclip/g0.5/f1/s0/toy.json")
+    zs_eval = Path("results/evals/zeroshot/toy.json")
+    _eval(run_dir / "model", manifest, store, plain_eval, run)
+    _eval(run_dir / "model", manifest, store, hn_eval, run | {"method": "hnclip", "gamma": 0.5})
+    zeroshot = _eval(paths["init_model_dir"], manifest, store, zs_eval,
+                     {"train_set": "none", "method": "zeroshot", "gamma": 0.0, "fraction": 0.0, "seed": 0})
+    spec = {"experiment": "main", "scale": "toy", "cells": [
+        {"row": "HN-CLIP", "group": "Toy", "run": run | {"method": "hnclip", "gamma": 0.5}, "eval_benchmark": "toy",
+         "eval_path": str(hn_eval), "run_dir": "x"},
+        {"row": "Long-CLIP FT", "group": "Toy", "run": run, "eval_benchmark": "toy", "eval_path": str(plain_eval),
+         "run_dir": str(run_dir)}]}
+    Path("results/specs").mkdir(parents=True)
+    Path("results/specs/main.json").write_text(json.dumps(spec))
+    out = Path("results/regime/toy.json")
+    assert main(["regime", "--benchmark", "toy", "--backbone", str(paths["init_model_dir"]),
+                 "--train-manifest", str(manifest), "--test-manifest", str(manifest), "--test-images", str(store),
+                 "--zeroshot", str(zs_eval), "--runs", str(run_dir / "summary.json"), "--evals", str(plain_eval),
+                 "--main-spec", "results/specs/main.json", "--resamples", "200", "--device", "cpu",
+                 "--out", str(out)]) == 0
+    report = R.load_regime(out)
+    conditions = {c["key"]: c for c in report["conditions"]}
+    assert tuple(conditions) == R.CONDITION_KEYS and report["n_test_images"] == 16
+    plain_record = json.loads(plain_eval.read_text())
+    assert conditions["headroom"]["values"]["i2t"] == pytest.approx(
+        plain_record["metrics"]["i2t_r1"] - zeroshot["metrics"]["i2t_r1"])
+    # the recomputed ranks reproduce the evaluation records'
+    assert conditions["errors_near_duplicate"]["rank_agreement"] == {
+        "zeroshot": {"i2t": 1.0, "t2i": 1.0}, "0": {"i2t": 1.0, "t2i": 1.0}}
+    # the new log column: every epoch-1 micro-batch measured
+    assert conditions["saturation"]["unmeasured_steps"] == 0
+    assert conditions["saturation"]["values"]["saturated_share_epoch1"] is not None
+    assert conditions["power"]["values"] == {"test_scenes": 16, "seeds": 1, "half_width": pytest.approx(0.0),
+                                             "difference": 0.0}
+    assert conditions["power"]["met"] is False
+    # condition 3 by a loop over the trainer's permutation, with the backbone's caption features
+    captions = list(pd.read_csv(manifest)["caption"])
+    feats = encode_captions(load_model(paths["init_model_dir"]), captions, device="cpu").double().numpy()
+    shares = []
+    for epoch in range(2):
+        order = epoch_order(16, 0, epoch)
+        hits = 0
+        for start in range(0, 16, 4):
+            rows = order[start:start + 4]
+            hits += sum(any(float(feats[i] @ feats[j]) >= 0.9 for j in rows if j != i) for i in rows)
+        shares.append(hits / 16)
+    assert conditions["batch_near_duplicates"]["values"]["mean"] == pytest.approx(np.mean(shares))
+    assert conditions["batch_near_duplicates"]["values"]["min"] == pytest.approx(min(shares))
+    text = R.format_conditions(report)
+    assert all(c["target"] in text for c in report["conditions"])
+
+
+def test_plain_runs_and_regime_benchmarks_of_the_embedded_default():
+    import yaml
+
+    from hnclip import plan
+    from hnclip.config_validation import validate_config
+
+    repo = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((repo / "config/config.yaml").read_text())
+    validate_config(config, repo / "workflow/schemas/config.schema.yaml")
+    assert [r.path for r in plan.plain_runs(config, "synthetic")] == [
+        f"synthetic/longclip/g0/f1/s{s}" for s in (0, 1, 2)]
+    assert plan.plain_runs(config, "synthetic_shift") == []  # no train set of its own
+    assert plan.regime_benchmarks(config) == ["synthetic"]
+
