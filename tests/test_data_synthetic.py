@@ -459,3 +459,20 @@ def test_variants_within_a_slice_keep_their_kinds_in_the_inventory():
         variant = syn.vary_scene(base, rng, 1, where)  # one change always alters the scene
         assert {(o.colour, o.shape) for o in variant.objects} <= set(where.kinds)
         assert variant.signature() != base.signature()
+
+
+def test_a_slice_fixes_the_object_count_and_fill_patterns_and_variants_respect_them():
+    where = syn.family_slice("synthetic", 9, 1, 0, objects=(7, 7), patterns=["solid"])
+    scenes = [sample_scene("synthetic", random.Random(k), where) for k in range(100)]
+    assert {len(s.objects) for s in scenes} == {7}
+    assert {o.pattern for s in scenes for o in s.objects} == {"solid"}
+    for k, base in enumerate(scenes):
+        variant = syn.vary_scene(base, random.Random(k), 1, where)
+        assert {o.pattern for o in variant.objects} == {"solid"} and variant.signature() != base.signature()
+    with pytest.raises(ValueError, match="inventory must be 0 or >= 7"):
+        syn.family_slice("synthetic", 6, objects=(5, 7))
+    assert syn.family_slice("synthetic", 5, objects=(4, 5)).kinds  # five kinds fill scenes of up to five
+    with pytest.raises(ValueError, match="objects must be"):
+        syn.family_slice("synthetic", objects=(3, 5))
+    with pytest.raises(ValueError, match="unknown pattern"):
+        syn.family_slice("synthetic", patterns=["plaid"])

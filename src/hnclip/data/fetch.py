@@ -27,7 +27,8 @@ def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict) ->
                            image_size=gen.get("image_size", 96), seed=gen.get("seed", 0),
                            cluster_size=gen.get("cluster_size", 1), max_changes=gen.get("max_changes", 2),
                            n_val=gen.get("n_val", 0), inventory=gen.get("inventory", 0),
-                           backgrounds=gen.get("backgrounds", 0))
+                           backgrounds=gen.get("backgrounds", 0), objects=gen.get("objects"),
+                           patterns=gen.get("patterns"))
         origin = {"kind": "rendered", "settings": gen}
     else:
         from hnclip.data.download import LOCK_FILE, download_benchmark

@@ -179,18 +179,23 @@ class Scene:
 
 @dataclass(frozen=True)
 class Slice:
-    """What a benchmark's scenes may contain: (colour, shape) kinds and background names; None = all."""
+    """What a benchmark's scenes may contain: (colour, shape) kinds, background names, the range of
+    object counts and the fill patterns; None = the family's all."""
 
     kinds: tuple[tuple[str, str], ...] | None = None
     backgrounds: tuple[str, ...] | None = None
+    objects: tuple[int, int] | None = None
+    patterns: tuple[str, ...] | None = None
 
 
-def family_slice(family: str, inventory: int = 0, backgrounds: int = 0, seed: int = 0) -> Slice:
-    """A narrow slice of ``family``: ``inventory`` of its (colour, shape) kinds, ``backgrounds`` of its backgrounds.
+def family_slice(family: str, inventory: int = 0, backgrounds: int = 0, seed: int = 0,
+                 objects: tuple[int, int] | None = None, patterns=None) -> Slice:
+    """A narrow slice of ``family``: ``inventory`` of its (colour, shape) kinds, ``backgrounds`` of its
+    backgrounds (0 keeps all), ``objects`` (min, max) objects a scene and ``patterns`` (names; None or
+    empty keeps all).
 
-    0 keeps all of them. The choice is a pure function of (family, sizes, seed), drawn from a stream
-    labelled ``slice`` that no scene uses. An inventory needs at least :data:`MAX_OBJECTS` kinds so that
-    every scene can hold distinct kinds.
+    The kinds and backgrounds are a pure function of (family, sizes, seed), drawn from a stream labelled
+    ``slice`` that no scene uses. An inventory needs at least as many kinds as a scene holds objects.
     """
     style = _style(family)
     every_kind = [(c, s) for c in style.colours for s in style.shapes]
@@ -198,24 +203,32 @@ def family_slice(family: str, inventory: int = 0, backgrounds: int = 0, seed: in
                                                                           len(style.backgrounds))):
         if not isinstance(value, int) or not 0 <= value <= most:
             raise ValueError(f"{name} must be an int in [0, {most}] for family {family!r}, got {value!r}")
-    if 0 < inventory < MAX_OBJECTS:
-        raise ValueError(f"inventory must be 0 or >= {MAX_OBJECTS} (a scene holds up to {MAX_OBJECTS} distinct "
-                         f"kinds), got {inventory}")
+    low, high = objects or (MIN_OBJECTS, MAX_OBJECTS)
+    if not (isinstance(low, int) and isinstance(high, int) and MIN_OBJECTS <= low <= high <= MAX_OBJECTS):
+        raise ValueError(f"objects must be [min, max] within [{MIN_OBJECTS}, {MAX_OBJECTS}], got {objects!r}")
+    if 0 < inventory < high:
+        raise ValueError(f"inventory must be 0 or >= {high} (a scene holds up to {high} distinct kinds), "
+                         f"got {inventory}")
+    unknown = sorted(set(patterns or ()) - set(PATTERNS))
+    if unknown:
+        raise ValueError(f"unknown pattern(s) {unknown}; known: {', '.join(PATTERNS)}")
     rng = random.Random(f"{family}:slice:{seed}")
     kinds = tuple(rng.sample(every_kind, inventory)) if inventory else None
     chosen = tuple(rng.sample(sorted(style.backgrounds), backgrounds)) if backgrounds else None
-    return Slice(kinds, chosen)
+    return Slice(kinds, chosen, (low, high) if objects else None,
+                 tuple(p for p in PATTERNS if p in patterns) if patterns else None)
 
 
 def sample_scene(family: str, rng: random.Random, where: Slice = Slice()) -> Scene:
     """Draw one scene of ``family`` (within ``where``); (colour, shape) pairs are unique in a scene so
     relations are unambiguous."""
     style = _style(family)
-    n = rng.randint(MIN_OBJECTS, MAX_OBJECTS)
+    n = rng.randint(*(where.objects or (MIN_OBJECTS, MAX_OBJECTS)))
     cells = sorted(rng.sample(range(9), n))
     kinds = rng.sample(list(where.kinds) if where.kinds else [(c, s) for c in style.colours for s in style.shapes], n)
     objects = tuple(
-        SceneObject(shape=shape, colour=colour, size=rng.choice(SIZES), pattern=rng.choice(PATTERNS), cell=cell)
+        SceneObject(shape=shape, colour=colour, size=rng.choice(SIZES), pattern=rng.choice(where.patterns or PATTERNS),
+                    cell=cell)
         for cell, (colour, shape) in zip(cells, kinds, strict=True)
     )
     order = rng.sample(range(n), n)  # a random chain through all objects: n - 1 relations
@@ -249,10 +262,12 @@ def vary_scene(scene: Scene, rng: random.Random, n_changes: int = 1, where: Slic
                        and (allowed is None or (obj.colour, s) in allowed)]
             detail = "shape" if choices else "size"
             value = {"shape": rng.choice(choices)} if choices else None
+        elif detail == "pattern" and where.patterns and len(where.patterns) == 1:
+            detail = "size"  # a slice with one fill pattern varies no pattern
         if detail == "size":
             value = {"size": rng.choice([s for s in SIZES if s != obj.size])}
         elif detail == "pattern":
-            value = {"pattern": rng.choice([p for p in PATTERNS if p != obj.pattern])}
+            value = {"pattern": rng.choice([p for p in where.patterns or PATTERNS if p != obj.pattern])}
         elif detail == "cell":
             value = {"cell": rng.choice(sorted(set(range(9)) - {o.cell for o in objects}))}
         objects[index] = replace(obj, **value)
@@ -495,11 +510,11 @@ def _scene_rng(family: str, seed: int, split: str, index: int, attempt: int) -> 
 
 def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size: int = 128,
                        seed: int = 0, cluster_size: int = 1, max_changes: int = 2, n_val: int = 0,
-                       inventory: int = 0, backgrounds: int = 0) -> None:
+                       inventory: int = 0, backgrounds: int = 0, objects=None, patterns=None) -> None:
     """Write a ``family`` benchmark of ``n_train`` + ``n_val`` + ``n_test`` scenes under ``root``.
 
-    ``inventory`` / ``backgrounds`` (0: all) narrow the benchmark to a slice of its family
-    (:func:`family_slice`, seeded by ``seed``). Every split has its own scene streams, so adding a
+    ``inventory`` / ``backgrounds`` (0: all), ``objects`` ([min, max]) and ``patterns`` (names) narrow
+    the benchmark to a slice of its family (:func:`family_slice`, seeded by ``seed``). Every split has its own scene streams, so adding a
     validation split leaves the training and test scenes as they were.
 
     Scenes come in clusters of ``cluster_size`` near-duplicates (1: independent scenes), each variant
@@ -517,7 +532,7 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
             raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
     if not isinstance(image_size, int) or image_size < 32:
         raise ValueError(f"image_size must be an int >= 32, got {image_size!r}")
-    where = family_slice(family, inventory, backgrounds, seed)
+    where = family_slice(family, inventory, backgrounds, seed, tuple(objects) if objects else None, patterns)
     # refuse a user's folder before rendering into it (hnclip.data.roots); a root rendered before
     # markers existed is recognised as ours by its README's first line
     root = claim_root(root, f"hnclip fetch --adapter {family}",
@@ -574,6 +589,8 @@ family: {family}
 splits: train {n_train} images, val {n_val} images (for choosing recipes), test {n_test} images
 object kinds: {kinds}
 backgrounds: {backgrounds}
+objects per scene: {"{} to {}".format(*(where.objects or (MIN_OBJECTS, MAX_OBJECTS)))}
+fill patterns: {", ".join(where.patterns or PATTERNS)}
 image size: {image_size} x {image_size} px, RGB PNG
 seed: {seed}
 near-duplicate clusters: {cluster_size} scenes each (a base scene and variants with 1 to {max_changes}
