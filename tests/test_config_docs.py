@@ -62,7 +62,7 @@ def test_schema_framework_parts_and_readme_are_as_generated():
     assert not stale, f"{stale} are stale: run workflow/scripts/config_docs.py"
 
 
-def test_an_edited_schema_default_or_range_is_stale():
+def test_an_edited_schema_default_range_or_enum_is_written_back_from_the_dataclasses():
     docs = load_config_docs()
     text = SCHEMA.read_text()
     for old, new in [("r: {type: integer, minimum: 1, default: 16", "r: {type: integer, minimum: 1, default: 8"),
