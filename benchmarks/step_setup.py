@@ -5,16 +5,15 @@ that both measure the same model, modules and optimizer groups as a training job
 
 from __future__ import annotations
 
+from hnclip.frameworks import framework_names  # torch-free: the registration rows
+
 # label -> TrainConfig overrides of each framework as the paper config trains it (TrainConfig's gamma and
-# token_weight default to 0: plain Long-CLIP fine-tuning); HN-CLIP first, the baseline of the ratios
+# token_weight default to 0: plain Long-CLIP fine-tuning); HN-CLIP first, the baseline of the ratios, then
+# every registered framework
 VARIANTS = {
     "hnclip": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.5},
     "longclip": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0},
-    "lora": {"framework": "lora"},
-    "dora": {"framework": "dora"},
-    "finelip": {"framework": "finelip"},
-    "goal": {"framework": "goal"},
-    "structxlip": {"framework": "structxlip"},
+    **{name: {"framework": name} for name in framework_names() if name != "longclip"},
 }
 
 

@@ -1,14 +1,35 @@
-"""config/README.md documents every key of the schema."""
+"""config/README.md documents every key of the schema; the schema's framework parts are written from the
+framework registry and the settings dataclasses (workflow/scripts/config_docs.py), and stay so."""
 
+import dataclasses
+import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+import pytest
 import yaml
 
+from hnclip import plan
+from hnclip.config_fields import help_field
+from hnclip.config_validation import validate_config
+from hnclip.frameworks import registry
+from hnclip.frameworks.settings import FrameworkSettings
+from hnclip.train_config import TrainConfig
+
 REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
+
+def load_config_docs():
+    spec = importlib.util.spec_from_file_location("config_docs", REPO / "workflow/scripts/config_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def schema_keys():
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    schema = yaml.safe_load(SCHEMA.read_text())
     defs = schema["definitions"]
 
     def walk(node, path):
@@ -32,3 +53,91 @@ def test_every_schema_key_is_documented():
     missing = [k for k in schema_keys() if f"`{k}`" not in doc]
     assert not missing, f"undocumented config keys: {missing}"
     assert len(schema_keys()) > 60
+
+
+def test_schema_framework_parts_and_readme_are_as_generated():
+    """Fails when the schema's framework enum or a train.<section> disagrees with the registry or a settings
+    dataclass (a default, a range, a help text), or README's table with the schema."""
+    stale = [path.name for path, text in load_config_docs().generated().items() if path.read_text() != text]
+    assert not stale, f"{stale} are stale: run workflow/scripts/config_docs.py"
+
+
+def test_an_edited_schema_default_range_or_enum_is_written_back_from_the_dataclasses():
+    docs = load_config_docs()
+    text = SCHEMA.read_text()
+    for old, new in [("r: {type: integer, minimum: 1, default: 16", "r: {type: integer, minimum: 1, default: 8"),
+                     ("top_k: {type: integer, minimum: 1,", "top_k: {type: integer, minimum: 0,"),
+                     ("enum: [longclip, lora, dora,", "enum: [longclip, lora,")]:
+        assert old in text
+        assert docs.updated_schema(text.replace(old, new)) == text
+
+
+def test_schema_sections_carry_each_fields_bounds():
+    train = yaml.safe_load(SCHEMA.read_text())["definitions"]["train_settings"]["properties"]
+    assert train["finelip"]["properties"]["hinge"]["enum"] == ["sum", "max"]
+    assert train["finelip"]["properties"]["score_weight"] | {"description": ""} == {
+        "type": "number", "minimum": 0, "maximum": 1, "default": 0.2, "description": ""}
+    assert train["structxlip"]["properties"]["chunk_tau"]["exclusiveMinimum"] == 0
+    assert "lora, dora" in train["lora"]["description"]
+
+
+@dataclass(frozen=True)
+class DummySettings(FrameworkSettings):
+    """A framework registered by a test only."""
+
+    section: ClassVar[str] = "dummy"
+
+    strength: float = help_field(0.25, "weight of the dummy term", minimum=0)
+    mode: str = help_field("soft", "soft | hard: how the dummy term bites", choices=("soft", "hard"))
+
+
+@pytest.fixture
+def dummy_framework(monkeypatch):
+    """``dummy`` registered through the one registration, for this test only (the registry is restored)."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    return registry.register_framework(name="dummy", module="tests.no_such_module", settings_cls=DummySettings,
+                                       hn_legend="the dummy's global term becomes the HN objective")
+
+
+def test_a_registered_framework_reaches_the_schema_the_docs_and_the_plan(dummy_framework, tmp_path):
+    docs = load_config_docs()
+    schema_text = docs.updated_schema(SCHEMA.read_text())
+    schema = yaml.safe_load(schema_text)
+    section = schema["definitions"]["train_settings"]["properties"]["dummy"]
+    assert section["default"] == {} and section["additionalProperties"] is False
+    assert section["properties"] == {
+        "strength": {"type": "number", "minimum": 0, "default": 0.25, "description": "Weight of the dummy term."},
+        "mode": {"type": "string", "enum": ["soft", "hard"], "default": "soft",
+                 "description": "Soft | hard: how the dummy term bites."}}
+    methods = schema["properties"]["methods"]["additionalProperties"]["properties"]
+    assert methods["framework"]["enum"][-1] == "dummy"
+    readme = docs.updated_readme((REPO / "config/README.md").read_text(), schema)
+    assert "| `train.dummy.strength` | number | 0.25 | Weight of the dummy term. |" in readme
+
+    # the generated schema validates a config training the dummy; the plan passes its section on
+    (tmp_path / "workflow/schemas").mkdir(parents=True)
+    (tmp_path / "workflow/schemas/config.schema.yaml").write_text(schema_text)
+    config = yaml.safe_load((REPO / "tests/e2e/micro.yaml").read_text())
+    config["methods"]["dummy_hn"] = {"framework": "dummy", "hn": True}
+    config["train"]["dummy"] = {"mode": "hard"}
+    config["experiments"] = {"main": {"benchmarks": ["synthetic"], "methods": ["longclip", "dummy_hn"]}}
+    validate_config(config, tmp_path / "workflow/schemas/config.schema.yaml")
+    plan.check_config(config)
+    run = next(r for r in plan.all_runs(config) if r.method == "dummy_hn")
+    items = plan.train_overrides(config, run)
+    assert {"framework=dummy", "dummy.strength=0.25", "dummy.mode=hard"} <= set(items)
+    assert not any(i.startswith(("lora.", "finelip.")) for i in items)  # other sections stay out
+    cfg = TrainConfig.from_overrides(dict(i.split("=", 1) for i in items))
+    assert cfg.framework_settings == DummySettings(strength=0.25, mode="hard") and cfg.section == "dummy"
+    assert dataclasses.asdict(cfg.framework_settings) == cfg.to_dict()["dummy"]
+    with pytest.raises(ValueError, match=r"TrainConfig.dummy.mode='medium' is not one of soft, hard"):
+        DummySettings(mode="medium")
+
+
+def test_registering_a_name_twice_or_an_unknown_name_says_what_is_known(dummy_framework):
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_framework(name="dummy", module="x", settings_cls=DummySettings, hn_legend="x")
+    with pytest.raises(ValueError, match="known frameworks: longclip, lora, dora, finelip, goal, structxlip, dummy"):
+        registry.framework_entry("dummy2")
+    with pytest.raises(ValueError, match="is not one of longclip, .*, dummy"):
+        TrainConfig(framework="dummy2")

@@ -297,18 +297,13 @@ def test_new_modules_get_module_lr_and_the_model_its_framework_lr():
     assert {g["lr"] for g in lora.param_groups(model)} == {3e-4}  # adapters are the model's parameters
 
 
-def test_registry_tables_match_each_frameworks_class():
-    from hnclip.frameworks.registry import (
-        FRAMEWORK_HN_PLUGIN,
-        FRAMEWORK_NAMES,
-        FRAMEWORK_PRODUCTS,
-        FRAMEWORK_SECTIONS,
-        get_framework_class,
-    )
-    from hnclip.frameworks.settings import SETTINGS_CLASSES
+def test_each_frameworks_class_takes_its_registration_row():
+    from hnclip.frameworks.registry import framework_entry, framework_names, get_framework_class
 
-    for name in FRAMEWORK_NAMES:
-        framework = get_framework_class(name)
-        assert tuple(framework.products) == FRAMEWORK_PRODUCTS.get(name, ()), name
-        assert framework.settings_class is SETTINGS_CLASSES[FRAMEWORK_SECTIONS[name]], name
-        assert framework.hn_plugin == FRAMEWORK_HN_PLUGIN[name], name
+    for name in framework_names():
+        framework, entry = get_framework_class(name), framework_entry(name)
+        assert framework.name == name and framework.__module__ == entry.module, name
+        assert tuple(framework.products) == entry.products, name
+        assert framework.settings_class is entry.settings_cls, name
+        assert framework.hn_plugin == entry.hn_legend, name
+    assert framework_entry("dora").settings_cls is framework_entry("lora").settings_cls  # one lora section

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip.frameworks.registry import FRAMEWORK_NAMES, FRAMEWORK_SECTIONS
-from hnclip.frameworks.settings import SETTINGS_CLASSES, FineLIPSettings, LoRASettings, StructXLIPSettings
+from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
+from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
 from hnclip.train_config import NOT_HASHED, RECIPE_KEYS, TrainConfig, override_items
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,7 +128,7 @@ def test_config_hash_covers_the_framework_settings_and_only_its_own():
     base = TrainConfig(framework="finelip")
     assert TrainConfig(framework="finelip", framework_settings={"margin": 0.3}).config_hash() != base.config_hash()
     assert TrainConfig(framework="finelip", framework_settings={"hn": "hinge"}).config_hash() != base.config_hash()
-    assert set(base.to_dict()) & set(SETTINGS_CLASSES) == {"finelip"}  # no other framework's settings
+    assert set(base.to_dict()) & set(settings_sections()) == {"finelip"}  # no other framework's settings
 
 
 def test_override_items_flatten_the_run_framework_section_only():
@@ -155,9 +155,9 @@ def test_schema_train_defaults_equal_the_dataclasses():
     per_run = {"framework", "gamma", "token_weight", "margin", "seed", "caption_column", "framework_settings"}
     assert set(core) - set(_schema_defaults(train)) == per_run
     sections = {k for k, v in train["properties"].items() if "properties" in v}
-    assert sections == set(SETTINGS_CLASSES) == set(FRAMEWORK_SECTIONS.values())
+    assert sections == set(settings_sections()) == {framework_entry(n).section for n in framework_names()}
     for section in sections:
-        fields = {f.name: f.default for f in dataclasses.fields(SETTINGS_CLASSES[section])}
+        fields = {f.name: f.default for f in dataclasses.fields(settings_sections()[section])}
         schema_defaults = _schema_defaults(train["properties"][section])
         assert schema_defaults.keys() == fields.keys(), section
         for key, default in fields.items():
@@ -173,7 +173,7 @@ def test_method_recipes_offer_the_optimisation_keys_with_the_train_section_types
         assert set(node["type"]) == {train[key]["type"], "null"}, key
     methods = schema()["properties"]["methods"]["additionalProperties"]["properties"]
     assert methods["train"] == {"$ref": "#/definitions/recipe"}
-    assert set(methods["framework"]["enum"]) == set(FRAMEWORK_NAMES)
+    assert set(methods["framework"]["enum"]) == set(framework_names())
 
 
 def test_structxlip_settings_keep_the_released_annealing_epochs():

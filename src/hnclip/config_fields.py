@@ -12,16 +12,56 @@ import types
 import typing
 from dataclasses import field
 
-__all__ = ["coerce_numbers", "field_types", "help_field", "parse_value"]
+__all__ = ["check_bounds", "coerce_numbers", "field_bounds", "field_types", "help_field", "parse_value"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _TYPES: dict[type, dict[str, type]] = {}
 
 
-def help_field(default, text: str):
-    """A dataclass field with a default and the help text that ``hnclip train --help`` shows."""
-    return field(default=default, metadata={"help": text})
+def help_field(default, text: str, *, minimum=None, maximum=None, exclusive_minimum=None, exclusive_maximum=None,
+               choices: tuple[str, ...] | None = None):
+    """A dataclass field with a default, the help text that ``hnclip train --help`` shows and its range.
+
+    The range (JSON-schema bounds, or the allowed ``choices``) is checked by :func:`check_bounds` and
+    written into the workflow schema by ``workflow/scripts/config_docs.py``, so both read it from here.
+    """
+    bounds = {"minimum": minimum, "maximum": maximum, "exclusiveMinimum": exclusive_minimum,
+              "exclusiveMaximum": exclusive_maximum, "enum": list(choices) if choices is not None else None}
+    bounds = {k: v for k, v in bounds.items() if v is not None}
+    return field(default=default, metadata={"help": text, "bounds": bounds})
+
+
+def field_bounds(f: dataclasses.Field) -> dict:
+    """The field's JSON-schema bounds (``minimum``, ``exclusiveMaximum``, ``enum``, ...) from :func:`help_field`."""
+    return dict(f.metadata.get("bounds", {}))
+
+
+def bounds_violation(value, bounds: dict) -> str | None:
+    """Why ``value`` is outside ``bounds`` ("must be >= 0", "is not one of a, b"), or None."""
+    if "enum" in bounds:
+        return None if value in bounds["enum"] else f"is not one of {', '.join(map(str, bounds['enum']))}"
+    low = bounds.get("minimum", bounds.get("exclusiveMinimum"))
+    high = bounds.get("maximum", bounds.get("exclusiveMaximum"))
+    low_open, high_open = "exclusiveMinimum" in bounds, "exclusiveMaximum" in bounds
+    ok = (low is None or (value > low if low_open else value >= low)) and \
+         (high is None or (value < high if high_open else value <= high))
+    if ok:
+        return None
+    if low is not None and high is not None:
+        return f"must be in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+    if low is not None:
+        return f"must be {'>' if low_open else '>='} {low}"
+    return f"must be {'<' if high_open else '<='} {high}"
+
+
+def check_bounds(obj, where: str) -> None:
+    """Raise ValueError naming ``<where>.<field>=value`` for the first field outside its declared range."""
+    for f in dataclasses.fields(obj):
+        bounds = field_bounds(f)
+        why = bounds and bounds_violation(getattr(obj, f.name), bounds)
+        if why:
+            raise ValueError(f"{where}.{f.name}={getattr(obj, f.name)!r} {why}")
 
 
 def field_types(cls) -> dict[str, type]:

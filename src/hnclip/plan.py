@@ -159,11 +159,11 @@ def check_config(config: dict) -> None:
 
 def _check_preprocess(config: dict, experiments: dict) -> None:
     """GOAL/StructXLIP runs need a segmenter that can work on their training sets."""
-    from hnclip.frameworks.registry import FRAMEWORK_PRODUCTS
+    from hnclip.frameworks.registry import framework_entry
 
     pre = config.get("preprocess", {})
     for run in (r for name in experiments for r in _runs_of(config, name)):
-        if not FRAMEWORK_PRODUCTS.get(config["methods"][run.method]["framework"]):
+        if not framework_entry(config["methods"][run.method]["framework"]).products:
             continue
         adapter = config["benchmarks"][run.train_set]["adapter"]
         if pre.get("segmenter") == "oracle" and not adapter.startswith("synthetic"):

@@ -8,7 +8,9 @@ settings only. The hash of :meth:`to_dict` names the run's settings in checkpoin
 different settings is refused.
 
 Each default is declared once, here or in the framework settings; the workflow schema's defaults are
-tested against them (``tests/test_train_config.py``).
+tested against them (``tests/test_train_config.py``), its framework sections written from the settings
+(``workflow/scripts/config_docs.py``). Framework names and sections come from the registration rows
+(:mod:`hnclip.frameworks.registry`), read at each call, so a framework registered later is known too.
 """
 
 from __future__ import annotations
@@ -20,12 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_value
-from hnclip.frameworks.registry import FRAMEWORK_NAMES, FRAMEWORK_SECTIONS
-from hnclip.frameworks.settings import SETTINGS_CLASSES, FrameworkSettings
+from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
+from hnclip.frameworks.settings import FrameworkSettings
 
-__all__ = ["FRAMEWORKS", "NOT_HASHED", "RECIPE_KEYS", "TrainConfig", "override_items"]
+__all__ = ["NOT_HASHED", "RECIPE_KEYS", "TrainConfig", "override_items"]
 
-FRAMEWORKS = FRAMEWORK_NAMES  # the registry in hnclip.frameworks.registry
 MARGINS = ("recompute", "frozen")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -84,7 +85,7 @@ class TrainConfig:
             defaults.
     """
 
-    framework: str = help_field("longclip", " | ".join(FRAMEWORK_NAMES))
+    framework: str = help_field("longclip", " | ".join(framework_names()))
     gamma: float = help_field(0.0, "HN margin strength (>= 0; 0 = the framework's own objective)")
     token_weight: float = help_field(0.0, "weight of the FILIP token loss (>= 0); full HN-CLIP uses 0.5, set by "
                                           "the workflow config")
@@ -124,7 +125,7 @@ class TrainConfig:
 
     def __post_init__(self):
         coerce_numbers(self)
-        self._check_choice("framework", FRAMEWORKS)
+        self._check_choice("framework", framework_names())
         settings_class = self.settings_class(self.framework)
         if self.framework_settings is None or isinstance(self.framework_settings, Mapping):
             self.framework_settings = settings_class.from_dict(self.framework_settings)
@@ -159,12 +160,12 @@ class TrainConfig:
 
     @staticmethod
     def settings_class(framework: str) -> type[FrameworkSettings]:
-        return SETTINGS_CLASSES[FRAMEWORK_SECTIONS[framework]]
+        return framework_entry(framework).settings_cls
 
     @property
     def section(self) -> str:
         """The key of this framework's settings: ``--set <section>.<field>``, ``train.<section>`` in YAML."""
-        return FRAMEWORK_SECTIONS[self.framework]
+        return framework_entry(self.framework).section
 
     @property
     def effective_batch(self) -> int:
@@ -181,9 +182,10 @@ class TrainConfig:
         overrides = dict(overrides or {})
         types_ = {name: kind for name, kind in field_types(cls).items() if name != "framework_settings"}
         framework = str(overrides.pop("framework", cls.framework))
-        if framework not in FRAMEWORKS:
-            raise ValueError(f"TrainConfig.framework={framework!r} is not one of {', '.join(FRAMEWORKS)}")
-        section = FRAMEWORK_SECTIONS[framework]
+        if framework not in framework_names():
+            raise ValueError(f"TrainConfig.framework={framework!r} is not one of {', '.join(framework_names())}")
+        sections = settings_sections()
+        section = framework_entry(framework).section
         settings: dict[str, object] = {}
         kwargs: dict[str, object] = {}
         unknown = []
@@ -191,7 +193,7 @@ class TrainConfig:
             head, dot, tail = key.partition(".")
             if key in types_:
                 kwargs[key] = parse_value(f"TrainConfig.{key}", types_[key], value)
-            elif head in SETTINGS_CLASSES and head != section:
+            elif head in sections and head != section:
                 raise ValueError(f"TrainConfig: {key!r} is a setting of the {head!r} section, but framework "
                                  f"{framework!r} reads section {section!r}")
             elif head == section and dot:
@@ -203,14 +205,14 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"unknown TrainConfig key(s) {sorted(unknown)}; known keys: {', '.join(types_)}, "
                              f"and {section}.<key> for framework {framework!r}: "
-                             f"{', '.join(SETTINGS_CLASSES[section].help())}")
-        return cls(framework=framework, framework_settings=SETTINGS_CLASSES[section].from_dict(settings), **kwargs)
+                             f"{', '.join(sections[section].help())}")
+        return cls(framework=framework, framework_settings=sections[section].from_dict(settings), **kwargs)
 
     @classmethod
     def help(cls) -> dict[str, str]:
         """Field name -> help text (for ``hnclip train --help``), framework sections as ``section.key``."""
         texts = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name != "framework_settings"}
-        for settings_class in SETTINGS_CLASSES.values():
+        for settings_class in settings_sections().values():
             texts.update(settings_class.help())
         return texts
 
@@ -235,7 +237,7 @@ def override_items(settings: Mapping[str, object]) -> list[str]:
     framework's settings cannot change this run, and leaving them out keeps them out of its config hash.
     """
     framework = str(settings.get("framework", TrainConfig.framework))
-    section = FRAMEWORK_SECTIONS.get(framework)
+    section = framework_entry(framework).section if framework in framework_names() else None
     items = []
     for key, value in settings.items():
         if isinstance(value, Mapping):

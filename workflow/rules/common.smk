@@ -23,7 +23,7 @@ shell.prefix(
 )
 from hnclip import plan, protocols  # noqa: E402
 from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
-from hnclip.frameworks.registry import FRAMEWORK_PRODUCTS  # noqa: E402
+from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.train_config import override_items  # noqa: E402
 
 if workflow.config_settings.configfiles:
@@ -160,7 +160,7 @@ def get_epoch_eval(wildcards):
 
 def get_product_names(wildcards):
     framework = config["methods"][wildcards.method]["framework"]
-    return FRAMEWORK_PRODUCTS.get(framework, ())
+    return framework_entry(framework).products
 
 
 def get_products(wildcards):

@@ -1,18 +1,119 @@
-"""Regenerate the key table of config/README.md from the schema (the schema is the one source of truth).
+"""Write the generated parts of the workflow schema and the key table of config/README.md.
 
-    .venv/bin/python workflow/scripts/config_docs.py    # rewrites the table between the markers
-tests/test_config_docs.py fails when a schema key is missing from the README.
+One source per fact: the framework registration rows (hnclip.frameworks.registry) and each framework's
+settings dataclass (hnclip.frameworks.settings: every default, range and help text) are the source of the
+schema's ``framework`` enum and its ``train.<section>`` sections, written between the schema's
+``# begin generated (...)`` / ``# end generated (...)`` markers; the schema is the source of README's table.
+
+    .venv/bin/python workflow/scripts/config_docs.py          # rewrites the generated parts
+    .venv/bin/python workflow/scripts/config_docs.py --check  # exit 1 naming the files that are stale
+tests/test_config_docs.py fails while either file is stale or a schema key is missing from the README.
 """
 
+from __future__ import annotations
+
+import argparse
+import dataclasses
 import json
+import re
+import sys
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
+
+from hnclip.config_fields import field_bounds, field_types  # noqa: E402
+from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
+
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+README = REPO / "config/README.md"
 BEGIN, END = "<!-- keys:begin -->", "<!-- keys:end -->"
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+FRAMEWORK_DESCRIPTION = "Fine-tuning framework (src/hnclip/frameworks)."
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 
+# ------------------------------------------------------------------------------------- schema nodes
+def sentence(text: str) -> str:
+    """Help text as a schema description: one line, capitalised, ending with a full stop."""
+    text = " ".join(text.replace("``", "`").split())
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def framework_enum_node() -> dict:
+    return {"type": "string", "enum": list(framework_names()), "description": FRAMEWORK_DESCRIPTION}
+
+
+def section_node(settings_cls: type) -> dict:
+    """``train.<section>``: one property per dataclass field, with its type, bounds, default and help."""
+    names = frameworks_of_section(settings_cls.section)
+    doc = (settings_cls.__doc__ or "").strip().split("\n\n")[0]
+    where = f"{settings_cls.__module__}.{settings_cls.__qualname__}"
+    description = f"{sentence(doc)} Framework{'s' if len(names) > 1 else ''} {', '.join(names)}: {where}."
+    types_ = field_types(settings_cls)
+    properties = {}
+    for f in dataclasses.fields(settings_cls):
+        if types_[f.name] not in JSON_TYPES:
+            raise TypeError(f"{where}.{f.name}: no schema type for {types_[f.name]!r}")
+        properties[f.name] = {"type": JSON_TYPES[types_[f.name]], **field_bounds(f), "default": f.default,
+                              "description": sentence(f.metadata.get("help", ""))}
+    return {"type": "object", "additionalProperties": False, "default": {}, "description": description,
+            "properties": properties}
+
+
+# ---------------------------------------------------------------------------------------- YAML text
+def flow(value) -> str:
+    """``value`` in YAML flow style that PyYAML reads back to the same value (floats keep a dot)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, float):
+        text = repr(value)
+        if "e" in text and "." not in text.split("e")[0]:  # PyYAML reads 1e-05 as a string
+            mantissa, exponent = text.split("e")
+            text = f"{mantissa}.0e{exponent}"
+        return text
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else json.dumps(text)
+
+
+def node_lines(key: str, node: dict) -> list[str]:
+    """A leaf as one flow line; an object with properties as a block of one flow line per property."""
+    if "properties" not in node:
+        return [f"{key}: {flow(node)}"]
+    lines = [f"{key}:"] + [f"  {k}: {flow(v)}" for k, v in node.items() if k != "properties"]
+    return lines + ["  properties:"] + [f"    {k}: {flow(v)}" for k, v in node["properties"].items()]
+
+
+def replace_block(text: str, name: str, lines: list[str]) -> str:
+    """``lines`` between the ``# begin generated (name)`` and ``# end generated (name)`` markers, indented
+    as the begin marker is."""
+    begin = re.search(rf"^( *)# begin generated \({re.escape(name)}\).*\n", text, re.M)
+    end = re.search(rf"^ *# end generated \({re.escape(name)}\).*$", text, re.M)
+    if not begin or not end or end.start() < begin.end():
+        raise ValueError(f"{SCHEMA.name}: no '# begin generated ({name})' ... '# end generated ({name})' markers")
+    indent = begin.group(1)
+    body = "".join(f"{indent}{line}\n" for line in lines)
+    return text[:begin.end()] + body + text[end.start():]
+
+
+def updated_schema(text: str) -> str:
+    """The schema text with its framework enum and framework sections written from the registry."""
+    text = replace_block(text, "framework enum", node_lines("framework", framework_enum_node()))
+    sections = [line for section, cls in settings_sections().items() for line in node_lines(section, section_node(cls))]
+    return replace_block(text, "framework sections", sections)
+
+
+# ------------------------------------------------------------------------------------ README table
 def rows(schema: dict) -> list[str]:
     defs = schema.get("definitions", {})
     out = []
@@ -39,15 +140,33 @@ def rows(schema: dict) -> list[str]:
     return out
 
 
-def main() -> None:
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    readme = REPO / "config/README.md"
-    text = readme.read_text()
+def updated_readme(text: str, schema: dict) -> str:
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
     table = "| key | type | default | meaning |\n| --- | --- | --- | --- |\n" + "\n".join(rows(schema))
-    readme.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+
+
+def generated() -> dict[Path, str]:
+    """Each generated file's text as it should be."""
+    schema_text = updated_schema(SCHEMA.read_text())
+    return {SCHEMA: schema_text, README: updated_readme(README.read_text(), yaml.safe_load(schema_text))}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file is stale")
+    args = parser.parse_args(argv)
+    texts = generated()
+    stale = [path for path, text in texts.items() if path.read_text() != text]
+    if args.check:
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is stale: run workflow/scripts/config_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(texts[path])
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,7 @@
 """Fine-tuning frameworks behind one interface (:class:`~hnclip.frameworks.base.Framework`).
 
-- :mod:`.base` the interface and :class:`~hnclip.frameworks.base.Batch`; :mod:`.registry` name -> module.
+- :mod:`.base` the interface and :class:`~hnclip.frameworks.base.Batch`; :mod:`.registry` the one row per
+  framework (:func:`register_framework`); :mod:`.settings` each framework's settings and its row.
 - :mod:`.longclip` full fine-tuning (optionally Long-CLIP's short-caption PCA term); :mod:`.lora`,
   :mod:`.dora` PEFT adapters; :mod:`.finelip` token aggregation + cross-modal hinge loss;
   :mod:`.goal`, :mod:`.structxlip` segment/sentence (and edge) alignment.
@@ -11,14 +12,15 @@ names only); ``Framework`` and ``Batch`` are loaded on first access.
 
 from __future__ import annotations
 
-from .registry import FRAMEWORK_MODULES, FRAMEWORK_NAMES, get_framework_class
+from . import settings  # noqa: F401  (runs the built-in frameworks' registration rows)
+from .registry import framework_entry, framework_names, get_framework_class, register_framework
 
-__all__ = ["FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "Batch", "Framework", "build_framework",
-           "get_framework_class", "list_frameworks", "load_framework", "save_framework"]
+__all__ = ["Batch", "Framework", "build_framework", "framework_entry", "framework_names", "get_framework_class",
+           "list_frameworks", "load_framework", "register_framework", "save_framework"]
 
 
 def list_frameworks() -> list[str]:
-    return list(FRAMEWORK_NAMES)
+    return list(framework_names())
 
 
 def build_framework(cfg, model):

@@ -7,8 +7,8 @@ subclass. The loop in :mod:`hnclip.train` builds it from ``TrainConfig.framework
 ==========================  =============================================================================
 hook                        the loop's use
 ==========================  =============================================================================
-``settings_class``          the framework's settings dataclass (:mod:`.settings`); ``self.settings`` holds
-                            the run's
+``settings_class``          the framework's settings dataclass (its registration row's); ``self.settings``
+                            holds the run's
 ``products``                names of cached per-benchmark preprocessing products (``"segments"``, ...)
                             the run needs; their files are handed to :meth:`prepare`
 ``required_columns``        manifest columns besides the caption (e.g. a short caption)
@@ -38,10 +38,11 @@ LoRA, DoRA). They are created in ``__init__`` under the run's seed, trained with
 resume checkpoints (``state_dict``) and beside the exported model (:func:`hnclip.frameworks.save_framework`),
 and loaded again at evaluation (:func:`hnclip.frameworks.load_framework`).
 
-Writing a framework: subclass, set ``name`` and ``settings_class`` (a dataclass in :mod:`.settings`, with
-its section in ``FRAMEWORK_SECTIONS`` and the workflow schema's ``train`` section), add the module to
-``FRAMEWORK_MODULES`` in :mod:`hnclip.frameworks.registry` and define ``FRAMEWORK = YourClass`` at the
-end of the module.
+Writing a framework: its settings dataclass and one :func:`~hnclip.frameworks.registry.register_framework`
+row (name, module, settings, products, "+HN" legend) in :mod:`.settings`; in its module a subclass that
+sets ``name`` (``settings_class``, ``products`` and ``hn_plugin`` come from the row) and
+``FRAMEWORK = YourClass`` at the end. Then ``workflow/scripts/config_docs.py`` rewrites the schema's
+``framework`` enum and ``train.<section>`` and config/README.md.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from torch import nn
 
 from hnclip.losses import HNClipLoss
 
-from .registry import FRAMEWORK_HN_PLUGIN
+from .registry import framework_entry
 from .settings import FrameworkSettings, LongCLIPSettings
 
 __all__ = ["Batch", "Framework"]
@@ -105,7 +106,14 @@ class Framework(nn.Module):
     #: True when :meth:`score` is not the cosine of global features (evaluation then uses it)
     has_score: ClassVar[bool] = False
     #: what a run with gamma > 0 ("+HN") trains, in one line (the report's plug-in legend)
-    hn_plugin: ClassVar[str] = FRAMEWORK_HN_PLUGIN["longclip"]
+    hn_plugin: ClassVar[str] = framework_entry("longclip").hn_legend
+
+    def __init_subclass__(cls, **kwargs):
+        """A named subclass takes its settings class, products and "+HN" legend from its registration row."""
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            entry = framework_entry(cls.name)
+            cls.settings_class, cls.products, cls.hn_plugin = entry.settings_cls, entry.products, entry.hn_legend
 
     def __init__(self, cfg, model: nn.Module | None = None):
         super().__init__()

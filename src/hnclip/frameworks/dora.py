@@ -7,14 +7,12 @@ section), learning rate, merge for export.
 from __future__ import annotations
 
 from .lora import LoRA
-from .registry import FRAMEWORK_HN_PLUGIN
 
 __all__ = ["DoRA"]
 
 
 class DoRA(LoRA):
     name = "dora"
-    hn_plugin = FRAMEWORK_HN_PLUGIN["dora"]
     method = "dora"
 
 

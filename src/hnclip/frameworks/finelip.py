@@ -51,8 +51,6 @@ from torch import nn
 from hnclip.losses import caption_similarity
 
 from .base import Framework
-from .registry import FRAMEWORK_HN_PLUGIN
-from .settings import FineLIPSettings
 
 __all__ = ["FineLIP", "TokenAggregator", "cross_similarity", "default_slots", "vse_hinge_loss"]
 
@@ -119,9 +117,7 @@ class FineLIP(Framework):
     """FineLIP's aggregators and its cross-modal hinge (``"finelip"``); a global term only with "+HN"."""
 
     name = "finelip"
-    settings_class = FineLIPSettings
     has_score = True
-    hn_plugin = FRAMEWORK_HN_PLUGIN["finelip"]
 
     def __init__(self, cfg, model):
         super().__init__(cfg, model)

@@ -42,7 +42,6 @@ import torch
 import torch.nn.functional as F
 
 from .base import Batch, Framework
-from .registry import FRAMEWORK_HN_PLUGIN
 from .settings import GoalSettings
 
 __all__ = ["FRAMEWORK", "GoalFramework", "GoalSettings", "alignment_loss", "box_patch_mask", "captured_inputs",
@@ -150,9 +149,6 @@ class GoalFramework(Framework):
     """GOAL's objective on the one training loop; ``products = ("segments",)``."""
 
     name = "goal"
-    settings_class = GoalSettings
-    products = ("segments",)
-    hn_plugin = FRAMEWORK_HN_PLUGIN["goal"]
 
     def __init__(self, cfg, model=None):
         super().__init__(cfg, model)

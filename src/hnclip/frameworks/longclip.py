@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 
 from .base import Framework
-from .settings import LongCLIPSettings
 
 __all__ = ["LABEL_SMOOTHING", "LongCLIP", "pca_reconstruct", "short_caption_loss"]
 
@@ -59,7 +58,6 @@ class LongCLIP(Framework):
     """Full fine-tuning; optionally Long-CLIP's short-caption term (``"short"``)."""
 
     name = "longclip"
-    settings_class = LongCLIPSettings
 
     def __init__(self, cfg, model=None):
         super().__init__(cfg, model)

@@ -10,16 +10,12 @@ frozen-margin features are encoded, so "frozen G" comes from the unadapted initi
 from __future__ import annotations
 
 from .base import Framework
-from .registry import FRAMEWORK_HN_PLUGIN
-from .settings import LoRASettings
 
 __all__ = ["LoRA"]
 
 
 class LoRA(Framework):
     name = "lora"
-    settings_class = LoRASettings
-    hn_plugin = FRAMEWORK_HN_PLUGIN["lora"]
     method = "lora"  # hnclip.models.apply_adapters' method
 
     def wrap_model(self, model):

@@ -1,55 +1,114 @@
-"""Framework name -> module, settings section, products and "+HN" meaning. Torch-free, so the config
-layer and the workflow read them cheaply.
+"""The framework registry: one :func:`register_framework` row per framework, torch-free.
 
-Each module defines ``FRAMEWORK``, its :class:`~hnclip.frameworks.base.Framework` subclass; it is
-imported only when a run asks for it (a module that fails to import breaks only that framework). The
-tables below restate class attributes (``products``, ``settings_class``, ``hn_plugin``) so that readers
-need not import torch; ``tests/test_frameworks_losses.py`` checks that they agree.
+A row names the framework, the module defining its :class:`~hnclip.frameworks.base.Framework` subclass
+(``FRAMEWORK = YourClass`` at its end), its settings dataclass (whose ``section`` is the workflow config's
+``train.<section>``), the cached preprocessing products it trains on and what its "+HN" variant trains.
+Everything else reads the rows: :class:`~hnclip.train_config.TrainConfig` (framework names, settings
+sections), the Framework class attributes (``settings_class``, ``products``, ``hn_plugin``), the
+workflow's train inputs (``common.smk``), the config checks (``plan``), the benchmarks, and
+``workflow/scripts/config_docs.py``, which writes the schema's ``framework`` enum and ``train.<section>``
+sections and config/README.md from them. Like peft's ``register_peft_method``, a new framework is a call
+here plus its module; the built-in rows sit beside their settings in :mod:`hnclip.frameworks.settings`
+(importing :mod:`hnclip.frameworks` runs them).
+
+A framework's module is imported only when a run asks for it (a module that fails to import breaks only
+that framework), so reading the rows never imports torch.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
+from dataclasses import dataclass
 
-__all__ = ["FRAMEWORK_HN_PLUGIN", "FRAMEWORK_MODULES", "FRAMEWORK_NAMES", "FRAMEWORK_PRODUCTS", "FRAMEWORK_SECTIONS",
-           "get_framework_class"]
+__all__ = ["FrameworkEntry", "framework_entry", "framework_names", "frameworks_of_section", "get_framework_class",
+           "register_framework", "settings_sections"]
 
-FRAMEWORK_MODULES = {
-    "longclip": "hnclip.frameworks.longclip",
-    "lora": "hnclip.frameworks.lora",
-    "dora": "hnclip.frameworks.dora",
-    "finelip": "hnclip.frameworks.finelip",
-    "goal": "hnclip.frameworks.goal",
-    "structxlip": "hnclip.frameworks.structxlip",
-}
-FRAMEWORK_NAMES = tuple(FRAMEWORK_MODULES)
-# Cached preprocessing products each framework trains on; the workflow's train rule takes them as inputs.
-# StructXLIP needs the segments too: its local term matches caption chunks with the edge maps of each
-# image's best-scoring segment crops (StructXLIP structxlip/dataloader.py ranks an image's segments by
-# similarity_score and keeps chunk_top_k), and the segment product is where that ranking lives.
-FRAMEWORK_PRODUCTS: dict[str, tuple[str, ...]] = {"goal": ("segments",), "structxlip": ("segments", "edges")}
-# The ``train.<section>`` of the workflow config (and ``--set <section>.<key>``) holding each framework's
-# settings (hnclip.frameworks.settings); DoRA is LoRA with a magnitude vector and shares its settings.
-FRAMEWORK_SECTIONS: dict[str, str] = {"longclip": "longclip", "lora": "lora", "dora": "lora",
-                                      "finelip": "finelip", "goal": "goal", "structxlip": "structxlip"}
-# What a run with gamma > 0 ("+HN") trains, per framework: the plug-in table's legend.
-FRAMEWORK_HN_PLUGIN: dict[str, str] = {
-    "longclip": "the global InfoNCE term on long captions becomes the HN objective",
-    "lora": "the global InfoNCE term becomes the HN objective (adapters trained as before)",
-    "dora": "the global InfoNCE term becomes the HN objective (adapters trained as before)",
-    "finelip": "FineLIP trains no global term (only its cross-modal hinge), so +HN adds the HN global term "
-               "beside the unchanged hinge",
-    "goal": "GOAL's global image-caption term becomes the HN objective; segment, patch and text terms unchanged",
-    "structxlip": "StructXLIP's global image-caption term becomes the HN objective; structure, consistency and "
-                  "local terms unchanged",
-}
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+# name -> row, in registration order (the order of the schema's enum and of every listing)
+_REGISTRY: dict[str, FrameworkEntry] = {}
+
+
+@dataclass(frozen=True)
+class FrameworkEntry:
+    """One framework's registration row (see :func:`register_framework`)."""
+
+    name: str
+    module: str
+    settings_cls: type
+    products: tuple[str, ...]
+    hn_legend: str
+
+    @property
+    def section(self) -> str:
+        """``train.<section>`` / ``--set <section>.<key>``: the settings dataclass's section."""
+        return self.settings_cls.section
+
+
+def register_framework(*, name: str, module: str, settings_cls: type, products: tuple[str, ...] = (),
+                       hn_legend: str) -> FrameworkEntry:
+    """Register a framework; the row is what every torch-free reader sees.
+
+    Args:
+        name: the framework's name (``methods.<m>.framework``, ``TrainConfig.framework``); lower case.
+        module: import path of the module defining ``FRAMEWORK``, imported on first use.
+        settings_cls: its :class:`~hnclip.frameworks.settings.FrameworkSettings` subclass; frameworks may
+            share one (DoRA takes LoRA's), but a section belongs to one class.
+        products: cached per-benchmark preprocessing products the run trains on (``"segments"``,
+            ``"edges"``); the workflow's train rule takes their files as inputs.
+        hn_legend: one line, what a run with gamma > 0 ("+HN") trains (the plug-in table's legend).
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"framework name {name!r}: lower-case letters, digits and _ only")
+    if name in _REGISTRY:
+        raise ValueError(f"framework {name!r} is already registered (module {_REGISTRY[name].module})")
+    section = getattr(settings_cls, "section", "")
+    if not section:
+        raise ValueError(f"framework {name!r}: settings class {settings_cls.__name__} names no section")
+    for other in _REGISTRY.values():
+        if other.section == section and other.settings_cls is not settings_cls:
+            raise ValueError(f"framework {name!r}: section {section!r} already belongs to "
+                             f"{other.settings_cls.__name__} (framework {other.name!r})")
+    products = tuple(products)
+    if not all(isinstance(p, str) and p for p in products):
+        raise ValueError(f"framework {name!r}: products must be names, got {products!r}")
+    if not hn_legend.strip():
+        raise ValueError(f"framework {name!r}: hn_legend must say what +HN trains")
+    entry = FrameworkEntry(name=name, module=module, settings_cls=settings_cls, products=products,
+                           hn_legend=hn_legend)
+    _REGISTRY[name] = entry
+    return entry
+
+
+def framework_names() -> tuple[str, ...]:
+    """Registered framework names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def framework_entry(name: str) -> FrameworkEntry:
+    """The row registered as ``name``; an unknown name lists the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown framework {name!r}; known frameworks: {', '.join(_REGISTRY)}") from None
+
+
+def settings_sections() -> dict[str, type]:
+    """Section -> settings dataclass, in order of first registration."""
+    sections: dict[str, type] = {}
+    for entry in _REGISTRY.values():
+        sections.setdefault(entry.section, entry.settings_cls)
+    return sections
+
+
+def frameworks_of_section(section: str) -> tuple[str, ...]:
+    """The frameworks reading ``train.<section>`` (LoRA and DoRA share ``lora``)."""
+    return tuple(e.name for e in _REGISTRY.values() if e.section == section)
 
 
 def get_framework_class(name: str):
     """The Framework subclass registered as ``name``; an unknown name lists the known ones."""
-    if name not in FRAMEWORK_MODULES:
-        raise ValueError(f"unknown framework {name!r}; known frameworks: {', '.join(FRAMEWORK_NAMES)}")
-    module_name = FRAMEWORK_MODULES[name]
+    module_name = framework_entry(name).module
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:

@@ -58,7 +58,6 @@ from tqdm import tqdm
 
 from .base import Batch, Framework
 from .goal import _clip, captured_inputs, normalise_pixels, paired_infonce
-from .registry import FRAMEWORK_HN_PLUGIN
 from .settings import StructXLIPSettings
 
 __all__ = ["FRAMEWORK", "StructXLIPFramework", "StructXLIPSettings", "annealed_weight", "chunk_embeddings",
@@ -150,9 +149,6 @@ class StructXLIPFramework(Framework):
     """StructXLIP's four terms; ``products = ("segments", "edges")`` (the segments rank each image's crops)."""
 
     name = "structxlip"
-    settings_class = StructXLIPSettings
-    products = ("segments", "edges")
-    hn_plugin = FRAMEWORK_HN_PLUGIN["structxlip"]
 
     def __init__(self, cfg, model=None):
         super().__init__(cfg, model)
