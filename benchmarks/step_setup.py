@@ -5,10 +5,21 @@ that both measure the same model, modules and optimizer groups as a training job
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+
+
+def _paper_hn_settings() -> dict:
+    """HN-CLIP's gamma and token weight as config/paper.yaml sets them (the config is their one home)."""
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "paper.yaml").read_text())
+    return {"gamma": float(config["gamma"]), "token_weight": float(config["token_weight"])}
+
+
 # label -> TrainConfig overrides of each framework as the paper config trains it (TrainConfig's gamma and
 # token_weight default to 0: plain Long-CLIP fine-tuning); HN-CLIP first, the baseline of the ratios
 VARIANTS = {
-    "hnclip": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.5},
+    "hnclip": {"framework": "longclip", **_paper_hn_settings()},
     "longclip": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0},
     "lora": {"framework": "lora"},
     "dora": {"framework": "dora"},

@@ -52,15 +52,23 @@ from hnclip.analysis.bootstrap import (
 )
 from hnclip.analysis.premise import EXACT_ZERO_KEYS, KEY_ROLE, PREMISE_KEYS
 from hnclip.analysis.tables import DELTA, DIRECTION_LABELS
-from hnclip.plan import ZEROSHOT_ROW
+from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, spec_roles
 
-__all__ = ["ABLATION_ROWS", "CLAIMS", "PREMISE_KEYS", "VERDICTS", "check_premise", "evaluate_claims",
-           "in_domain_groups", "power_notes", "seed_noise"]
+__all__ = ["ABLATION_ROWS", "CLAIMS", "PREMISE_KEYS", "VERDICTS", "ablation_rows", "check_premise",
+           "evaluate_claims", "in_domain_groups", "power_notes", "row_methods", "seed_noise"]
 
 PAPER_TRANSFER_PAIRS = ("DCI -> DOCCI", "DOCCI -> DCI", "DOCCI -> Long-DCI")
-# the ablation variants' labels in the configs (config/*.yaml experiments.ablation.variants)
+# the paper's name of its method: measure names (which report/published_numbers.yaml quotes) use it,
+# so they stay put when the config renames the method's display label
+PAPER_NAME = "HN-CLIP"
+# the ablation variants' labels in the shipped configs (config/*.yaml experiments.ablation.variants): the
+# criterion text's names of a role no variant plays; rows are found by what they train (ablation_rows)
 ABLATION_ROWS = {"infonce": "InfoNCE", "hn": "HN only", "token": "token only", "full": "HN + token",
                  "frozen": "HN + token (frozen G)"}
+# tables whose rows are config methods, shown by display label: the runs behind a row name its key
+METHOD_TABLES = ("main", "epochs", "transfer", "fractions", "seeds")
+# the margins' reference in the fractions claim (§3.2 A3 compares with GOAL), by method key
+MARGIN_REFERENCE = "goal"
 VERDICTS = ("holds", "does not hold", "inconclusive", "no data")
 
 # id -> (section, the paper's sentence as paper-summary.txt gives it, short title)
@@ -274,6 +282,9 @@ def _maybe_round(x):
 
 # the interval settings of the claims being evaluated (set by evaluate_claims from the specs' statistics)
 _SETTINGS = BootstrapSettings()
+# display labels of the reference method's variants (its frozen-G row): not its competitors; set, with
+# _SETTINGS, by evaluate_claims and power_notes from the rows' method keys
+_VARIANTS: frozenset[str] = frozenset()
 
 
 def _no_data(key: str, scale: str, criterion: str, missing: str) -> dict:
@@ -310,9 +321,57 @@ def _rows(table: pd.DataFrame) -> list:
 
 
 def _competitors(rows: Iterable, hn_row: str) -> list:
-    """Rows HN-CLIP competes with: not itself, not its variants ("HN-CLIP (frozen G)"), not the zero-shot
-    reference row (a backbone before fine-tuning, shown for reference, not a competitor)."""
-    return [r for r in rows if r != hn_row and r != ZEROSHOT_ROW and not str(r).startswith(f"{hn_row} (")]
+    """Rows HN-CLIP competes with: not itself, not its variants (the frozen-G row, by method key), not the
+    zero-shot reference row (a backbone before fine-tuning, shown for reference, not a competitor)."""
+    return [r for r in rows if r != hn_row and r != ZEROSHOT_ROW and str(r) not in _VARIANTS]
+
+
+def row_methods(tables: Mapping[str, pd.DataFrame] | None, specs: Mapping[str, Mapping] | None = None
+                ) -> dict[str, str]:
+    """Display label -> method key of the rows of the per-method tables (:data:`METHOD_TABLES`), read
+    from the runs behind them: the specs' cells and each table's ``attrs["runs"]``."""
+    methods: dict[str, str] = {}
+    for name in METHOD_TABLES:
+        for cell in ((specs or {}).get(name) or {}).get("cells", []):
+            if not cell.get("zeroshot"):
+                methods.setdefault(str(cell["row"]), str(cell["run"]["method"]))
+        table = (tables or {}).get(name)
+        for (row, _col), runs in (table.attrs.get("runs", {}) if table is not None else {}).items():
+            label = row[0] if isinstance(row, tuple) else row
+            for run in runs:
+                methods.setdefault(str(label), str(run["method"]))
+    return methods
+
+
+def _roles(specs: Mapping[str, Mapping] | None) -> dict[str, str]:
+    """The method keys the specs declare (``roles``: reference, baseline, frozen), else hnclip.plan's."""
+    return next((dict(s["roles"]) for s in (specs or {}).values() if s and s.get("roles")), spec_roles())
+
+
+def _label_of(methods: Mapping[str, str], key: str) -> str:
+    """The display label of method ``key``'s rows; without one, a name no row of another method has (so
+    its claims say "no data" rather than find another method's row by label)."""
+    label = next((label for label, m in methods.items() if m == key), None)
+    if label is not None:
+        return label
+    return PAPER_NAME if PAPER_NAME not in methods else f"{PAPER_NAME} ({key})"
+
+
+def ablation_rows(spec: Mapping | None) -> dict[str, str | None]:
+    """Role (:data:`hnclip.plan.ABLATION_ROLES`) -> the ablation's row (display label) of the variant
+    that trains it (method key, and whether gamma > 0); None where no variant does."""
+    rows: dict[str, str | None] = dict.fromkeys(ABLATION_ROLES)
+    for cell in (spec or {}).get("cells", []):
+        trains = (cell["run"]["method"], float(cell["run"]["gamma"]) > 0)
+        for role, wanted in ABLATION_ROLES.items():
+            if rows[role] is None and trains == wanted:
+                rows[role] = cell["row"]
+    return rows
+
+
+def _names(rows: Mapping[str, str | None]) -> dict[str, str]:
+    """Each ablation role's name in the criterion text: its row, else the shipped configs' label."""
+    return {role: label or ABLATION_ROWS[role] for role, label in rows.items()}
 
 
 def _round(x: float) -> float:
@@ -636,7 +695,7 @@ def _a3_transfer(transfer, hn_row, scale, noise) -> dict:
         return _no_data("a3_transfer", scale, criterion, "no transfer pair with two rows")
     missing = [p for p in PAPER_TRANSFER_PAIRS if present and p not in present]
     coverage = f"pairs not configured: {', '.join(missing)}" if missing else None
-    return _verdict("a3_transfer", scale, criterion, margins, evidence, {f"{hn_row} transfer R@1": scores}, noise,
+    return _verdict("a3_transfer", scale, criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
                     coverage=coverage)
 
 
@@ -706,7 +765,7 @@ def _a3_fraction_20(fractions, main, hn_row, scale, noise) -> dict:
             evidence[f"{g}: GOAL at 100 %"] = _round(full["GOAL"])
     if not margins:
         return _no_data("a3_fraction_20", scale, criterion, "no full-data baseline on the fractions' benchmarks")
-    measures = {f"{hn_row} average R@1 at 20 %": at20, "strongest full-data baseline": strongest_of}
+    measures = {f"{PAPER_NAME} average R@1 at 20 %": at20, "strongest full-data baseline": strongest_of}
     return _verdict("a3_fraction_20", scale, criterion, margins, evidence, measures, noise)
 
 
@@ -737,8 +796,7 @@ def _a3_every_fraction(fractions, hn_row, scale, noise) -> dict:
     return _verdict("a3_every_fraction", scale, criterion, margins, evidence, {"lead per fraction": leads}, noise)
 
 
-def _a3_margin_widens(fractions, hn_row, scale, noise) -> dict:
-    reference = "GOAL"
+def _a3_margin_widens(fractions, hn_row, reference, scale, noise) -> dict:
     criterion = (f"on every benchmark, {hn_row}'s average-R@1 margin over GOAL (without a GOAL row: over the "
                  "strongest other row at each fraction) is positive at every fraction and larger at each smaller "
                  "fraction than at the next larger one")
@@ -772,18 +830,21 @@ def _a3_margin_widens(fractions, hn_row, scale, noise) -> dict:
 
 
 # ----------------------------------------------------------------------------------------- A4: ablation
-def _ablation_scores(ablation, spec, rows: Mapping[str, str]) -> tuple[list, dict]:
+def _ablation_scores(ablation, spec, rows: Mapping[str, str | None]) -> tuple[list, dict]:
     groups = in_domain_groups(spec, ablation)
-    scores = {name: {g: _avg_r1(ablation, label, g) for g in groups} for name, label in rows.items()}
+    scores = {name: {g: _avg_r1(ablation, label, g) if label is not None else math.nan for g in groups}
+              for name, label in rows.items()}
     return groups, scores
 
 
-def _a4_hn_bulk(ablation, spec, scale, noise, rows=ABLATION_ROWS) -> dict:
+def _a4_hn_bulk(ablation, spec, scale, noise) -> dict:
+    found = ablation_rows(spec)
+    rows = _names(found)
     criterion = (f"on every in-domain benchmark of the ablation, ({rows['hn']} − {rows['infonce']}) > half of "
                  f"({rows['full']} − {rows['infonce']}) > 0, in average R@1")
     if ablation is None:
         return _no_data("a4_hn_bulk", scale, criterion, "no ablation table")
-    groups, s = _ablation_scores(ablation, spec, rows)
+    groups, s = _ablation_scores(ablation, spec, found)
     margins, evidence, share = [], {}, {}
     for g in groups:
         base, hn, full = s["infonce"][g], s["hn"][g], s["full"][g]
@@ -801,12 +862,14 @@ def _a4_hn_bulk(ablation, spec, scale, noise, rows=ABLATION_ROWS) -> dict:
                     noise)
 
 
-def _a4_token_after_hn(ablation, spec, scale, noise, rows=ABLATION_ROWS) -> dict:
+def _a4_token_after_hn(ablation, spec, scale, noise) -> dict:
+    found = ablation_rows(spec)
+    rows = _names(found)
     criterion = (f"on every in-domain benchmark, the token branch without HN does not help ({rows['token']} <= "
                  f"{rows['infonce']}) and with HN it does ({rows['full']} > {rows['hn']}), in average R@1")
     if ablation is None:
         return _no_data("a4_token_after_hn", scale, criterion, "no ablation table")
-    groups, s = _ablation_scores(ablation, spec, rows)
+    groups, s = _ablation_scores(ablation, spec, found)
     margins, evidence, gains = [], {}, {}
     for g in groups:
         base, hn, token, full = s["infonce"][g], s["hn"][g], s["token"][g], s["full"][g]
@@ -846,7 +909,8 @@ def _a4_gamma(gamma_sweep, spec, scale, noise) -> dict:
 
 
 # --------------------------------------------------------------------------------------- B.2: frozen G
-def _b2_frozen(transfer, ablation, ablation_spec, hn_row, frozen_row, scale, noise, rows=ABLATION_ROWS) -> dict:
+def _b2_frozen(transfer, ablation, ablation_spec, hn_row, frozen_row, scale, noise) -> dict:
+    rows = ablation_rows(ablation_spec)
     criterion = (f"on every transfer pair, {frozen_row}'s R@1 < every other fine-tuned row's in both directions "
                  "(transfer table; and the ablation's frozen-G variant below every other variant on its "
                  "transfer benchmarks, where the ablation has any)")
@@ -866,7 +930,7 @@ def _b2_frozen(transfer, ablation, ablation_spec, hn_row, frozen_row, scale, noi
                 margins.append((rest[worst] - frozen, False))
                 if hn_row in rest:
                     gaps[label] = _round(rest[hn_row] - frozen)
-    if ablation is not None and rows["frozen"] in ablation.index:
+    if ablation is not None and rows["frozen"] is not None and rows["frozen"] in ablation.index:
         transfer_groups = [g for g in _groups(ablation) if g not in in_domain_groups(ablation_spec, ablation)]
         for g in transfer_groups if ablation_spec else []:
             for d in DIRECTION_LABELS:
@@ -877,7 +941,7 @@ def _b2_frozen(transfer, ablation, ablation_spec, hn_row, frozen_row, scale, noi
                     continue
                 evidence[f"ablation {g} {_direction(d)}: lowest other variant minus frozen G"] = _round(min(rest) - frozen)
                 margins.append((min(rest) - frozen, False))
-                full = _value(ablation, rows["full"], (g, d, "R@1"))
+                full = _value(ablation, rows["full"], (g, d, "R@1")) if rows["full"] is not None else math.nan
                 if not math.isnan(full):
                     gaps[f"ablation {g} {_direction(d)}"] = _round(full - frozen)
     if not margins:
@@ -887,8 +951,9 @@ def _b2_frozen(transfer, ablation, ablation_spec, hn_row, frozen_row, scale, noi
 
 
 # -------------------------------------------------------------------------------------------- seeds
-def _six_metric_spread(seeds_spec, records, hn_row) -> float | None:
-    """Largest |difference| between two seeds of ``hn_row`` over the six Recall@K (both directions)."""
+def _six_metric_spread(seeds_spec, records, reference: str) -> float | None:
+    """Largest |difference| between two seeds of method ``reference`` (a key) over the six Recall@K (both
+    directions)."""
     if not seeds_spec or not records:
         return None
     from hnclip.analysis.records import METRICS, record_key
@@ -897,14 +962,14 @@ def _six_metric_spread(seeds_spec, records, hn_row) -> float | None:
     per_group: dict[str, list[dict]] = {}
     for cell in seeds_spec["cells"]:
         record = index.get(record_key(cell["run"], cell["eval_benchmark"]))
-        if cell["row"] == hn_row and record is not None:
+        if cell["run"]["method"] == reference and record is not None:
             per_group.setdefault(cell["group"], []).append(record["metrics"])
     spreads = [max(abs(a[m] - b[m]) for m in METRICS) for runs in per_group.values()
                for i, a in enumerate(runs) for b in runs[i + 1:]]
     return max(spreads) if spreads else None
 
 
-def _seeds_average(seeds, seeds_spec, records, hn_row, scale) -> dict:
+def _seeds_average(seeds, seeds_spec, records, hn_row, reference, scale) -> dict:
     criterion = "mean over methods, benchmarks and directions of |R@1 change between two seeds| <= 0.4"
     if seeds is None:
         return _no_data("seeds_average", scale, criterion, "no seeds table")
@@ -931,10 +996,10 @@ def _seeds_average(seeds, seeds_spec, records, hn_row, scale) -> dict:
         bounds = [(low, high)]
     evidence = {"mean |R@1 change|": _round(mean), f"largest R@1 change ({largest})": _round(changes[largest])}
     measures = {"mean R@1 change": _round(mean), "largest R@1 change": _round(changes[largest])}
-    six = _six_metric_spread(seeds_spec, records, hn_row)
+    six = _six_metric_spread(seeds_spec, records, reference)
     if six is not None:
         evidence[f"largest change of {hn_row} over the six Recall@K"] = _round(six)
-        measures[f"largest {hn_row} change over six metrics"] = _round(six)
+        measures[f"largest {PAPER_NAME} change over six metrics"] = _round(six)
     return _verdict("seeds_average", scale, criterion, [(0.4 - mean, True)], evidence, measures, bounds=bounds)
 
 
@@ -1001,7 +1066,8 @@ def check_premise(premise: Mapping) -> dict:
     return dict(premise)
 
 
-def _premise_claims(premise: Mapping | None, scale: str) -> list[dict]:
+def _premise_claims(premise: Mapping | None, scale: str, gamma: float | None = None) -> list[dict]:
+    """``gamma``: the HN runs' (the premise file's, else the specs'), named in the "no data" reasons."""
     criteria = {
         "premise_saturation": "share of first-epoch micro-batches whose standard InfoNCE < 10^-3 >= 0.80",
         "premise_exact_zero": ("share of fp32 measurements whose InfoNCE parameter gradient is exactly zero >= "
@@ -1028,8 +1094,9 @@ def _premise_claims(premise: Mapping | None, scale: str) -> list[dict]:
         "premise_cosine": ["grad_cosine_positive_share", "grad_cosine_median"],
         "premise_error": list(ERROR_KEYS),
     }
+    at = f"gamma {gamma:g}" if gamma is not None else "the config's gamma"
     role_words = {"plain": "plain InfoNCE fine-tuning (gamma 0, no token term)",
-                  "hn": "HN-only fine-tuning (gamma 0.5, no token term)", "hnclip": "HN-CLIP (gamma 0.5)"}
+                  "hn": f"HN-only fine-tuning ({at}, no token term)", "hnclip": f"HN-CLIP ({at})"}
     fp32 = {k: p[k] for k in SHARE_KEYS if k.startswith("exact_zero.") and k.endswith(".fp32") and p[k] is not None}
     flat = p["infonce_flat_epoch"]
     out = []
@@ -1083,8 +1150,8 @@ def _premise_claims(premise: Mapping | None, scale: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------- entry
 def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mapping[str, Mapping] | None = None,
                     records: Sequence[Mapping] | None = None, premise: Mapping | None = None,
-                    caption_words: Mapping[str, float] | None = None, hn_row: str = "HN-CLIP",
-                    frozen_row: str = "HN-CLIP (frozen G)", dynamics: Mapping[str, pd.DataFrame] | None = None,
+                    caption_words: Mapping[str, float] | None = None,
+                    dynamics: Mapping[str, pd.DataFrame] | None = None,
                     settings: BootstrapSettings | None = None) -> list[dict]:
     """Verdicts on every claim of :data:`CLAIMS`, in that order.
 
@@ -1096,19 +1163,28 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
 
     ``settings``: the intervals' (default: the tables' own, from the config's ``statistics``).
 
+    HN-CLIP, its frozen-G variant, GOAL and the ablation's variants are found by method key (the specs'
+    ``roles``, :data:`hnclip.plan.ABLATION_ROLES`; see :func:`row_methods`), never by display label: a
+    renamed label changes the criterion and evidence text, not what is judged.
+
     Each verdict: ``id, section, quote, claim, criterion, holds (True/False/None), verdict (one of
     VERDICTS), evidence, measures, noise (the seed-to-seed R@1 change, shown beside), scale, coverage
     (what a partly tested claim left out), missing (why there is no data), conditions (each inequality with
     its interval and status), decided, interval (the deciding margin's interval and resolution),
     confidence``.
     """
-    global _SETTINGS
+    global _SETTINGS, _VARIANTS
     specs = specs or {}
     if settings is None:
         settings = next((t.attrs["statistics"] for t in tables.values()
                          if t is not None and isinstance(t.attrs.get("statistics"), BootstrapSettings)),
                         BootstrapSettings())
     _SETTINGS = settings
+    roles, methods = _roles(specs), row_methods(tables, specs)
+    hn_row, frozen_row = _label_of(methods, roles["reference"]), _label_of(methods, roles["frozen"])
+    if frozen_row not in methods:  # no frozen-G run: its name in the criterion text
+        frozen_row = f"{hn_row} (frozen G)"
+    _VARIANTS = frozenset(label for label, m in methods.items() if m == roles["frozen"])
     noise = seed_noise(tables.get("seeds"))
     main, epochs = tables.get("main"), tables.get("epochs")
     verdicts = [
@@ -1123,21 +1199,29 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
         _a3_dci_to_docci(tables.get("transfer"), main, hn_row, scale, noise),
         _a3_fraction_20(tables.get("fractions"), main, hn_row, scale, noise),
         _a3_every_fraction(tables.get("fractions"), hn_row, scale, noise),
-        _a3_margin_widens(tables.get("fractions"), hn_row, scale, noise),
+        _a3_margin_widens(tables.get("fractions"), hn_row, _label_of(methods, MARGIN_REFERENCE), scale, noise),
         _a4_hn_bulk(tables.get("ablation"), specs.get("ablation"), scale, noise),
         _a4_token_after_hn(tables.get("ablation"), specs.get("ablation"), scale, noise),
         _a4_gamma(tables.get("gamma_sweep"), specs.get("gamma_sweep"), scale, noise),
         _b2_frozen(tables.get("transfer"), tables.get("ablation"), specs.get("ablation"), hn_row, frozen_row, scale,
                    noise),
-        _seeds_average(tables.get("seeds"), specs.get("seeds"), records, hn_row, scale),
+        _seeds_average(tables.get("seeds"), specs.get("seeds"), records, hn_row, roles["reference"], scale),
         _seeds_ranking(tables.get("seeds"), scale),
-        *_premise_claims(premise, scale),
+        *_premise_claims(premise, scale, _gamma(premise, specs)),
     ]
     peaks = _ratio_peaks(dynamics)
     if peaks:
         ratio = next(v for v in verdicts if v["id"] == "premise_ratio")
         ratio["measures"]["peak gradient ratio per run"] = peaks
     return verdicts
+
+
+def _gamma(premise: Mapping | None, specs: Mapping[str, Mapping]) -> float | None:
+    """The HN runs' gamma: the premise measurements' (``hnclip premise --gamma``), else the specs'."""
+    for source in (premise or {}, *specs.values()):
+        if source and source.get("gamma") is not None:
+            return float(source["gamma"])
+    return None
 
 
 def _ratio_peaks(dynamics: Mapping[str, pd.DataFrame] | None) -> dict[str, float]:
@@ -1153,10 +1237,16 @@ def _ratio_peaks(dynamics: Mapping[str, pd.DataFrame] | None) -> dict[str, float
     return peaks
 
 
-def power_notes(main: pd.DataFrame | None, hn_row: str = "HN-CLIP") -> tuple[list[dict], str]:
-    """Per benchmark of the main table, what its test split resolves: the paired interval of ``hn_row``
-    minus its strongest competitor in average R@1 (at the cells' seeds), its half-width and the difference
+def power_notes(main: pd.DataFrame | None, spec: Mapping | None = None) -> tuple[list[dict], str]:
+    """Per benchmark of the main table, what its test split resolves: the paired interval of the reference
+    method (``spec``'s ``roles.reference``, HN-CLIP's key; found by key like :func:`evaluate_claims`) minus
+    its strongest competitor in average R@1 (at the cells' seeds), its half-width and the difference
     detectable at 80 % power. Returns (notes, what was compared); empty without outcomes."""
+    global _VARIANTS
+    specs = {"main": spec} if spec else {}
+    roles, methods = _roles(specs), row_methods({"main": main} if main is not None else {}, specs)
+    hn_row = _label_of(methods, roles["reference"])
+    _VARIANTS = frozenset(label for label, m in methods.items() if m == roles["frozen"])
     if main is None or hn_row not in main.index:
         return [], ""
     settings = main.attrs.get("statistics") or BootstrapSettings()
