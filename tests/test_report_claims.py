@@ -522,3 +522,22 @@ def test_a_renamed_method_label_keeps_every_claims_data(tmp_path, monkeypatch):
     # the frozen-G row stays a variant, not a competitor, although its label no longer starts with "Ours ("
     assert "HN-CLIP (frozen G)" not in str(after["a3_transfer"]["evidence"])
     assert "Ours" in after["a1_columns"]["criterion"]  # the label is what is shown
+
+
+def test_claims_are_registered_functions_in_the_sections_order():
+    from hnclip.analysis import claims
+    from hnclip.analysis.claims.base import REGISTRY, claim, order_registry
+
+    modules = [c.judge.__module__.rsplit(".", 1)[-1] for c in REGISTRY.values()]
+    assert sorted(modules, key=claims.SECTIONS.index) == modules  # main first, premise last
+    assert list(REGISTRY) == list(CLAIMS) and all(c.quote and c.section and c.title for c in REGISTRY.values())
+    with pytest.raises(ValueError, match="claim 'a1_columns' is registered twice"):
+        claim("a1_columns", "§3.2 A1", "again", "again")(lambda ctx: {})
+    saved = dict(REGISTRY)
+    try:  # a claim defined outside the known sections is an error naming its module
+        claim("stray", "nowhere", "a sentence", "a stray claim")(lambda ctx: {})
+        with pytest.raises(ValueError, match="registered outside the known sections"):
+            order_registry([f"hnclip.analysis.claims.{s}" for s in claims.SECTIONS])
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
