@@ -3,7 +3,7 @@
 Two sources, either or both:
 
 - ``--results DIR`` (a finished ``results/`` folder): every run under ``DIR/runs`` is classified by
-  :func:`hnclip.analysis.premise.run_role` (plain InfoNCE, HN only, HN-CLIP; full data, gamma 0.5) and
+  :func:`hnclip.analysis.premise.run_role` (plain InfoNCE, HN only, HN-CLIP; full data, the given gamma) and
   :func:`hnclip.analysis.premise.premise_figures` is computed from their ``dynamics.csv`` / ``epochs.csv``;
   the caption geometry comes from ``DIR/geometry/<benchmark>.json``.
 - ``--backbone MODEL --data DIR`` (a quick probe, no training): the backbone itself on a prepared
@@ -126,7 +126,8 @@ def probe_backbone(model_dir: Path, data: Path, n_batches: int, batch: int, seed
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, help="a finished results/ folder")
-    parser.add_argument("--gamma", type=float, default=0.5, help="gamma of the HN and HN-CLIP runs to use")
+    parser.add_argument("--gamma", type=float, default=None,
+                        help="gamma of the HN and HN-CLIP runs to use (the config's gamma; needed with --results)")
     parser.add_argument("--backbone", type=Path, help="a model folder to probe (with --data)")
     parser.add_argument("--data", type=Path, help="prepared benchmark folder: train.csv, test.csv, *_images")
     parser.add_argument("--batches", type=int, default=500, help="random micro-batches of the probe")
@@ -139,6 +140,8 @@ def main() -> None:
         parser.error("give --results, --regime and/or --backbone with --data")
     if args.backbone and not args.data:
         parser.error("--backbone needs --data")
+    if args.results and args.gamma is None:
+        parser.error("--results needs --gamma (the config's gamma, e.g. 0.5 in config/paper.yaml)")
     if args.results:
         from_results(args.results, args.gamma)
     if args.backbone:

@@ -5,13 +5,24 @@ that both measure the same model, modules and optimizer groups as a training job
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
+
 from hnclip.frameworks import framework_names  # torch-free: the registration rows
+
+
+def _paper_hn_settings() -> dict:
+    """HN-CLIP's gamma and token weight as config/paper.yaml sets them (the config is their one home)."""
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "paper.yaml").read_text())
+    return {"gamma": float(config["gamma"]), "token_weight": float(config["token_weight"])}
+
 
 # label -> TrainConfig overrides of each framework as the paper config trains it (TrainConfig's gamma and
 # token_weight default to 0: plain Long-CLIP fine-tuning); HN-CLIP first, the baseline of the ratios, then
 # every registered framework
 VARIANTS = {
-    "hnclip": {"framework": "longclip", "gamma": 0.5, "token_weight": 0.5},
+    "hnclip": {"framework": "longclip", **_paper_hn_settings()},
     "longclip": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0},
     **{name: {"framework": name} for name in framework_names() if name != "longclip"},
 }

@@ -80,7 +80,7 @@ def runs(tmp_path):
 
 
 def test_runs_get_their_roles_from_the_summary_config(runs):
-    roles = classify_runs(runs)
+    roles = classify_runs(runs, gamma=0.5)
     assert [r["run"] for r in roles["plain"]] == [str(runs[0]), str(runs[1])]
     assert [r["run"] for r in roles["hn"]] == [str(runs[2])]
     assert [r["run"] for r in roles["hnclip"]] == [str(runs[3]), str(runs[4])]
@@ -88,7 +88,7 @@ def test_runs_get_their_roles_from_the_summary_config(runs):
 
 
 def test_premise_figures_match_the_hand_computed_values(runs):
-    figures = premise_figures(classify_runs(runs))
+    figures = premise_figures(classify_runs(runs, gamma=0.5))
     assert tuple(figures) == PREMISE_KEYS == tuple(PAPER)
     # epoch-1 steps of the plain runs: 0.5, 1.0 (A) and 0.0 (B) -> 1.5 / 3
     assert figures["saturated_share_epoch1"] == pytest.approx(0.5)
@@ -98,7 +98,7 @@ def test_premise_figures_match_the_hand_computed_values(runs):
             assert figures[f"exact_zero.{key}.{dtype}"] == pytest.approx(0.5)
     # HN run: standard InfoNCE active 0.375 in epoch 1, 0.0 in epoch 2 -> min 0.0; the objective's own 0.375
     assert figures["hn_active_share_min_epoch"] == pytest.approx(0.0)
-    assert objective_active_min_epoch(classify_runs(runs)["hn"]) == pytest.approx(0.375)
+    assert objective_active_min_epoch(classify_runs(runs, gamma=0.5)["hn"]) == pytest.approx(0.375)
     # ratios where the fp32 standard norm is > 0: epoch 1 {100, 300} median 200; epoch 2 {5} (1e6 had norm 0)
     assert figures["ratio_median_per_epoch_min"] == pytest.approx(5.0)
     assert figures["ratio_median_per_epoch_max"] == pytest.approx(200.0)
@@ -113,7 +113,7 @@ def test_premise_figures_match_the_hand_computed_values(runs):
 
 
 def test_sources_name_the_runs_behind_each_figure(runs):
-    sources = premise_sources(classify_runs(runs))
+    sources = premise_sources(classify_runs(runs, gamma=0.5))
     assert tuple(sources) == PREMISE_KEYS
     assert sources["saturated_share_epoch1"] == [str(runs[0]), str(runs[1])]
     assert sources["exact_zero.param_grad.fp32"] == [str(runs[0]), str(runs[1])]
@@ -130,7 +130,7 @@ def test_a_log_from_before_the_new_columns_is_refused_naming_the_run(tmp_path):
     old = write_run(tmp_path, "old", {"gamma": 0.0, "token_weight": 0.0},
                     {"step": [1], "epoch": [1], "infonce": [1.0], "saturated_fraction": [0.0]})
     with pytest.raises(ValueError, match="old.*saturated_share"):
-        premise_figures(classify_runs([old]))
+        premise_figures(classify_runs([old], gamma=0.5))
 
 
 @pytest.mark.parametrize(("curve", "expected"), [
@@ -150,7 +150,8 @@ def test_the_premise_verb_writes_every_figure_with_its_runs_and_reads_summary_pa
 
     out = tmp_path / "premise.json"
     summaries = [str(run / "summary.json") for run in runs]
-    proc = subprocess.run([sys.executable, "-m", "hnclip", "premise", "--runs", *summaries, "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "premise", "--runs", *summaries, "--gamma", "0.5",
+                           "--out", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     written = json.loads(out.read_text())
@@ -164,11 +165,11 @@ def test_the_premise_verb_writes_every_figure_with_its_runs_and_reads_summary_pa
 def test_no_runs_give_no_figures_rather_than_an_error(tmp_path):
     from hnclip.analysis.premise import premise_report
 
-    report = premise_report([])
+    report = premise_report([], gamma=0.5)
     assert all(report[k] is None for k in PREMISE_KEYS) and report["sources"]["saturated_share_epoch1"] == []
 
 
 def test_runs_with_long_clips_short_caption_term_play_no_role(tmp_path):
-    assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0}}) == "plain"
+    assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0}}, gamma=0.5) == "plain"
     assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0,
-                                "longclip": {"short_weight": 0.1}}}) is None
+                                "longclip": {"short_weight": 0.1}}}, gamma=0.5) is None

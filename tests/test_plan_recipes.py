@@ -92,3 +92,21 @@ def test_a_method_recipe_outside_the_optimisation_keys_is_refused():
     toy["methods"]["goal"]["train"] = {"epochs": 3}  # the budget is shared
     with pytest.raises(Exception, match="epochs"):
         validate(toy, SCHEMA)
+
+
+def test_specs_carry_gamma_and_roles_and_the_report_declares_the_run_logs_it_reads():
+    config = load("config.yaml")
+    specs = {e: plan.experiment_spec(config, e) for e in config["experiments"]}
+    assert all(s["gamma"] == config["gamma"] and s["roles"]["reference"] == plan.REFERENCE_METHOD
+               for s in specs.values())
+    logs = plan.report_run_logs(specs)
+    # every main run's per-epoch log, and the dynamics of HN-CLIP's runs at the config's gamma only:
+    # not the gamma sweep's other gammas, not the frozen-G variant
+    assert logs["epochs"] == [f"{c['run_dir']}/epochs.csv" for c in plan.epoch_cells(specs["main"])]
+    assert logs["dynamics"] and all("/hnclip/g0.5/" in p and p.endswith("/dynamics.csv") for p in logs["dynamics"])
+    sweep = {c["run_dir"] for c in specs["gamma_sweep"]["cells"] if float(c["run"]["gamma"]) not in (0.0, 0.5)}
+    assert sweep and not sweep & {p.removesuffix("/dynamics.csv") for p in logs["dynamics"]}
+    # a renamed label finds the same runs
+    relabelled = copy.deepcopy(config)
+    relabelled["methods"]["hnclip"]["label"] = "Ours"
+    assert plan.report_run_logs({e: plan.experiment_spec(relabelled, e) for e in config["experiments"]}) == logs

@@ -21,13 +21,20 @@ from hnclip.report import load_published
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 BENCH = {"DOCCI": "docci", "DCI": "dci", "Long-DCI": "long_dci", "Urban-1K": "urban1k", "Synthetic": "synthetic"}
 TRAIN = {"docci": "docci", "dci": "dci", "long_dci": "docci", "urban1k": "vg", "synthetic": "synthetic"}
+# display label -> method key, as hnclip.plan builds cells from config/config.yaml's methods: the claims
+# find HN-CLIP, its frozen-G variant and GOAL by these keys, never by the label
+METHOD_KEYS = {"HN-CLIP": "hnclip", "HN-CLIP (frozen G)": "hnclip_frozen", "Long-CLIP FT": "longclip",
+               "GOAL": "goal", "FineLIP": "finelip", "StructXLIP": "structxlip", "LoRA": "lora", "DoRA": "dora"}
+# ablation variant label -> (method key, gamma), as config/config.yaml's experiments.ablation.variants
+ABLATION_VARIANTS = {"InfoNCE": ("longclip", 0.0), "HN only": ("longclip_hn", 0.5), "token only": ("hnclip", 0.0),
+                     "HN + token": ("hnclip", 0.5), "HN + token (frozen G)": ("hnclip_frozen", 0.5)}
 
 
 def _cell(row, group, i2t, t2i, *, method=None, gamma=0.0, fraction=1.0, seed=0, variant=None, x=None,
           train_set=None, bench=None, metrics=None):
     bench = bench or BENCH[group]
-    run = {"train_set": train_set or TRAIN[bench], "method": method or row, "gamma": gamma, "fraction": fraction,
-           "seed": seed}
+    run = {"train_set": train_set or TRAIN[bench], "method": method or METHOD_KEYS.get(row, row), "gamma": gamma,
+           "fraction": fraction, "seed": seed}
     values = dict.fromkeys(METRICS, 50.0) | {"i2t_r1": i2t, "t2i_r1": t2i} | (metrics or {})
     cell = {"row": row, "group": group, "variant": variant, "x": x, "run": run, "eval_benchmark": bench}
     if row == ZEROSHOT_ROW:
@@ -71,7 +78,7 @@ def _epochs_table(tmp_path, finals: dict, per_epoch: dict, group="DOCCI"):
     """Main table (finals: row -> (i2t, t2i)) and epochs table (per_epoch: row -> [(i2t, t2i) per epoch])."""
     cells, epoch_cells = [], []
     for row, (i2t, t2i) in finals.items():
-        cell, record = _cell(row, group, i2t, t2i, gamma=0.5 if row == "HN-CLIP" else 0.0)
+        cell, record = _cell(row, group, i2t, t2i, gamma=0.5 if METHOD_KEYS.get(row) == "hnclip" else 0.0)
         cells.append((cell, record))
         if row in per_epoch:
             run_dir = tmp_path / row.replace(" ", "_")
@@ -208,7 +215,7 @@ def test_a3_dci_to_docci_must_beat_every_in_domain_docci_baseline_per_direction(
 
 def _fractions(rows: dict):
     """rows: method -> {fraction: average R@1} on DOCCI (both directions equal)."""
-    cells = [_cell(m, "DOCCI", r, r, method=m, gamma=0.5 if m == "HN-CLIP" else 0.0, fraction=f, x=f)
+    cells = [_cell(m, "DOCCI", r, r, gamma=0.5 if METHOD_KEYS.get(m) == "hnclip" else 0.0, fraction=f, x=f)
              for m, per in rows.items() for f, r in per.items()]
     return _build("fractions", cells)
 
@@ -255,7 +262,8 @@ def test_fractions_claims_hold_for_a_lead_that_widens_as_data_shrinks_and_use_th
 
 # ------------------------------------------------------------------------------------------------ A4
 def _ablation(scores: dict, group="DOCCI"):
-    cells = [_cell(label, group, r, r, method=label) for label, r in scores.items()]
+    cells = [_cell(label, group, r, r, method=ABLATION_VARIANTS[label][0], gamma=ABLATION_VARIANTS[label][1])
+             for label, r in scores.items()]
     return _build("ablation", cells)
 
 
@@ -441,25 +449,26 @@ def test_measured_gradient_ratio_is_exp_s_gamma_delta_g():
 
 
 # ------------------------------------------------------------------------------------ published numbers
-def _paper_grid(tmp_path):
-    """Hand-made tables of every experiment at the paper's labels, so every claim has data."""
+def _paper_grid(tmp_path, hn="HN-CLIP"):
+    """Hand-made tables of every experiment at the paper's labels (HN-CLIP's row labelled ``hn``), so every
+    claim has data."""
     benches = ("DOCCI", "DCI", "Long-DCI", "Urban-1K")
     methods = ("Long-CLIP FT", "FineLIP", "GOAL", "StructXLIP", "LoRA", "DoRA")
-    finals = {"HN-CLIP": (80, 80), **{m: (60 + i, 60 + i) for i, m in enumerate(methods)}}
-    per_epoch = {"HN-CLIP": [(70, 70), (75, 75)], "FineLIP": [(50, 50), (40, 55)]}
+    finals = {hn: (80, 80), **{m: (60 + i, 60 + i) for i, m in enumerate(methods)}}
+    per_epoch = {hn: [(70, 70), (75, 75)], "FineLIP": [(50, 50), (40, 55)]}
     epochs = pd.concat([_epochs_table(tmp_path / b, finals, per_epoch, group=b)[1] for b in ("DOCCI", "DCI")])
-    main, main_spec, _ = _build("main", [_cell(r, b, a + 0.1 * j, t, gamma=0.5 if r == "HN-CLIP" else 0.0)
+    main, main_spec, _ = _build("main", [_cell(r, b, a + 0.1 * j, t, gamma=0.5 if r == hn else 0.0)
                                          for j, b in enumerate(benches) for r, (a, t) in finals.items()])
     plugin, plugin_spec, _ = _plugin({(m, b): (1.0, 2.0) for m in methods for b in benches})
     pairs = {"DCI -> DOCCI": (85, 83), "DOCCI -> DCI": (70, 71), "DOCCI -> Long-DCI": (60, 61)}
-    transfer, _, _ = _transfer({"HN-CLIP": pairs, "Long-CLIP FT": {p: (a - 2, b - 2) for p, (a, b) in pairs.items()},
+    transfer, _, _ = _transfer({hn: pairs, "Long-CLIP FT": {p: (a - 2, b - 2) for p, (a, b) in pairs.items()},
                                 "HN-CLIP (frozen G)": {p: (a - 5, b - 7) for p, (a, b) in pairs.items()}})
-    fractions, _, _ = _fractions({"HN-CLIP": {0.05: 50, 0.2: 70, 0.5: 75, 1.0: 80},
+    fractions, _, _ = _fractions({hn: {0.05: 50, 0.2: 70, 0.5: 75, 1.0: 80},
                                   "GOAL": {0.05: 40, 0.2: 62, 0.5: 70, 1.0: 76}})
     ablation, ablation_spec, _ = _ablation({"InfoNCE": 50, "HN only": 53, "token only": 49, "HN + token": 55})
     gamma = _build("gamma_sweep", [_cell(f"gamma={g:g}", "DOCCI", 50 + g, 50 + g, method="hnclip", gamma=g, x=g)
                                    for g in (0.0, 0.25, 0.5, 1.0)])
-    seeds, seeds_spec, records = _seeds({"HN-CLIP": [(60, 60), (60.2, 59.6)], "Long-CLIP FT": [(50, 50), (50.4, 50)]})
+    seeds, seeds_spec, records = _seeds({hn: [(60, 60), (60.2, 59.6)], "Long-CLIP FT": [(50, 50), (50.4, 50)]})
     tables = {"main": main, "epochs": epochs, "plugin": plugin, "transfer": transfer, "fractions": fractions,
               "ablation": ablation, "gamma_sweep": gamma[0], "seeds": seeds}
     specs = {"main": main_spec, "plugin": plugin_spec, "ablation": ablation_spec, "gamma_sweep": gamma[1],
@@ -496,3 +505,39 @@ def test_a_premise_figure_no_run_measured_makes_its_claim_no_data_naming_the_rol
     v = _verdicts(premise=PREMISE | {"saturated_share_epoch1": None, "exact_zero.param_grad.fp32": None})
     assert v["premise_saturation"]["verdict"] == v["premise_exact_zero"]["verdict"] == "no data"
     assert "plain InfoNCE" in v["premise_saturation"]["missing"]
+
+
+def test_a_renamed_method_label_keeps_every_claims_data(tmp_path, monkeypatch):
+    # methods.hnclip.label: "Ours" in the config: the same runs (method key hnclip) under another row label
+    before = {v["id"]: v for v in _paper_grid(tmp_path / "before")}
+    monkeypatch.setitem(METHOD_KEYS, "Ours", "hnclip")
+    after = {v["id"]: v for v in _paper_grid(tmp_path / "after", hn="Ours")}
+    assert list(after) == list(before)
+    assert all(v["verdict"] != "no data" for v in after.values()), \
+        [k for k, v in after.items() if v["verdict"] == "no data"]
+    for claim, v in before.items():
+        assert (after[claim]["verdict"], after[claim]["holds"]) == (v["verdict"], v["holds"]), claim
+        assert after[claim]["measures"] == v["measures"], claim
+        assert after[claim]["interval"] == v["interval"], claim
+    # the frozen-G row stays a variant, not a competitor, although its label no longer starts with "Ours ("
+    assert "HN-CLIP (frozen G)" not in str(after["a3_transfer"]["evidence"])
+    assert "Ours" in after["a1_columns"]["criterion"]  # the label is what is shown
+
+
+def test_claims_are_registered_functions_in_the_sections_order():
+    from hnclip.analysis import claims
+    from hnclip.analysis.claims.base import REGISTRY, claim, order_registry
+
+    modules = [c.judge.__module__.rsplit(".", 1)[-1] for c in REGISTRY.values()]
+    assert sorted(modules, key=claims.SECTIONS.index) == modules  # main first, premise last
+    assert list(REGISTRY) == list(CLAIMS) and all(c.quote and c.section and c.title for c in REGISTRY.values())
+    with pytest.raises(ValueError, match="claim 'a1_columns' is registered twice"):
+        claim("a1_columns", "§3.2 A1", "again", "again")(lambda ctx: {})
+    saved = dict(REGISTRY)
+    try:  # a claim defined outside the known sections is an error naming its module
+        claim("stray", "nowhere", "a sentence", "a stray claim")(lambda ctx: {})
+        with pytest.raises(ValueError, match="registered outside the known sections"):
+            order_registry([f"hnclip.analysis.claims.{s}" for s in claims.SECTIONS])
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)

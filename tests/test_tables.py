@@ -262,8 +262,8 @@ def test_cost_table_cpu_hours_benchmark_tsv_and_speed_ratio(tmp_path):
         tsv.write_text(header + f"3600.0\t1:00:00\t{rss}\t4000\t1900\tNA\t1\t2\t180.0\t{cpu_s}\n")
         tsvs.append(tsv)
     with pytest.raises(ValueError, match=r"no Snakemake benchmark file for run docci/goal/g0/f1/s0"):
-        build_cost_table(summaries, tsvs[:2], scale="toy")
-    df = build_cost_table(summaries, tsvs, scale="toy")
+        build_cost_table(summaries, tsvs[:2], scale="toy", reference_gamma=0.5)
+    df = build_cost_table(summaries, tsvs, scale="toy", reference_gamma=0.5)
     hn = ("docci", "hnclip", "0.5", "1")
     goal = ("docci", "goal", "0", "1")
     assert df.loc[hn, ("wall time (h)", "mean")] == pytest.approx(1.5)
@@ -277,11 +277,11 @@ def test_cost_table_cpu_hours_benchmark_tsv_and_speed_ratio(tmp_path):
 
 def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
     s = _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 7200.0, device="cuda", world_size=4)
-    df = build_cost_table([s])
+    df = build_cost_table([s], reference_gamma=0.5)
     assert df.loc[("docci", "hnclip", "0.5", "1"), ("GPU-hours", "mean")] == pytest.approx(8.0)
     # what training writes: the GPU's name in "device", its kind in "device_type"
     named = _summary(tmp_path, "docci/lora/g0/f1/s0", 3600.0, device="NVIDIA H200", device_type="cuda")
-    assert build_cost_table([named]).loc[("docci", "lora", "0", "1"), ("GPU-hours", "mean")] == pytest.approx(1.0)
+    assert build_cost_table([named], reference_gamma=0.5).loc[("docci", "lora", "0", "1"), ("GPU-hours", "mean")] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="unknown scale"):
         write_table(df, tmp_path / "cost", caption="cost")
     md = write_table(df, tmp_path / "cost", caption="cost", scale="paper")["md"].read_text()
@@ -415,7 +415,7 @@ def test_a_plugin_difference_names_the_runs_of_both_sides(tmp_path):
 def test_cost_table_lines_carry_the_config_hash_of_their_own_summaries(tmp_path):
     summaries = [_summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0, config_hash="aaa"),
                  _summary(tmp_path, "docci/hnclip/g0.5/f1/s1", 3600.0, config_hash="bbb")]
-    tidy = pd.read_csv(write_table(build_cost_table(summaries, scale="toy"), tmp_path / "cost", caption="c")["csv"],
+    tidy = pd.read_csv(write_table(build_cost_table(summaries, scale="toy", reference_gamma=0.5), tmp_path / "cost", caption="c")["csv"],
                        keep_default_na=False, dtype=str)
     line = _line(tidy, quantity="wall time (h)")
     assert line["runs"] == "docci/hnclip/g0.5/f1/s0;docci/hnclip/g0.5/f1/s1"

@@ -292,7 +292,8 @@ def cmd_table_protocols(args) -> None:
 def cmd_table_cost(args) -> None:
     from hnclip.analysis.tables import build_cost_table, write_table
 
-    table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale)
+    table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale,
+                             reference_gamma=args.gamma)
     write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
 
 
@@ -317,7 +318,6 @@ def cmd_gallery(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from hnclip.analysis.figures import method_label
     from hnclip.analysis.records import load_spec
     from hnclip.report import render_report_from_files
 
@@ -333,8 +333,6 @@ def cmd_report(args) -> None:
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime],
-        # HN-CLIP's row by its method key, so the claims find it whatever methods.hnclip.label says
-        hn_row=(method_label(specs["main"]) if "main" in specs else None) or "HN-CLIP",
     )
 
 
@@ -470,9 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--manifest", required=True)
     p.add_argument("--benchmark", required=True)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--n-batches", type=int, default=50)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, required=True, help="captions per batch (geometry.batch_size)")
+    p.add_argument("--n-batches", type=int, required=True, help="random batches (geometry.n_batches)")
+    p.add_argument("--seed", type=int, required=True)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-json", required=True)
     p.add_argument("--out-figure", required=True)
@@ -492,7 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("table-cost", cmd_table_cost, "training cost per run")
     p.add_argument("--summaries", nargs="+", required=True)
     p.add_argument("--benchmarks", nargs="*", default=[])
-    p.add_argument("--scale", default="toy")
+    p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
+    p.add_argument("--gamma", type=float, required=True,
+                   help="gamma of the reference (HN-CLIP) runs the time ratio divides by (config gamma)")
     p.add_argument("--out-prefix", required=True)
 
     p = verb("figure", cmd_figure, "one figure of the paper")
@@ -502,13 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
     p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
-    p.add_argument("--captions", type=int, default=4)
+    p.add_argument("--captions", type=int, required=True, help="query captions shown (report.gallery_captions)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
 
     p = verb("premise", cmd_premise, "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs")
     p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files")
-    p.add_argument("--gamma", type=float, default=0.5, help="gamma of the HN and HN-CLIP runs to use (paper 0.5)")
+    p.add_argument("--gamma", type=float, required=True, help="gamma of the HN and HN-CLIP runs to use (config gamma)")
     p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
 
     p = verb("regime", cmd_regime, "the seven conditions of the paper's regime on one benchmark "

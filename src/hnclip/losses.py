@@ -173,7 +173,7 @@ class HNClipLoss(nn.Module):
     all-to-all but changes the gradient (tests/test_losses_ddp.py pins the exact default).
     """
 
-    def __init__(self, gamma: float = 0.5, token_weight: float = 0.0, gather_with_grad: bool = True,
+    def __init__(self, gamma: float = 0.0, token_weight: float = 0.0, gather_with_grad: bool = True,
                  token_chunk_size: int = 32, label_smoothing: float = 0.0):
         super().__init__()
         if gamma < 0:

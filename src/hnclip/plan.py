@@ -17,18 +17,24 @@ from pathlib import Path
 from hnclip.config_validation import ConfigError
 
 __all__ = [
+    "ABLATION_ROLES",
+    "BASELINE_METHOD",
     "EXPERIMENTS",
     "Evaluation",
+    "FROZEN_METHOD",
+    "REFERENCE_METHOD",
     "ZEROSHOT_ROW",
     "Run",
     "all_evaluations",
     "all_runs",
     "check_config",
+    "epoch_cells",
     "experiment_spec",
     "format_number",
     "is_zeroshot",
     "plain_runs",
     "regime_benchmarks",
+    "report_run_logs",
     "run_settings",
     "spec_digest",
     "spec_text",
@@ -44,11 +50,27 @@ EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablati
 # The backbone before fine-tuning: the first row of the main and transfer tables, a reference every
 # fine-tuned model is compared with (not a training run: its cells name no run folder).
 ZEROSHOT_ROW = "Zero-shot backbone"
+# The roles the analysis compares, by method key (config ``methods``), declared here once and carried by
+# every spec (``roles``): tables, figures, claims and the gallery find rows by these keys, so a renamed
+# display label (``methods.<key>.label``) changes what is shown, never what is found.
+REFERENCE_METHOD = "hnclip"  # the paper's method, HN-CLIP
+BASELINE_METHOD = "longclip"  # its plain fine-tuning baseline, Long-CLIP FT
+FROZEN_METHOD = "hnclip_frozen"  # HN-CLIP with frozen margins G (appendix B.2): a variant, not a competitor
+# The ablation's variants by what they train (method key, whether the HN term is on, i.e. gamma > 0).
+ABLATION_ROLES = {"infonce": (BASELINE_METHOD, False), "hn": ("longclip_hn", True),
+                  "token": (REFERENCE_METHOD, False), "full": (REFERENCE_METHOD, True),
+                  "frozen": (FROZEN_METHOD, True)}
 
 
-def format_number(x: float) -> str:
-    """Canonical text of a gamma or fraction in paths: 0.5 -> '0.5', 1.0 -> '1', 0 -> '0'."""
-    return f"{float(x):g}"
+def format_number(x) -> str:
+    """Canonical text of a gamma, fraction or seed in run paths: 0.5 -> '0.5', 1.0 -> '1', 0 -> '0'.
+
+    The one formatter of these numbers, for the plan and for the records read back (which key a record
+    by the same text); a value that is not a number (a hand-made record's seed) is kept as its text."""
+    try:
+        return f"{float(x):g}"
+    except (TypeError, ValueError):
+        return str(x)
 
 
 @dataclass(frozen=True, order=True)
@@ -286,7 +308,13 @@ def experiment_spec(config: dict, name: str) -> dict:
     else:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells,
-            "statistics": dict(config.get("statistics") or {})}
+            "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
+            "roles": spec_roles()}
+
+
+def spec_roles() -> dict[str, str]:
+    """The method keys a spec's readers compare (``spec["roles"]``): reference, baseline, frozen."""
+    return {"reference": REFERENCE_METHOD, "baseline": BASELINE_METHOD, "frozen": FROZEN_METHOD}
 
 
 def spec_text(spec: dict) -> str:
@@ -382,17 +410,49 @@ def plain_runs(config: dict, eval_benchmark: str) -> list[Run]:
     """The plain fine-tuning runs behind ``eval_benchmark``'s regime conditions: runs on the benchmark's
     train set, evaluated on it, whose settings play role ``plain`` (:func:`hnclip.analysis.premise.run_role`:
     Long-CLIP framework, gamma 0, no token term, recomputed margins, full data), every seed configured."""
-    from hnclip.analysis.premise import run_role
+    from hnclip.analysis.premise import is_plain_run
 
     train_set = config["benchmarks"][eval_benchmark].get("train_set")
     if not train_set:
         return []
     evaluated = {e.run for e in all_evaluations(config) if e.eval_benchmark == eval_benchmark}
     return sorted(r for r in evaluated if r.train_set == train_set and float(r.fraction) == 1.0
-                  and run_role({"config": run_settings(config, r), "run": {"subset_path": None}}) == "plain")
+                  and is_plain_run({"config": run_settings(config, r), "run": {"subset_path": None}}))
 
 
 def regime_benchmarks(config: dict) -> list[str]:
     """Benchmarks whose regime conditions the workflow measures (``results/regime/<benchmark>.json``): those
     with a zero-shot evaluation and plain fine-tuning runs (:func:`plain_runs`)."""
     return [b for b in zeroshot_eval_benchmarks(config) if plain_runs(config, b)]
+
+
+def epoch_cells(spec: dict) -> list[dict]:
+    """Cells with a run whose epochs.csv scores the cell's own benchmark (zero-shot cells have no run)."""
+    cells = []
+    for cell in spec["cells"]:
+        if cell.get("zeroshot"):
+            continue
+        if not cell.get("run_dir"):
+            raise ValueError(f"{spec['experiment']} spec: cell of run {_cell_run(cell).path} has no run_dir")
+        if cell.get("epochs_benchmark", cell["eval_benchmark"]) != cell["eval_benchmark"]:
+            continue
+        cells.append(cell)
+    return cells
+
+
+def report_run_logs(specs: dict) -> dict[str, list[str]]:
+    """The run logs the report reads beside its tables, as the report rule declares them: ``epochs``, the
+    main runs' ``epochs.csv`` (the per-epoch claims), and ``dynamics``, the ``dynamics.csv`` of the
+    reference method's runs (``roles.reference``) at the config's gamma (the gradient-ratio peak), found
+    by method key. A spec without ``gamma`` (hand-made) takes every gamma > 0."""
+    epochs = [f"{c['run_dir']}/epochs.csv" for c in epoch_cells(specs["main"])] if specs.get("main") else []
+    dynamics = []
+    for spec in specs.values():
+        reference = spec.get("roles", spec_roles())["reference"]
+        for cell in spec["cells"]:
+            gamma = float(cell["run"]["gamma"])
+            # the gamma sweep's other gammas are not the method's runs
+            at_gamma = spec.get("gamma") is None or abs(gamma - float(spec["gamma"])) < 1e-12
+            if cell["run"]["method"] == reference and gamma > 0 and at_gamma and cell.get("run_dir"):
+                dynamics.append(f"{cell['run_dir']}/dynamics.csv")
+    return {"epochs": list(dict.fromkeys(epochs)), "dynamics": list(dict.fromkeys(dynamics))}

@@ -101,7 +101,8 @@ def protocol_spec(config: dict) -> dict:
                           "eval_path": protocol_eval_path(cell, split), "model_dir": model_dir,
                           "run_dir": cell["run_dir"], "zeroshot": plan.is_zeroshot(cell)})
     return {"experiment": "protocols", "scale": config["scale"], "cells": cells,
-            "statistics": dict(config.get("statistics") or {})}
+            "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
+            "roles": plan.spec_roles()}
 
 
 def protocol_spec_digest(config: dict) -> str:

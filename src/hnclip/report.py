@@ -18,6 +18,7 @@ import jinja2
 import markupsafe
 import yaml
 
+from hnclip import plan
 from hnclip.analysis.claims import VERDICTS
 from hnclip.analysis.premise import PAPER_GEOMETRY
 from hnclip.analysis.table_format import read_table_csv, scale_label
@@ -77,7 +78,7 @@ COMPARE_KINDS = {
     "table": ("table", "select"),
     "eval": ("benchmark", "field"),
     "provenance": (),
-    "spec": ("experiment", "row", "field"),
+    "spec": ("experiment", "method", "field"),
     "claim": ("claim", "measure"),
     "premise": (),
 }
@@ -167,8 +168,9 @@ def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
         return [("", v) for v in _distinct(_dotted(s, compare["field"]) for s in context.get("provenance") or [])]
     if kind == "spec":
         spec = (context.get("specs") or {}).get(compare["experiment"]) or {}
+        # the method's cells by its key (a renamed display label finds the same cells)
         return [("", v) for v in _distinct(c["run"].get(compare["field"]) for c in spec.get("cells", [])
-                                            if c.get("row") == compare["row"])]
+                                            if not c.get("zeroshot") and c["run"].get("method") == compare["method"])]
     if kind == "claim":
         verdict = next((c for c in context.get("claims") or [] if c.get("id") == compare["claim"]), None)
         if compare["measure"] == "verdict":  # a sentence the claim tests, not a number: its verdict
@@ -440,12 +442,13 @@ def _load_premise(premise) -> dict | None:
 def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[str, Mapping],
                              tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
-                             hn_row: str = "HN-CLIP", premise=None, regime: Iterable[Path] = ()) -> Path:
+                             premise=None, regime: Iterable[Path] = ()) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
     Tables and figures are named by their file stem; claims are judged on tables rebuilt from the
     specs' evaluation records (cheap, and independent of the table files' formatting), on the main runs'
-    per-epoch logs, and on the dynamics logs of the runs the specs show in row ``hn_row`` with gamma > 0.
+    per-epoch logs, and on the dynamics logs of the reference method's runs (the specs' ``roles.reference``,
+    HN-CLIP's key) at the config's gamma (the specs' ``gamma``), found by key whatever their label.
     ``premise``: the §2.4 / appendix C measurements, a dict or a JSON file (None: those claims say "no data").
     ``regime``: ``results/regime/<benchmark>.json`` files (:mod:`hnclip.analysis.regime`).
     """
@@ -466,23 +469,20 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
                 seen.add(key)
                 records.append(r)
     dynamics = {}
-    for spec in specs.values():
-        for cell in spec["cells"]:
-            run_dir = cell.get("run_dir")
-            if cell["row"] != hn_row or float(cell["run"]["gamma"]) <= 0 or not run_dir:
-                continue
-            label = str(run_dir).removeprefix("results/runs/")
-            if label not in dynamics and Path(run_dir, "dynamics.csv").is_file():
-                dynamics[label] = load_dynamics(run_dir)
+    for path in plan.report_run_logs(specs)["dynamics"]:  # the report rule's declared inputs
+        run_dir = Path(path).parent
+        label = str(run_dir.as_posix()).removeprefix("results/runs/")
+        if Path(path).is_file():
+            dynamics[label] = load_dynamics(run_dir)
     epochs = _epochs_table(specs)
     if epochs is not None:
         built["epochs"] = epochs
     premise = _load_premise(premise)
     claims = evaluate_claims(built, scale, specs=specs, records=records, premise=premise,
-                             caption_words=_caption_words(specs, records), hn_row=hn_row, dynamics=dynamics)
+                             caption_words=_caption_words(specs, records), dynamics=dynamics)
     from hnclip.analysis.claims import power_notes
 
-    power, power_reference = power_notes(built.get("main"), hn_row)
+    power, power_reference = power_notes(built.get("main"), specs.get("main"))
     regime_results = {}
     for path in regime:
         data = load_regime(path)

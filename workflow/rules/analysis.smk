@@ -83,10 +83,11 @@ rule table_cost:
         "../../envs/report.yaml"
     params:
         scale=config["scale"],
+        gamma=lookup(dpath="gamma", within=config),
         prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
         "python -m hnclip table-cost --summaries {input.summaries} --benchmarks {input.benchmarks} "
-        "--scale {params.scale} --out-prefix {params.prefix} 2> {log}"
+        "--scale {params.scale} --gamma {params.gamma} --out-prefix {params.prefix} 2> {log}"
 
 
 rule geometry:

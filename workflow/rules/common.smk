@@ -122,6 +122,10 @@ def get_report_inputs():
         "summaries": get_summaries(),
         "premise": "results/premise.json",
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
+        # the run logs the report reads beside its tables (per-epoch claims, gradient-ratio peak)
+        **plan.report_run_logs(
+            {e: plan.experiment_spec(config, e) for e in config["experiments"]}
+        ),
     }
 
 

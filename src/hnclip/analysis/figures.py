@@ -20,6 +20,7 @@ import matplotlib.ticker as ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from hnclip import plan  # noqa: E402
 from hnclip.analysis.records import load_dynamics, load_records, load_spec, record_key  # noqa: E402
 from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_table  # noqa: E402
 
@@ -51,10 +52,10 @@ DYNAMICS_QUANTITIES: dict[str, tuple[str, list[tuple[str, str]], str, bool]] = {
     "grad_cosine": ("gradient cosine", [("grad_cosine", "cos(standard, boosted)")], "cosine", False),
     "saturated_fraction": ("InfoNCE saturation", [("saturated_fraction", "saturated rows")], "fraction", False),
 }
-DEFAULT_GAMMA = 0.5
-# the paper's method by its config key: figures and the gallery find its rows by the runs' method, so a
-# renamed display label (methods.hnclip.label) changes what is shown, never what is found
-HN_METHOD = "hnclip"
+# the paper's method by its config key (declared once, in hnclip.plan): figures and the gallery find its
+# rows by the runs' method, so a renamed display label (methods.hnclip.label) changes what is shown, never
+# what is found
+HN_METHOD = plan.REFERENCE_METHOD
 # why a per-epoch figure can be empty; the figure says so instead of failing after the runs are spent
 NO_EPOCHS = ("no run of the main experiment logged retrieval after each epoch "
              "(train.eval_every_epoch is false, or each main benchmark is scored on another one's runs)")
@@ -87,8 +88,10 @@ def plot_no_data(out_prefix, title: str, reason: str) -> list[Path]:
         return save_figure(fig, out_prefix)
 
 
-def method_label(spec: Mapping, method: str = HN_METHOD) -> str | None:
-    """The row (display label) of ``method``'s runs in a spec, or None when no cell trains it."""
+def method_label(spec: Mapping, method: str | None = None) -> str | None:
+    """The row (display label) of ``method``'s runs in a spec, or None when no cell trains it; without
+    ``method``, the spec's reference method (``roles.reference``, HN-CLIP's key)."""
+    method = method or spec.get("roles", {}).get("reference", HN_METHOD)
     return next((c["row"] for c in spec["cells"] if not c.get("zeroshot") and c["run"]["method"] == method), None)
 
 
@@ -313,7 +316,10 @@ def plot_fractions(spec, out_prefix) -> list[Path]:
 
 
 def plot_gamma_sweep(spec, out_prefix) -> list[Path]:
-    return plot_sweep(_spec_table(spec), "gamma", out_prefix, mark_x=DEFAULT_GAMMA, title="R@1 vs γ")
+    # the marked gamma is the config's (the main runs'), which the spec carries; a hand-made spec without
+    # it gets no mark
+    spec = load_spec(spec)
+    return plot_sweep(_spec_table(spec), "gamma", out_prefix, mark_x=spec.get("gamma"), title="R@1 vs γ")
 
 
 def plot_epochs(spec, out_prefix) -> list[Path]:

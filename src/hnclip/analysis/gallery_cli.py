@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hnclip.analysis.figures import HN_METHOD, plot_no_data
+from hnclip import plan
+from hnclip.analysis.figures import plot_no_data
 
 log = logging.getLogger(__name__)
 
@@ -24,15 +25,17 @@ class NoGalleryData(ValueError):
     """The main spec lacks a run the gallery compares (HN-CLIP's, or any baseline)."""
 
 
-def choose_runs(spec: dict, hn_method: str = HN_METHOD) -> tuple[str, dict, dict]:
-    """(benchmark group, HN cell, baseline cell): the HN cell is ``hn_method``'s run (found by its config
-    key, so a renamed label changes only what is shown), the baseline the non-HN row (gamma 0) with the
+def choose_runs(spec: dict, hn_method: str | None = None) -> tuple[str, dict, dict]:
+    """(benchmark group, HN cell, baseline cell): the HN cell is ``hn_method``'s run (default: the spec's
+    ``roles.reference``, HN-CLIP's key; found by its config key, so a renamed label changes only what is
+    shown), the baseline the non-HN row (gamma 0) with the
     best R@1 (mean of directions) on the spec's first group. Raises :class:`NoGalleryData` saying what is
     missing; :func:`run_gallery` draws that reason instead of failing after the runs are spent."""
     from hnclip.analysis.records import load_records, load_spec
     from hnclip.analysis.tables import build_table
 
     spec = load_spec(spec)
+    hn_method = hn_method or spec.get("roles", plan.spec_roles())["reference"]
     group = spec["cells"][0]["group"]
     # the zero-shot backbone is a reference row, not a fine-tuned baseline (and has no run folder)
     runs = [c for c in spec["cells"] if c["group"] == group and not c.get("zeroshot")]
@@ -56,7 +59,7 @@ def choose_runs(spec: dict, hn_method: str = HN_METHOD) -> tuple[str, dict, dict
 
 
 def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: Path = Path("results/data"),
-                hn_method: str = HN_METHOD) -> list[Path]:
+                hn_method: str | None = None) -> list[Path]:
     from hnclip.analysis.gallery import plot_retrieval_gallery
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest

@@ -14,9 +14,9 @@ Runs play one of three roles, read from their ``summary.json`` (:func:`run_role`
 (no subset) Long-CLIP-framework fine-tuning with recomputed margins:
 
 - ``plain``: standard InfoNCE (gamma 0, no token term): the paper's saturating baseline;
-- ``hn``: the HN objective alone (gamma = the paper's 0.5, no token term), whose trained loss *is*
-  the boosted objective of the gradient analysis;
-- ``hnclip``: HN-CLIP (gamma 0.5 plus the token branch), whose retrieval error per epoch is
+- ``hn``: the HN objective alone (the config's gamma, the paper's 0.5; no token term), whose trained
+  loss *is* the boosted objective of the gradient analysis;
+- ``hnclip``: HN-CLIP (the config's gamma plus the token branch), whose retrieval error per epoch is
   compared with the paper's DOCCI curve.
 
 Every value is a float, or None when the logs hold nothing to measure it on (e.g. no HN run).
@@ -34,12 +34,11 @@ import pandas as pd
 
 from hnclip.dynamics_log import EXACT_ZERO_DTYPE_NAMES, EXACT_ZERO_QUANTITIES
 
-__all__ = ["DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "PAPER", "PAPER_GEOMETRY", "PREMISE_KEYS", "ROLES", "classify_runs",
-           "hn_active_share_min_epoch", "infonce_flat_epoch", "load_run_logs", "objective_active_min_epoch",
-           "premise_figures", "premise_sources", "premise_report", "run_role"]
+__all__ = ["DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "PAPER", "PAPER_GEOMETRY", "PREMISE_KEYS", "ROLES",
+           "classify_runs", "hn_active_share_min_epoch", "infonce_flat_epoch", "is_plain_run", "load_run_logs",
+           "objective_active_min_epoch", "premise_figures", "premise_sources", "premise_report", "run_role"]
 
 ROLES = ("plain", "hn", "hnclip")
-PAPER_GAMMA = 0.5
 EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPE_NAMES)
 PREMISE_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "hn_active_share_min_epoch",
                 "ratio_median_per_epoch_min", "ratio_median_per_epoch_max", "grad_cosine_median",
@@ -88,19 +87,34 @@ KEY_ROLE = {"saturated_share_epoch1": "plain", **dict.fromkeys(EXACT_ZERO_KEYS, 
 FLAT_FACTOR = 2.0
 
 
-def run_role(summary: Mapping, gamma: float = PAPER_GAMMA) -> str | None:
-    """``plain``, ``hn``, ``hnclip`` or None for a run's ``summary.json`` (see the module docstring).
-
-    A run on a subset (the fractions experiment below 100 %), with frozen margins, another framework,
-    or the HN term at another gamma than ``gamma`` (the gamma sweep) plays no role.
-    """
+def _role_settings(summary: Mapping) -> tuple[float, float] | None:
+    """(gamma, token_weight) of a full-data Long-CLIP-framework run with recomputed margins and no
+    short-caption term; None for any other run (it plays no role)."""
     config = summary.get("config", {})
     if summary.get("run", {}).get("subset_path") or config.get("framework") != "longclip":
         return None
     short_weight = config.get("longclip", {}).get("short_weight", 0.0)  # Long-CLIP's short-caption term
     if config.get("margin", "recompute") != "recompute" or short_weight:
         return None
-    run_gamma, token = float(config.get("gamma", 0.0)), float(config.get("token_weight", 0.0))
+    return float(config.get("gamma", 0.0)), float(config.get("token_weight", 0.0))
+
+
+def is_plain_run(summary: Mapping) -> bool:
+    """Whether a run's ``summary.json`` plays role ``plain`` (the one role that needs no gamma)."""
+    return _role_settings(summary) == (0.0, 0.0)
+
+
+def run_role(summary: Mapping, gamma: float) -> str | None:
+    """``plain``, ``hn``, ``hnclip`` or None for a run's ``summary.json`` (see the module docstring).
+
+    ``gamma``: the HN runs' gamma, the config's (``hnclip premise --gamma``), not a default of this module.
+    A run on a subset (the fractions experiment below 100 %), with frozen margins, another framework,
+    or the HN term at another gamma than ``gamma`` (the gamma sweep) plays no role.
+    """
+    settings = _role_settings(summary)
+    if settings is None:
+        return None
+    run_gamma, token = settings
     if run_gamma == 0 and token == 0:
         return "plain"
     if math.isclose(run_gamma, gamma):
@@ -124,7 +138,7 @@ def load_run_logs(run_dir) -> dict:
     return {"run": str(run_dir), "summary": summary, "dynamics": dynamics, "epochs": epochs}
 
 
-def classify_runs(run_dirs: Iterable, gamma: float = PAPER_GAMMA) -> dict[str, list[dict]]:
+def classify_runs(run_dirs: Iterable, gamma: float) -> dict[str, list[dict]]:
     """Each role's loaded runs (:func:`load_run_logs`), in the order given; runs without a role are left out."""
     roles: dict[str, list[dict]] = {role: [] for role in ROLES}
     for run_dir in run_dirs:
@@ -274,7 +288,7 @@ def premise_sources(roles: Mapping[str, list[dict]]) -> dict[str, list[str]]:
     return {key: list(runs[KEY_ROLE[key]]) for key in PREMISE_KEYS}
 
 
-def premise_report(run_dirs: Iterable, gamma: float = PAPER_GAMMA) -> dict:
+def premise_report(run_dirs: Iterable, gamma: float) -> dict:
     """What ``hnclip premise`` writes and the report reads: every figure of :data:`PREMISE_KEYS` at the top
     level (None where no run measured it), and under ``sources`` the runs behind each."""
     roles = classify_runs(run_dirs, gamma)

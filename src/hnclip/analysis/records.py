@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from hnclip.analysis.table_format import SCALES
+from hnclip.plan import format_number
 
 __all__ = [
     "DIRECTIONS",
@@ -56,27 +57,19 @@ class MissingRecordError(LookupError):
     """A table or figure cell whose evaluation record does not exist."""
 
 
-def _canonical(value) -> str:
-    """Text of a gamma, fraction or seed as it appears in run paths: 0.5 -> '0.5', 1.0 -> '1'."""
-    try:
-        return f"{float(value):g}"
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def run_name(run: Mapping, eval_benchmark: str | None = None) -> str:
     """``train_set/method/g{gamma}/f{fraction}/s{seed}[/eval_benchmark]``: the run's path in results/."""
     missing = [f for f in RUN_FIELDS if f not in run]
     if missing:
         raise KeyError(f"run {dict(run)!r} lacks field(s) {missing}")
-    name = (f"{run['train_set']}/{run['method']}/g{_canonical(run['gamma'])}/f{_canonical(run['fraction'])}"
-            f"/s{_canonical(run['seed'])}")
+    name = (f"{run['train_set']}/{run['method']}/g{format_number(run['gamma'])}"
+            f"/f{format_number(run['fraction'])}/s{format_number(run['seed'])}")
     return name if eval_benchmark is None else f"{name}/{eval_benchmark}"
 
 
 def record_key(run: Mapping, eval_benchmark: str) -> tuple[str, ...]:
-    return (str(run["train_set"]), str(run["method"]), _canonical(run["gamma"]), _canonical(run["fraction"]),
-            _canonical(run["seed"]), str(eval_benchmark))
+    return (str(run["train_set"]), str(run["method"]), format_number(run["gamma"]),
+            format_number(run["fraction"]), format_number(run["seed"]), str(eval_benchmark))
 
 
 def _read_json(path: Path, what: str) -> dict:

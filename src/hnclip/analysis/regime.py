@@ -37,9 +37,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnclip import plan
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Outcomes, Samples, interval, outcomes_of
 from hnclip.analysis.geometry import batch_geometry, unit_features
-from hnclip.analysis.premise import PAPER, PAPER_GEOMETRY, run_role, saturated_share_epoch1
+from hnclip.analysis.premise import PAPER, PAPER_GEOMETRY, is_plain_run, saturated_share_epoch1
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, SATURATION_LOSS, parse_micro_batch_losses
 
 __all__ = [
@@ -68,7 +69,7 @@ POWER_TEST_SCENES_MIN = 1000
 POWER_SEEDS_MIN = 3
 POWER_HALF_WIDTH_MAX = 1.5
 # the main comparison of condition 7, by method key (labels are the config's to change)
-HN_METHOD, BASELINE_METHOD = "hnclip", "longclip"
+HN_METHOD, BASELINE_METHOD = plan.REFERENCE_METHOD, plan.BASELINE_METHOD
 
 def _share(value) -> str:
     """A share as whole percent, the report's style (80 %)."""
@@ -423,7 +424,7 @@ def _run_tail(run_dir) -> str:
 
 def load_plain_runs(run_dirs: Iterable, eval_paths: Iterable, benchmark: str) -> list[PlainRun]:
     """Each run folder's summary, dynamics log and evaluation record on ``benchmark`` (matched by the run's
-    path, ``train_set/method/g../f../s..``), refusing a run that is not plain (:func:`run_role`)."""
+    path, ``train_set/method/g../f../s..``), refusing a run that is not plain (:func:`is_plain_run`)."""
     from hnclip.analysis.records import load_eval, run_name
 
     records = {}
@@ -436,9 +437,8 @@ def load_plain_runs(run_dirs: Iterable, eval_paths: Iterable, benchmark: str) ->
         run_dir = Path(run_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
         summary.setdefault("run_dir", str(run_dir))
-        role = run_role(summary)
-        if role != "plain":
-            raise ValueError(f"run {run_dir} plays role {role!r}, not 'plain' (gamma 0, no token term, full data, "
+        if not is_plain_run(summary):
+            raise ValueError(f"run {run_dir} does not play role 'plain' (gamma 0, no token term, full data, "
                              f"Long-CLIP framework)")
         tail = _run_tail(run_dir)
         if tail not in records:

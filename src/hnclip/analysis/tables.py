@@ -49,6 +49,7 @@ from hnclip.analysis.records import (
     summary_config_hash,
 )
 from hnclip.analysis.table_format import write_table
+from hnclip.plan import REFERENCE_METHOD, epoch_cells
 
 __all__ = ["build_convergence_table", "build_cost_table", "build_epochs_table", "build_protocols_table",
            "build_table", "epoch_cells", "epoch_infonce", "load_protocol_records", "load_protocol_summaries",
@@ -414,15 +415,16 @@ def _n_gpus(summary: Mapping) -> int:
     return 1 if _on_gpu(summary) else 0
 
 
-def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str | None = None,
-                     reference_method: str = "hnclip", reference_gamma: float = 0.5) -> pd.DataFrame:
+def build_cost_table(summaries: Iterable, benchmarks: Iterable = (), scale: str | None = None, *,
+                     reference_gamma: float, reference_method: str = REFERENCE_METHOD) -> pd.DataFrame:
     """Training cost per run setting (seeds aggregated) from summary.json and Snakemake benchmark TSVs.
 
     ``summaries``: summary.json paths, run folders or already loaded summary dicts (with ``run_dir``).
     ``benchmarks``: Snakemake benchmark TSVs of the train rule, matched to runs by their
     ``train_set/method/g*/f*/s*`` tail. Accelerator time is GPU-hours (wall time x GPUs) when any run used
     a GPU and CPU-hours (wall time of the single process) when all ran on CPU. "time vs reference" is the
-    wall time divided by that of ``reference_method`` at ``reference_gamma`` on the same train set and
+    wall time divided by that of ``reference_method`` (:data:`hnclip.plan.REFERENCE_METHOD`) at
+    ``reference_gamma`` (the config's ``gamma``: ``hnclip table-cost --gamma``) on the same train set and
     fraction (the paper's speed-up: GOAL's 2.4 means HN-CLIP trains 2.4x faster).
     """
     loaded = [s if isinstance(s, Mapping) else load_summary(s) for s in summaries]
@@ -590,17 +592,3 @@ def build_convergence_table(spec, summaries: Mapping | None = None,
     grid.unranked = set(columns)  # rows are trajectories (method x epoch): a "best" over them says nothing
     grid.decimals = {("both", "InfoNCE"): None}
     return _to_frame(grid, "convergence", spec["scale"], columns)
-
-
-def epoch_cells(spec: Mapping) -> list[dict]:
-    """Cells with a run whose epochs.csv scores the cell's own benchmark (zero-shot cells have no run)."""
-    cells = []
-    for cell in spec["cells"]:
-        if cell.get("zeroshot"):
-            continue
-        if not cell.get("run_dir"):
-            raise ValueError(f"{spec['experiment']} spec: cell of run {run_name(cell['run'])} has no run_dir")
-        if cell.get("epochs_benchmark", cell["eval_benchmark"]) != cell["eval_benchmark"]:
-            continue
-        cells.append(cell)
-    return cells

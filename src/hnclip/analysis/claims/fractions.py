@@ -1,0 +1,139 @@
+"""§3.2 A3 and appendix E.3: training-data fractions."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hnclip.analysis.claims.base import (
+    MARGIN_REFERENCE,
+    PAPER_NAME,
+    Context,
+    avg_r1,
+    claim,
+    competitors_of,
+    label_of,
+    make_verdict,
+    no_data,
+    round_margin,
+    rows_of,
+    table_groups,
+)
+
+
+def _fraction_rows(fractions: pd.DataFrame) -> tuple[list, list[float]]:
+    methods = list(dict.fromkeys(fractions.index.get_level_values("method")))
+    values = sorted({float(f) for f in fractions.index.get_level_values("fraction")})
+    return methods, values
+
+def _frac(fractions, method, f, group) -> float:
+    for key in fractions.index:
+        if key[0] == method and math.isclose(float(key[1]), f):
+            return avg_r1(fractions, key, group)
+    return math.nan
+
+@claim("a3_fraction_20", "§3.4 A3; abstract; E.3",
+       "At 20% of the training data, HN-CLIP beats the strongest full-data baseline. (E.3: HN-CLIP's "
+       "20% training-data results exceed GOAL's 100% results on both evaluated benchmarks.)",
+       "HN-CLIP at 20 % of the data beats the strongest full-data baseline")
+def a3_fraction_20(ctx: Context) -> dict:
+    fractions, main = ctx.tables.get("fractions"), ctx.tables.get("main")
+    hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
+    criterion = (f"on every benchmark of the fractions experiment, {hn_row}'s average R@1 at 20 % of the training "
+                 "data > the strongest fine-tuned baseline's at 100 % (every baseline of the main table and "
+                 "of the fractions experiment)")
+    if fractions is None:
+        return no_data("a3_fraction_20", scale, criterion, "no fractions table")
+    methods, values = _fraction_rows(fractions)
+    if not any(math.isclose(f, 0.2) for f in values) or hn_row not in methods:
+        return no_data("a3_fraction_20", scale, criterion, f"no {hn_row} run at fraction 0.2")
+    margins, evidence, at20, strongest_of = [], {}, {}, {}
+    for g in table_groups(fractions):
+        hn = _frac(fractions, hn_row, 0.2, g)
+        full = {m: _frac(fractions, m, 1.0, g) for m in competitors_of(methods, hn_row)}
+        if main is not None and g in table_groups(main):
+            full.update({b: avg_r1(main, b, g) for b in competitors_of(rows_of(main), hn_row)})
+        full = {m: v for m, v in full.items() if not math.isnan(v)}
+        if math.isnan(hn) or not full:
+            continue
+        best = max(full, key=full.get)
+        margins.append((hn - full[best], False))
+        at20[g] = round_margin(hn)
+        strongest_of[g] = round_margin(full[best])
+        evidence[f"{g}: {hn_row} at 20 %"] = round_margin(hn)
+        evidence[f"{g}: strongest baseline at 100 % ({best})"] = round_margin(full[best])
+        if "GOAL" in full and best != "GOAL":
+            evidence[f"{g}: GOAL at 100 %"] = round_margin(full["GOAL"])
+    if not margins:
+        return no_data("a3_fraction_20", scale, criterion, "no full-data baseline on the fractions' benchmarks")
+    measures = {f"{PAPER_NAME} average R@1 at 20 %": at20, "strongest full-data baseline": strongest_of}
+    return make_verdict("a3_fraction_20", scale, criterion, margins, evidence, measures, noise)
+
+@claim("a3_every_fraction", "§3.4 A3",
+       "It leads at every tested data fraction.",
+       "HN-CLIP leads at every data fraction")
+def a3_every_fraction(ctx: Context) -> dict:
+    fractions, hn_row, scale, noise = ctx.tables.get("fractions"), ctx.hn_row, ctx.scale, ctx.noise
+    criterion = (f"at every data fraction and on every benchmark, {hn_row}'s average R@1 > every other row's at "
+                 "the same fraction")
+    if fractions is None:
+        return no_data("a3_every_fraction", scale, criterion, "no fractions table")
+    methods, values = _fraction_rows(fractions)
+    others = competitors_of(methods, hn_row)
+    if hn_row not in methods or not others:
+        return no_data("a3_every_fraction", scale, criterion, f"the fractions table needs {hn_row!r} and a baseline")
+    margins, evidence, leads = [], {}, {}
+    for g in table_groups(fractions):
+        for f in values:
+            hn = _frac(fractions, hn_row, f, g)
+            rivals = {m: _frac(fractions, m, f, g) for m in others}
+            rivals = {m: v for m, v in rivals.items() if not math.isnan(v)}
+            if math.isnan(hn) or not rivals:
+                continue
+            best = max(rivals, key=rivals.get)
+            label = f"{g} at {f:g}"
+            leads[label] = round_margin(hn - rivals[best])
+            evidence[f"{label}: {hn_row} minus {best}"] = round_margin(hn - rivals[best])
+            margins.append((hn - rivals[best], False))
+    if not margins:
+        return no_data("a3_every_fraction", scale, criterion, "no fraction with two rows")
+    return make_verdict("a3_every_fraction", scale, criterion, margins, evidence, {"lead per fraction": leads}, noise)
+
+@claim("a3_margin_widens", "§3.4 A3; E.3",
+       "The average-R@1 margin widening to +7.3 as data shrinks. (E.3: the average-R@1 margin over "
+       "GOAL widens as the data fraction shrinks.)",
+       "the lead widens as data shrinks")
+def a3_margin_widens(ctx: Context) -> dict:
+    fractions, hn_row, scale, noise = ctx.tables.get("fractions"), ctx.hn_row, ctx.scale, ctx.noise
+    reference = label_of(ctx.methods, MARGIN_REFERENCE)
+    criterion = (f"on every benchmark, {hn_row}'s average-R@1 margin over GOAL (without a GOAL row: over the "
+                 "strongest other row at each fraction) is positive at every fraction and larger at each smaller "
+                 "fraction than at the next larger one")
+    if fractions is None:
+        return no_data("a3_margin_widens", scale, criterion, "no fractions table")
+    methods, values = _fraction_rows(fractions)
+    others = competitors_of(methods, hn_row)
+    if hn_row not in methods or not others or len(values) < 2:
+        return no_data("a3_margin_widens", scale, criterion, f"needs {hn_row!r}, a baseline and two fractions")
+    rivals = [reference] if reference in others else others
+    margins, evidence, smallest, per_fraction = [], {}, {}, {}
+    for g in table_groups(fractions):
+        series = []
+        for f in values:
+            hn = _frac(fractions, hn_row, f, g)
+            base = [v for v in (_frac(fractions, m, f, g) for m in rivals) if not math.isnan(v)]
+            if not math.isnan(hn) and base:
+                series.append((f, hn - max(base)))
+        if len(series) < 2:
+            continue
+        for f, m in series:
+            per_fraction[f"{g} at {f:g}"] = round_margin(m)
+            evidence[f"{g}: margin at {f:g}"] = round_margin(m)
+            margins.append((m, False))
+        margins += [(small[1] - large[1], False) for small, large in zip(series, series[1:], strict=False)]
+        smallest[g] = round_margin(series[0][1])
+    if not margins:
+        return no_data("a3_margin_widens", scale, criterion, "no benchmark with two fractions of both rows")
+    measures = {"margin at the smallest fraction": smallest, "margin per fraction": per_fraction}
+    return make_verdict("a3_margin_widens", scale, criterion, margins, evidence, measures, noise)
