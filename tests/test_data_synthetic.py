@@ -107,9 +107,9 @@ def test_repeated_scene_is_redrawn(monkeypatch, tmp_path):
     fixed = real("synthetic", random.Random("fixed"))
     calls = []
 
-    def first_three_identical(family, rng, where=syn.Slice()):
+    def first_three_identical(family, rng, where=None):
         calls.append(1)
-        return fixed if len(calls) <= 3 else real(family, rng, where)
+        return fixed if len(calls) <= 3 else real(family, rng, where or syn.Slice())
 
     monkeypatch.setattr(syn, "sample_scene", first_three_identical)
     generate_synthetic(tmp_path, "synthetic", 3, 1, image_size=SIZE)

@@ -128,8 +128,8 @@ DEFINITIONS = {
                          "(highest backbone caption cosine): I→T sim(img_i, cap_i) > sim(img_i, cap_j), T→I "
                          "sim(img_i, cap_i) > sim(img_j, cap_i); plain FT (mean over seeds) minus zero-shot, "
                          "paired bootstrap interval over test scenes (and seeds)",
-    "power": f"test scenes; seeds of the main comparison ({HN_METHOD} and {BASELINE_METHOD} of the main "
-             f"experiment); half-width of the paired interval of {HN_METHOD} minus {BASELINE_METHOD} on average "
+    "power": f"test scenes; seeds of the main comparison ({HN_METHOD} and {BASELINE_METHOD} in the seeds "
+             f"experiment where it holds both, else the main table); half-width of the paired interval of {HN_METHOD} minus {BASELINE_METHOD} on average "
              f"R@1 (mean of I→T and T→I)",
 }
 DIRECTIONS = ("i2t", "t2i")
