@@ -46,7 +46,7 @@ def slice_scenes(family: str, where, count: int, seed: int) -> list:
 @torch.no_grad()
 def encode(model, scenes, render_size: int):
     captions = [syn.describe_scene(s) for s in scenes]
-    side = model.image_size if hasattr(model, "image_size") else 32
+    side = int(model.image_size[0])  # square inputs: the store resizes to this side
     pixels = np.stack([np.asarray(resize_center_crop(syn.render_scene(s, render_size), side), dtype=np.uint8)
                        for s in scenes])
     model.eval()
