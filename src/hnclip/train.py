@@ -179,6 +179,12 @@ def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standar
         return loss, STANDARD_INFONCE.global_loss(images.detach(), texts.detach(), scale.detach())
 
 
+def probes_step(cfg: TrainConfig, step: int) -> bool:
+    """Whether the optimizer step after ``step`` done runs the gradient probe: steps 1, 1 + k, 1 + 2k, ...
+    with k = ``dynamics_every``, in a run with ``dynamics_probe`` on."""
+    return bool(cfg.dynamics_probe and cfg.dynamics_every and step % cfg.dynamics_every == 0)
+
+
 def _clamp_logit_scale(model) -> None:
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -447,7 +453,7 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
     step_number = state.step + 1
     params = session.params
-    probe = GradientProbe(params) if cfg.dynamics_every and state.step % cfg.dynamics_every == 0 else None
+    probe = GradientProbe(params) if probes_step(cfg, state.step) else None
     lr = parts.optimizer.param_groups[0]["lr"]
     micro_per_epoch = session.steps_per_epoch * cfg.accum_steps
     losses, standard_losses = [], []
