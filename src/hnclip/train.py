@@ -271,6 +271,8 @@ class _Session:
     state: TrainState
     started: float  # perf_counter at the session's start
     base_wall_time: float = 0.0  # wall time of the run's earlier sessions
+    # the evaluation captions' token ids, tokenised at the first evaluation and kept for the run's others
+    eval_tokens: torch.Tensor | None = None
 
     def __post_init__(self):
         # what the optimizer trains, in a fixed order (gradient clipping, the dynamics probe)
@@ -399,7 +401,7 @@ def _prepare_framework(framework: Framework, cfg: TrainConfig, data: TrainingSet
 
 def _run_epochs(session: _Session) -> None:
     """The loop: optimizer steps until ``total_steps``, evaluation and a checkpoint at each epoch end."""
-    from hnclip.evaluate import evaluate_model
+    from hnclip.evaluate import evaluate_model, tokenize_captions
 
     cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
     # after the weights are final: DDP's constructor broadcasts rank 0's parameters
@@ -435,8 +437,11 @@ def _run_epochs(session: _Session) -> None:
             state.epoch += 1
             state.batch_in_epoch = 0
             if session.eval_data is not None and context.is_main:  # the other ranks wait in save()
+                if session.eval_tokens is None:  # BPE on dense captions is slow in Python: once per run
+                    session.eval_tokens = tokenize_captions(parts.model, session.eval_data[0])
                 metrics = evaluate_model(parts.model, session.eval_data[0], session.eval_data[1],
-                                         device=session.device, framework=parts.framework, return_ranks=True)
+                                         device=session.device, framework=parts.framework, return_ranks=True,
+                                         tokens=session.eval_tokens)
                 ranks = metrics.pop("ranks")
                 parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics})
                 parts.logs["epoch_ranks"].append({"epoch": state.epoch, **{k: " ".join(map(str, v))
