@@ -74,7 +74,7 @@ class TrainConfig:
         grad_clip: max global gradient norm; 0 disables clipping.
         precision: ``auto`` is bf16 autocast on CUDA and fp32 on CPU.
         dynamics_every: optimizer steps 1, 1 + k, 1 + 2k, ... log standard vs trained gradient norms
-            (costs up to two extra backward passes per micro-batch of those steps); 0 disables.
+            (costs one extra backward pass per micro-batch of those steps: hnclip.training.dynamics); 0 disables.
         dynamics_probe: whether those steps run the gradient probe (:mod:`hnclip.training.dynamics`);
             false logs only what every step logs (losses, saturation shares, learning rate, logit
             scale), the probe columns of dynamics.csv staying empty. The workflow sets it per run
