@@ -31,6 +31,12 @@ ratios between frameworks and for orders of magnitude, and the lead may re-measu
     python benchmarks/job_cost.py --smoke                          # the micro model, seconds (checks the script)
     python benchmarks/job_cost.py --frameworks goal --micro-batches 2,4 --merge  # remeasure one framework
 
+``--probe-only`` writes the measured frameworks into the file's ``probe`` section alone, from which
+``hnclip plan`` prices the diagnostics (a probed step against a plain one, both from the same process,
+so the ratio holds on a loaded machine whose absolute times the other sections should not take):
+
+    python benchmarks/job_cost.py --threads 2 --frameworks longclip,hnclip --probe-only
+
 ``--merge`` replaces only the frameworks measured in the existing file (the evaluation and the rest stay);
 each framework's entry carries its own date, micro-batches and load average, for a framework whose line
 through the default sizes is noise (a slope that falls) or that does not fit the default sizes' memory.
@@ -65,8 +71,9 @@ PROBE_PROTOCOL = "loop: step .grad as the boosted gradient, one standard pass, e
 
 
 # ------------------------------------------------------------------------------------------ data (parent)
-def make_data(root: Path, model_name: str, n_images: int, threads: int) -> None:
-    """Scenes with long captions, the backbone, its image store and the GOAL/StructXLIP products in ``root``."""
+def make_data(root: Path, model_name: str, n_images: int, threads: int, products: bool = True) -> None:
+    """Scenes with long captions, the backbone, its image store and (``products``) the GOAL/StructXLIP
+    products in ``root``."""
     import pandas as pd
     import torch
 
@@ -100,8 +107,9 @@ def make_data(root: Path, model_name: str, n_images: int, threads: int) -> None:
             masks.append(mask)
         return masks
 
-    build_segments(manifest, root / "model", root / "segments", device="cpu", mask_generator=box_masks)
-    build_edges(root / "store", root / "segments", root / "edges")
+    if products:
+        build_segments(manifest, root / "model", root / "segments", device="cpu", mask_generator=box_masks)
+        build_edges(root / "store", root / "segments", root / "edges")
 
 
 # --------------------------------------------------------------------------------------- one measurement
@@ -260,6 +268,9 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="micro model, micro-batch 2, two frameworks")
     parser.add_argument("--merge", action="store_true",
                         help="replace only these frameworks' entries in the existing --out file")
+    parser.add_argument("--probe-only", action="store_true",
+                        help="write these frameworks' plain and probed steps into the file's 'probe' section only "
+                             "(what hnclip plan prices the diagnostics with), leaving every other measurement")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--train", default=None, help=argparse.SUPPRESS)
@@ -292,7 +303,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="job_cost-") as tmp:
         args.data = Path(tmp)
         print(f"preparing data and the {args.model} backbone in {tmp} ...", file=sys.stderr)
-        make_data(args.data, args.model, n_images=max(micro_batches + [4]) * 2, threads=args.threads)
+        make_data(args.data, args.model, n_images=max(micro_batches + [4]) * 2, threads=args.threads,
+                  products=bool({"goal", "structxlip"} & set(labels)))
         frameworks = {}
         for label in labels:
             measured = []
@@ -307,6 +319,19 @@ def main() -> None:
                                  "forward_backward_s_per_sample": paper["forward_backward_s"] / PAPER_MICRO_BATCH,
                                  "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                                  "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+        if args.probe_only and not args.smoke:
+            merged = json.loads(args.out.read_text())
+            section = merged.setdefault("probe", {
+                "what": "plain and probed training steps per framework (benchmarks/job_cost.py --probe-only), "
+                        "from which hnclip plan prices the gradient-dynamics probe; each entry with its "
+                        "machine, date and load average", "frameworks": {}})
+            for label in labels:
+                section["frameworks"][label] = {
+                    **frameworks[label], "machine": machine(args.device, args.threads), "model": args.model,
+                    "load_average_before": [round(x, 2) for x in load_before]}
+            args.out.write_text(json.dumps(merged, indent=1) + "\n")
+            print(f"wrote the probed steps of {', '.join(labels)} into {args.out} (section 'probe')", file=sys.stderr)
+            return
         if args.merge and not args.smoke:  # a smoke run never touches the measurements
             merged = json.loads(args.out.read_text())
             merged["frameworks"].update(frameworks)

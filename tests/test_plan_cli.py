@@ -441,13 +441,19 @@ def _diagnostics_lines(out: str) -> dict[str, str]:
     return {line.split()[0]: line for line in section.splitlines()[2:] if line.startswith("  ") and "of" in line}
 
 
-def test_diagnostics_share_follows_the_measured_probed_step_by_hand(paper, tmp_path):
+@pytest.mark.parametrize("section", ["frameworks", "probe"])
+def test_diagnostics_share_follows_the_measured_probed_step_by_hand(paper, tmp_path, section):
     cost = json.loads(json.dumps(JOB_COST))
     probe = "loop: step .grad as the boosted gradient, one standard pass, embedding rows"
-    # HN-CLIP: forward + backward 20 / 40 s at micro-batch 2 / 4, AdamW 1 s, a probed step 31 / 61 s: at 16 by
-    # the lines 160 s, 1 s and 241 s, so a probed micro-batch pays 241 - 160 - 1 = 80 s more
-    for point, probed_step in zip(cost["frameworks"]["hnclip"]["measured"], (31.0, 61.0), strict=True):
+    # HN-CLIP: forward + backward 20 / 40 s at micro-batch 2 / 4, AdamW 1 s, a probed step 31 / 61 s: a probed
+    # micro-batch adds (31 - 21) / 20 = (61 - 41) / 40 = 0.5 of its forward + backward, 160 s at 16: 80 s
+    entry = json.loads(json.dumps(cost["frameworks"]["hnclip"]))
+    for point, probed_step in zip(entry["measured"], (31.0, 61.0), strict=True):
         point.update(optimizer_s=1.0, probe_step_s=probed_step, probe=probe)
+    if section == "probe":  # job_cost.py --probe-only: its own section, the frameworks' entries untouched
+        cost["probe"] = {"frameworks": {"hnclip": {**entry, "date": "2026-12-02T02:00:00+00:00"}}}
+    else:
+        cost["frameworks"]["hnclip"] = entry
     path = tmp_path / "job_cost.json"
     path.write_text(json.dumps(cost))
     _, out = run_plan(paper, tmp_path, samples_per_s=100.0, job_cost=path)
@@ -462,6 +468,7 @@ def test_diagnostics_share_follows_the_measured_probed_step_by_hand(paper, tmp_p
     # only the runs the report reads probe, a fraction of that
     assert 4.7 <= every <= 5.0 and 0 < read < every
     assert "2 kind(s) not measured" in grid and "an upper bound" not in out  # LoRA, DoRA
+    assert "hnclip 0.50x" in out and ("2026-12-02 probe section" in out) is (section == "probe")
 
 
 def test_the_paper_plan_spends_at_most_three_percent_of_its_gpu_hours_on_diagnostics(tmp_path):

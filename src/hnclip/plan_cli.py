@@ -539,10 +539,13 @@ def diagnostics_cost(config: dict, job_cost: dict, throughput: Throughput, sizes
                      gpus: int = 1) -> list[DiagnosticsCost]:
     """Per framework label: the probe's share of a probing job's time and of the kind's GPU-hours.
 
-    A probed step's extra is ``probe_step_s - plain_step_s`` of the measurement at the config's
-    micro-batch (``benchmarks/job_cost.py``, one micro-batch per step, the probe as the loop runs it),
-    paid once per micro-batch: a step of ``accum_steps`` micro-batches costs ``accum * forward_backward +
-    optimizer``, a probed one ``accum * extra`` more. A run probes ``ceil(steps / dynamics_every)`` of its
+    A probed micro-batch adds ``ratio * forward_backward``, ``ratio`` the median over the measured
+    micro-batches of ``(probe_step_s - forward_backward_s - optimizer_s) / forward_backward_s``, each from
+    one process (``benchmarks/job_cost.py``, one micro-batch per step, the probe as the loop runs it; the
+    file's ``probe`` section where it has the framework, else the framework's own entry); the plain
+    costs at the config's micro-batch are the framework's own lines. A step of ``accum_steps``
+    micro-batches costs ``accum * forward_backward + optimizer``, a probed one ``accum * ratio *
+    forward_backward`` more. A run probes ``ceil(steps / dynamics_every)`` of its
     steps if it is one of :func:`hnclip.plan.probed_runs`; its probe share of its time applies to its
     GPU-hours as the plan counts them (samples / samples-per-s).
     """
@@ -554,16 +557,26 @@ def diagnostics_cost(config: dict, job_cost: dict, throughput: Throughput, sizes
     for run in plan.all_runs(config):
         by_label.setdefault(_framework_label(config, run.method), []).append(run)
     rows = []
+    probe_section = (job_cost.get("probe") or {}).get("frameworks") or {}
     for label, runs in sorted(by_label.items()):
-        measured = job_cost["frameworks"].get(label, {}).get("measured") or []
+        # the file's probe section (job_cost.py --probe-only) first, else the framework's own measurement
+        entry = probe_section.get(label) or job_cost["frameworks"].get(label) or {}
+        measured = entry.get("measured") or []
         keys = ("forward_backward_s", "optimizer_s", "probe_step_s")
         if not measured or not all(k in m for m in measured for k in keys):
             rows.append(DiagnosticsCost(f"train {label}", len(runs), sum(r in probed for r in runs), *[math.nan] * 6,
                                         "not measured (benchmarks/job_cost.py)"))
             continue
-        at = cost_at(measured, "micro_batch", micro, keys)
+        # what a probed micro-batch adds, relative to its forward + backward in the same process: a ratio
+        # that other processes' load inflates far less than the absolute times
+        ratio = max(0.0, statistics.median(
+            (m["probe_step_s"] - m["forward_backward_s"] - m["optimizer_s"]) / m["forward_backward_s"] for m in measured))
+        base = job_cost["frameworks"].get(label, {}).get("measured") or []
+        if not base or not all(k in m for m in base for k in keys[:2]):
+            base = measured
+        at = cost_at(base, "micro_batch", micro, keys[:2])
         step_s = accum * at["forward_backward_s"] + at["optimizer_s"]
-        probe_s = accum * max(0.0, at["probe_step_s"] - at["forward_backward_s"] - at["optimizer_s"])
+        probe_s = accum * ratio * at["forward_backward_s"]
         hours = probe_hours = probe_hours_all = 0.0
         for run in runs:
             samples = run_samples(train, sizes[run.train_set][0], run.fraction)
@@ -575,9 +588,11 @@ def diagnostics_cost(config: dict, job_cost: dict, throughput: Throughput, sizes
             probe_hours_all += run_hours * share
             probe_hours += run_hours * share if run in probed else 0.0
         full = _probed_steps(1000 * every, every) * probe_s  # a long run's steady share
+        where = f"{entry['date'][:10]} probe section" if label in probe_section else "its own entry"
         rows.append(DiagnosticsCost(f"train {label}", len(runs), sum(r in probed for r in runs), step_s, probe_s,
                                     full / (1000 * every * step_s + full) if every else 0.0, hours, probe_hours,
-                                    probe_hours_all, at["how"], not all(m.get("probe") for m in measured)))
+                                    probe_hours_all, f"{label} {ratio:.2f}x ({where})",
+                                    not all(m.get("probe") for m in measured)))
     return rows
 
 
@@ -612,14 +627,14 @@ def format_diagnostics(rows: list[DiagnosticsCost], config: dict, micro_batch: i
                    f"({probe_hours / hours:.1%}); with every run probing (train.probe_runs: all) "
                    f"{_hours(probe_hours_all)} ({probe_hours_all / hours:.1%})"
                    + ("" if len(measured) == len(rows) else f"; {len(rows) - len(measured)} kind(s) not measured"))
-    how = sorted({r.how for r in measured})
-    out.append(f"probe cost: a probed step against a plain one at micro-batch {micro_batch} ({'; '.join(how) or 'not measured'}), "
-               "each micro-batch of a probed step paying it; the per-epoch evaluation is not counted")
+    out.append(f"probe cost: what a probed micro-batch adds, relative to its forward + backward, measured in one "
+               f"process each ({', '.join(r.how for r in measured) or 'not measured'}), on the plain step's cost at "
+               f"micro-batch {micro_batch}; the per-epoch evaluation is not counted")
     earlier = [r.job.removeprefix("train ") for r in measured if r.earlier_probe]
     if earlier:
         out.append(f"  {', '.join(earlier)}: measured with the probe before it read the step's .grad (two passes where the "
                    "objectives differ, fp32 copies of both gradients): an upper bound; re-measure with "
-                   f"benchmarks/job_cost.py --merge --frameworks {','.join(earlier)}")
+                   f"benchmarks/job_cost.py --probe-only --frameworks {','.join(earlier)}")
     return "\n".join(out)
 
 
