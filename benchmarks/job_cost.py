@@ -7,11 +7,13 @@ token term, LoRA, DoRA, FineLIP, GOAL, StructXLIP) runs one micro-batch of a ran
 float32, each measurement in a fresh process so that its peak resident memory is that job's alone:
 
 - ``forward_backward_s``: encode + loss + backward of the micro-batch (median of ``--repeats`` after a
-  warm-up step); ``optimizer_s``: clip + AdamW step; ``probe_step_s``: a step with the gradient-dynamics
-  probe (two more backward passes), which the loop runs every ``dynamics_every`` steps;
-  ``peak_rss_mb``: the process's peak resident set after that step, the job's peak (model, gradients,
-  AdamW moments, activations, the probe's two fp32 gradient copies, the framework's modules), and
-  ``peak_rss_mb_plain_step`` before it; on CUDA also ``peak_device_mb`` (``torch.cuda.max_memory_allocated``).
+  warm-up step); ``optimizer_s``: clip + AdamW step; ``plain_step_s``: their sum; ``probe_step_s``: a
+  step with the gradient-dynamics probe as the loop runs it every ``dynamics_every`` steps of the runs
+  that probe (one more backward pass; ``probe`` names how it was measured), which ``hnclip plan`` sets
+  against ``plain_step_s`` to price the diagnostics; ``peak_rss_mb``: the process's peak resident set
+  after that step, the job's peak (model, gradients, AdamW moments, activations, the framework's
+  modules), and ``peak_rss_mb_plain_step`` before it; on CUDA also ``peak_device_mb``
+  (``torch.cuda.max_memory_allocated``).
 - micro-batch 16 (the paper's) is measured where it fits (``--micro-batches 16``, a GPU); on a CPU with
   less memory, smaller micro-batches are measured and the paper's value is the least-squares line
   through them, ``a + b * 16`` (activations and per-sample time grow linearly with the micro-batch;
@@ -28,6 +30,12 @@ ratios between frameworks and for orders of magnitude, and the lead may re-measu
     python benchmarks/job_cost.py --device cuda --micro-batches 16 # a GPU: the paper's micro-batch itself
     python benchmarks/job_cost.py --smoke                          # the micro model, seconds (checks the script)
     python benchmarks/job_cost.py --frameworks goal --micro-batches 2,4 --merge  # remeasure one framework
+
+``--probe-only`` writes the measured frameworks into the file's ``probe`` section alone, from which
+``hnclip plan`` prices the diagnostics (a probed step against a plain one, both from the same process,
+so the ratio holds on a loaded machine whose absolute times the other sections should not take):
+
+    python benchmarks/job_cost.py --threads 2 --frameworks longclip,hnclip --probe-only
 
 ``--merge`` replaces only the frameworks measured in the existing file (the evaluation and the rest stay);
 each framework's entry carries its own date, micro-batches and load average, for a framework whose line
@@ -57,11 +65,15 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "job_cost.json"
 PAPER_MICRO_BATCH = 16
 PAPER_EVAL_BATCH = 256
+# how probe_step_s was measured (a measurement without this key: the probe before it, which took both
+# gradients with autograd.grad, two passes where the objectives differ, and copied both into fp32 buffers)
+PROBE_PROTOCOL = "loop: step .grad as the boosted gradient, one standard pass, embedding rows"
 
 
 # ------------------------------------------------------------------------------------------ data (parent)
-def make_data(root: Path, model_name: str, n_images: int, threads: int) -> None:
-    """Scenes with long captions, the backbone, its image store and the GOAL/StructXLIP products in ``root``."""
+def make_data(root: Path, model_name: str, n_images: int, threads: int, products: bool = True) -> None:
+    """Scenes with long captions, the backbone, its image store and (``products``) the GOAL/StructXLIP
+    products in ``root``."""
     import pandas as pd
     import torch
 
@@ -95,8 +107,9 @@ def make_data(root: Path, model_name: str, n_images: int, threads: int) -> None:
             masks.append(mask)
         return masks
 
-    build_segments(manifest, root / "model", root / "segments", device="cpu", mask_generator=box_masks)
-    build_edges(root / "store", root / "segments", root / "edges")
+    if products:
+        build_segments(manifest, root / "model", root / "segments", device="cpu", mask_generator=box_masks)
+        build_edges(root / "store", root / "segments", root / "edges")
 
 
 # --------------------------------------------------------------------------------------- one measurement
@@ -110,7 +123,7 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     from hnclip.models import load_model
     from hnclip.train import compute_objective, load_training_set
     from hnclip.train_config import TrainConfig
-    from hnclip.training.dynamics import GradientProbe
+    from hnclip.training.dynamics import GradientProbe, sparse_embeddings
 
     from step_setup import training_parts
 
@@ -137,14 +150,22 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
                       extras=framework.batch_extras(positions, device))
         sync()
         start = time.perf_counter()
+        # a gradient-dynamics step as the loop runs it every dynamics_every steps (hnclip.train): the probe
+        # records the embedding lookups from the forward on, takes the standard gradient before the
+        # backward and reads the step's .grad before clipping
+        gradient_probe = GradientProbe(params, sparse_embeddings((model, framework), params),
+                                       step_gradient=True) if probe else None
         with torch.autocast(device.type, torch.bfloat16, enabled=device.type == "cuda"):
             out = framework.encode(model, batch)
-        if probe:  # a gradient-dynamics step, as the loop runs every dynamics_every steps
+        if probe:
             loss, standard = compute_objective(out, cfg, standard_with_grad=True, framework=framework, batch=batch)
-            GradientProbe(params).add(standard, loss, 1.0)
+            features = (out["image_features"].detach(), out["text_features"].detach(), out["logit_scale"].detach())
+            gradient_probe.add(standard, loss, 1.0, features)
         else:
             loss = sum(framework.loss_terms(out, batch).values())
         loss.backward()
+        if probe:
+            gradient_probe.summary()
         sync()
         middle = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
@@ -162,8 +183,12 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
               "peak_rss_mb_plain_step": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if device.type == "cuda":
         result["peak_device_mb_plain_step"] = torch.cuda.max_memory_allocated(device) / 2**20
-    # the job's peak: a step with the gradient-dynamics probe (two fp32 gradient copies, two more backwards)
+    # the job's peak: a step with the gradient-dynamics probe (one more backward; one fp32 copy of the
+    # standard gradient only where a step accumulates several micro-batches and the objectives differ,
+    # so none here); probe_step_s against plain_step_s is what hnclip plan prices the diagnostics with
+    result["plain_step_s"] = result["forward_backward_s"] + result["optimizer_s"]
     result["probe_step_s"] = sum(step(repeats + 1, probe=True))
+    result["probe"] = PROBE_PROTOCOL
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["load_1min"] = os.getloadavg()[0]
     if device.type == "cuda":
@@ -243,6 +268,9 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="micro model, micro-batch 2, two frameworks")
     parser.add_argument("--merge", action="store_true",
                         help="replace only these frameworks' entries in the existing --out file")
+    parser.add_argument("--probe-only", action="store_true",
+                        help="write these frameworks' plain and probed steps into the file's 'probe' section only "
+                             "(what hnclip plan prices the diagnostics with), leaving every other measurement")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--train", default=None, help=argparse.SUPPRESS)
@@ -275,7 +303,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="job_cost-") as tmp:
         args.data = Path(tmp)
         print(f"preparing data and the {args.model} backbone in {tmp} ...", file=sys.stderr)
-        make_data(args.data, args.model, n_images=max(micro_batches + [4]) * 2, threads=args.threads)
+        make_data(args.data, args.model, n_images=max(micro_batches + [4]) * 2, threads=args.threads,
+                  products=bool({"goal", "structxlip"} & set(labels)))
         frameworks = {}
         for label in labels:
             measured = []
@@ -283,13 +312,26 @@ def main() -> None:
                 measured.append(_child(args, "--train", label, "--micro-batch", str(b)))
                 print(f"{label:<11} micro-batch {b:>3}: {measured[-1]}", file=sys.stderr)
             paper = at_size(measured, "micro_batch", PAPER_MICRO_BATCH,
-                            ("forward_backward_s", "optimizer_s", "probe_step_s", "peak_rss_mb",
+                            ("forward_backward_s", "optimizer_s", "plain_step_s", "probe_step_s", "peak_rss_mb",
                              "peak_rss_mb_plain_step", "peak_device_mb"))
-            frameworks[label] = {"overrides": VARIANTS[label], "measured": measured,
+            frameworks[label] = {"overrides": VARIANTS[label], "measured": measured, "probe": PROBE_PROTOCOL,
                                  "at_paper_micro_batch": paper,
                                  "forward_backward_s_per_sample": paper["forward_backward_s"] / PAPER_MICRO_BATCH,
                                  "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                                  "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+        if args.probe_only and not args.smoke:
+            merged = json.loads(args.out.read_text())
+            section = merged.setdefault("probe", {
+                "what": "plain and probed training steps per framework (benchmarks/job_cost.py --probe-only), "
+                        "from which hnclip plan prices the gradient-dynamics probe; each entry with its "
+                        "machine, date and load average", "frameworks": {}})
+            for label in labels:
+                section["frameworks"][label] = {
+                    **frameworks[label], "machine": machine(args.device, args.threads), "model": args.model,
+                    "load_average_before": [round(x, 2) for x in load_before]}
+            args.out.write_text(json.dumps(merged, indent=1) + "\n")
+            print(f"wrote the probed steps of {', '.join(labels)} into {args.out} (section 'probe')", file=sys.stderr)
+            return
         if args.merge and not args.smoke:  # a smoke run never touches the measurements
             merged = json.loads(args.out.read_text())
             merged["frameworks"].update(frameworks)

@@ -173,3 +173,19 @@ def test_runs_with_long_clips_short_caption_term_play_no_role(tmp_path):
     assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0}}, gamma=0.5) == "plain"
     assert run_role({"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0,
                                 "longclip": {"short_weight": 0.1}}}, gamma=0.5) is None
+
+
+def test_a_run_that_did_not_probe_is_no_source_of_the_probe_figures(runs, tmp_path):
+    # a third plain run whose dynamics log has only the columns every step logs (TrainConfig.dynamics_probe false)
+    unprobed = write_run(tmp_path, "plain_c", {"gamma": 0.0, "token_weight": 0.0, "dynamics_probe": False}, {
+        "step": [1, 2], "epoch": [1, 1], "infonce": [1.0, 1.0], "saturated_share": [1.0, 1.0],
+        "objective_active_share": [0.0, 0.0], "grad_cosine": [NAN, NAN], "grad_ratio": [NAN, NAN],
+        "grad_norm_standard_fp32": [NAN, NAN], **zero_columns([NAN, NAN]),
+    })
+    roles = classify_runs([*runs, unprobed], gamma=0.5)
+    with_probe = classify_runs(runs, gamma=0.5)
+    figures, sources = premise_figures(roles), premise_sources(roles)
+    assert str(unprobed) in sources["saturated_share_epoch1"]  # read from a column every step logs
+    assert str(unprobed) not in sources["exact_zero.param_grad.fp32"]
+    assert sources["exact_zero.loss.bf16"] == premise_sources(with_probe)["exact_zero.loss.bf16"]
+    assert figures["exact_zero.param_grad.fp32"] == premise_figures(with_probe)["exact_zero.param_grad.fp32"]

@@ -436,6 +436,50 @@ def test_paper_plan_prints_each_frameworks_memory_from_the_committed_measurement
         assert f"{expected:,.0f}" in lines[f"train {label}"], (label, lines[f"train {label}"])
     assert "evaluate" in lines and "not measured" not in out
 
+def _diagnostics_lines(out: str) -> dict[str, str]:
+    section = out.split("\ndiagnostics: ", 1)[1]
+    return {line.split()[0]: line for line in section.splitlines()[2:] if line.startswith("  ") and "of" in line}
+
+
+@pytest.mark.parametrize("section", ["frameworks", "probe"])
+def test_diagnostics_share_follows_the_measured_probed_step_by_hand(paper, tmp_path, section):
+    cost = json.loads(json.dumps(JOB_COST))
+    probe = "loop: step .grad as the boosted gradient, one standard pass, embedding rows"
+    # HN-CLIP: forward + backward 20 / 40 s at micro-batch 2 / 4, AdamW 1 s, a probed step 31 / 61 s: a probed
+    # micro-batch adds (31 - 21) / 20 = (61 - 41) / 40 = 0.5 of its forward + backward, 160 s at 16: 80 s
+    entry = json.loads(json.dumps(cost["frameworks"]["hnclip"]))
+    for point, probed_step in zip(entry["measured"], (31.0, 61.0), strict=True):
+        point.update(optimizer_s=1.0, probe_step_s=probed_step, probe=probe)
+    if section == "probe":  # job_cost.py --probe-only: its own section, the frameworks' entries untouched
+        cost["probe"] = {"frameworks": {"hnclip": {**entry, "date": "2026-12-02T02:00:00+00:00"}}}
+    else:
+        cost["frameworks"]["hnclip"] = entry
+    path = tmp_path / "job_cost.json"
+    path.write_text(json.dumps(cost))
+    _, out = run_plan(paper, tmp_path, samples_per_s=100.0, job_cost=path)
+    lines = _diagnostics_lines(out)
+    # a step of 8 micro-batches: 8 x 160 + 1 = 1281 s plain, 8 x 80 = 640 s more when probed (+50 %); every 10th
+    # step probed: 64 / (1281 + 64) = 4.8 % of a long run's time
+    assert "+50%" in lines["hnclip"] and "4.8%" in lines["hnclip"]
+    assert lines["lora"].split()[-4:] == ["-", "-", "-", "-"]  # LoRA's measurement has no probed step
+    grid = next(line for line in out.splitlines() if line.startswith("the grid: "))
+    read, every = [float(part.rsplit("(", 1)[1]) for part in grid.split("%)")[:2]]
+    # every HN-CLIP run probing would pay ~4.8 % of its time (a short run a little more: steps 1, 11, ...);
+    # only the runs the report reads probe, a fraction of that
+    assert 4.7 <= every <= 5.0 and 0 < read < every
+    assert "2 kind(s) not measured" in grid and "an upper bound" not in out  # LoRA, DoRA
+    assert "hnclip 0.50x" in out and ("2026-12-02 probe section" in out) is (section == "probe")
+
+
+def test_the_paper_plan_spends_at_most_three_percent_of_its_gpu_hours_on_diagnostics(tmp_path):
+    committed = REPO / "benchmarks/job_cost.json"
+    _, out = run_plan(PAPER, tmp_path, samples_per_s=150.0, job_cost=committed)
+    grid = next(line for line in out.splitlines() if line.startswith("the grid: "))
+    read = float(grid.split("%)")[0].rsplit("(", 1)[1])  # "... probing (2.4%); with every run ..."
+    assert read <= 3.0, grid
+    assert "21 of 93 runs (train.probe_runs: read" in out
+
+
 def test_cost_line_ignores_a_falling_slope_and_takes_a_measured_size_as_is():
     from hnclip.plan_cli import cost_at
 

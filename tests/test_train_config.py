@@ -14,7 +14,14 @@ import yaml
 
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
-from hnclip.train_config import NOT_HASHED, RECIPE_KEYS, TrainConfig, override_items
+from hnclip.train_config import (
+    NOT_HASHED,
+    PROBE_RUNS,
+    RECIPE_KEYS,
+    WORKFLOW_KEYS,
+    TrainConfig,
+    override_items,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -112,15 +119,17 @@ def test_documented_defaults():
     assert all(text for text in TrainConfig.help().values()) and "finelip.margin" in TrainConfig.help()
 
 
-def test_config_hash_is_sha256_of_the_sorted_dict_without_keep_checkpoint_and_grad_checkpointing():
+def test_config_hash_is_sha256_of_the_sorted_dict_without_keep_checkpoint_grad_checkpointing_and_probing():
     cfg = TrainConfig(gamma=0.5, seed=3)
-    hashed = {k: v for k, v in cfg.to_dict().items() if k not in ("keep_checkpoint", "grad_checkpointing")}
+    hashed = {k: v for k, v in cfg.to_dict().items()
+              if k not in ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")}
     expected = hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    assert NOT_HASHED == ("keep_checkpoint", "grad_checkpointing")
+    assert NOT_HASHED == ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")
     assert cfg.config_hash() == expected
     assert TrainConfig.from_overrides({"gamma": "0.50", "seed": "3"}).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=3, keep_checkpoint="none").config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=3, grad_checkpointing=True).config_hash() == expected
+    assert TrainConfig(gamma=0.5, seed=3, dynamics_probe=False).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=4).config_hash() != expected
 
 
@@ -140,6 +149,17 @@ def test_override_items_flatten_the_run_framework_section_only():
     assert cfg.framework_settings.margin == 0.2 and cfg.lr == 1e-6
 
 
+def test_probe_runs_becomes_dynamics_probe_only_where_it_changes_the_run():
+    settings = {"framework": "longclip", "dynamics_every": 4, "probe_runs": "read"}
+    assert override_items(settings) == ["framework=longclip", "dynamics_every=4", "dynamics_probe=false"]
+    assert override_items(settings, read=True) == ["framework=longclip", "dynamics_every=4"]
+    assert override_items({**settings, "probe_runs": "all"}) == ["framework=longclip", "dynamics_every=4"]
+    # a run that never probes keeps its command line (a pretraining stage with dynamics_every 0)
+    assert override_items({**settings, "dynamics_every": 0}) == ["framework=longclip", "dynamics_every=0"]
+    with pytest.raises(ValueError, match="train.probe_runs='some' is not one of read, all"):
+        override_items({**settings, "probe_runs": "some"})
+    assert TrainConfig.from_overrides({"dynamics_probe": "false"}).dynamics_probe is False
+
 # ------------------------------------------------------------------------ one default, declared once
 def _schema_defaults(node: dict) -> dict:
     return {k: v.get("default") for k, v in node["properties"].items() if "properties" not in v}
@@ -149,11 +169,15 @@ def test_schema_train_defaults_equal_the_dataclasses():
     train = schema()["definitions"]["train_settings"]
     core = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for key, default in _schema_defaults(train).items():
+        if key in WORKFLOW_KEYS:  # turned into TrainConfig fields by override_items
+            continue
         assert key in core, f"schema train.{key} is not a TrainConfig field"
         assert default == core[key] and type(default) is type(core[key]), f"train.{key}: {default!r} vs {core[key]!r}"
     # every field the workflow sets per run or leaves alone is documented (the rest come from elsewhere)
-    per_run = {"framework", "gamma", "token_weight", "margin", "seed", "caption_column", "framework_settings"}
+    per_run = {"framework", "gamma", "token_weight", "margin", "seed", "caption_column", "framework_settings",
+               "dynamics_probe"}
     assert set(core) - set(_schema_defaults(train)) == per_run
+    assert train["properties"]["probe_runs"]["enum"] == list(PROBE_RUNS)
     sections = {k for k, v in train["properties"].items() if "properties" in v}
     assert sections == set(settings_sections()) == {framework_entry(n).section for n in framework_names()}
     for section in sections:

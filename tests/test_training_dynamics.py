@@ -18,10 +18,14 @@ import torch
 from hnclip.training.dynamics import (
     DYNAMICS_COLUMNS,
     EXACT_ZERO_COLUMNS,
+    EXACT_ZERO_DTYPES,
     GradientProbe,
     exact_zero_flags,
     is_zero_norm,
+    pair_sums,
+    sparse_embeddings,
     step_saturation,
+    zero_norm_flags,
 )
 
 HALF_ULP_OF_ONE = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8}
@@ -113,3 +117,138 @@ def test_probe_without_features_leaves_the_exact_zero_columns_empty():
     row = probe.summary()
     assert row["grad_norm_standard_fp32"] == pytest.approx(3.0) and row["grad_norm_standard"] == pytest.approx(3.0)
     assert all(math.isnan(row[c]) for c in EXACT_ZERO_COLUMNS)
+
+
+# ------------------------------------------------- the loop's probe against an independent float64 reference
+
+CAPTIONS = ["a red cube left of a ball", "a blue ball near the car", "two green trees", "the shiny dog above a car",
+            "a small matte cube", "a large red ball left of a tree", "the car below the dog", "a blue tree"]
+
+
+def hand_infonce(out: dict, gamma: float) -> torch.Tensor:
+    """Symmetric InfoNCE with the HN margin gamma * G (G: detached caption cosine, zero diagonal), from the
+    paper's formula, in the features' own dtype."""
+    images, texts, s = out["image_features"], out["text_features"], out["logit_scale"]
+    g = (texts @ texts.T).detach() * (1 - torch.eye(len(texts), dtype=texts.dtype))
+    labels = torch.arange(len(texts))
+    return (F_cross(s * (images @ texts.T + gamma * g), labels) + F_cross(s * (texts @ images.T + gamma * g), labels)) / 2
+
+
+def F_cross(logits, labels):
+    return -(logits.diagonal() - torch.logsumexp(logits, dim=1)).mean()
+
+
+def micro_batches():
+    from hnclip.models import create_model
+
+    model = create_model("micro", seed=3).train(False)  # no dropout in the micro model; eval keeps it explicit
+    generator = torch.Generator().manual_seed(4)
+    size = model.spec["config"]["vision_cfg"]["image_size"]
+    images = torch.rand(len(CAPTIONS), 3, size, size, generator=generator)
+    tokens = model.tokenize(CAPTIONS)
+    return model, [(images[:4], tokens[:4]), (images[4:], tokens[4:])]
+
+
+def reference(gamma: float) -> dict:
+    """Norms, ratio and cosine of the step's standard and boosted gradients over every parameter (the
+    token-embedding table densely), with a float64 copy of the model: nothing of the probe is used."""
+    model, batches = micro_batches()
+    model = model.double()
+    params = [p for p in model.parameters() if p.requires_grad]
+    standard = [torch.zeros_like(p) for p in params]
+    boosted = [torch.zeros_like(p) for p in params]
+    for images, tokens in batches:
+        out = model(images.double(), tokens)
+        for total, loss in ((standard, hand_infonce(out, 0.0)), (boosted, hand_infonce(out, gamma))):
+            for t, g in zip(total, torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True),
+                            strict=True):
+                if g is not None:
+                    t.add_(g / len(batches))
+    ns = math.sqrt(sum(float((g * g).sum()) for g in standard))
+    nb = math.sqrt(sum(float((g * g).sum()) for g in boosted))
+    dot = sum(float((a * b).sum()) for a, b in zip(standard, boosted, strict=True))
+    return {"grad_norm_standard": ns, "grad_norm_boosted": nb, "grad_ratio": nb / ns, "grad_cosine": dot / (ns * nb)}
+
+
+def probe_step(gamma: float, step_gradient: bool, sparse: bool) -> tuple[dict, int]:
+    """One step through the probe as the training loop drives it; returns its row and the number of
+    autograd.grad passes it took."""
+    model, batches = micro_batches()
+    params = [p for p in model.parameters() if p.requires_grad]
+    calls = [0]
+    real_grad = torch.autograd.grad
+
+    def counting(outputs, inputs, *args, **kwargs):  # backward passes through the model (not the feature-level
+        calls[0] += any(any(x is p for p in params) for x in inputs)  # exact-zero measurements)
+        return real_grad(outputs, inputs, *args, **kwargs)
+
+    probe = GradientProbe(params, sparse_embeddings([model], params) if sparse else (), step_gradient=step_gradient)
+    torch.autograd.grad = counting
+    try:
+        for images, tokens in batches:
+            out = model(images, tokens)
+            standard = hand_infonce(out, 0.0)
+            boosted = standard if gamma == 0 else hand_infonce(out, gamma)
+            probe.add(standard, boosted, 1.0 / len(batches),
+                      (out["image_features"].detach(), out["text_features"].detach(), out["logit_scale"].detach()))
+            if step_gradient:
+                (boosted / len(batches)).backward()
+    finally:
+        torch.autograd.grad = real_grad
+    return probe.summary(), calls[0]
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5])
+@pytest.mark.parametrize(("step_gradient", "sparse"), [(True, True), (True, False), (False, True), (False, False)])
+def test_probe_numbers_equal_a_float64_reference_on_a_tiny_model(gamma, step_gradient, sparse):
+    expected = reference(gamma)
+    row, passes = probe_step(gamma, step_gradient, sparse)
+    for column, value in expected.items():
+        assert row[column] == pytest.approx(value, rel=2e-5, abs=1e-9), column
+    if gamma == 0:
+        assert row["grad_ratio"] == 1.0 and row["grad_cosine"] == pytest.approx(1.0, abs=1e-12)
+    else:
+        assert abs(row["grad_ratio"] - 1) > 1e-3 and row["grad_cosine"] < 1 - 1e-6  # the margin changes it
+    # one pass per micro-batch for the standard gradient; a second only where the probe takes the boosted one
+    assert passes == 2 * (1 if step_gradient or gamma == 0 else 2)
+    assert row["grad_norm_standard_fp32"] == pytest.approx(expected["grad_norm_standard"], rel=1e-4)
+    assert row["zero_param_grad_fp32"] == 0.0 and row["standard_grad_zero"] == 0
+
+
+def test_the_embedding_table_by_its_rows_gives_the_dense_numbers():
+    model, _ = micro_batches()
+    params = [p for p in model.parameters() if p.requires_grad]
+    (table,) = sparse_embeddings([model], params)
+    assert table is model.clip.token_embedding and table.weight.shape[0] == 49408
+    sparse, _ = probe_step(0.5, True, True)
+    dense, _ = probe_step(0.5, True, False)
+    for column in ("grad_norm_standard", "grad_norm_boosted", "grad_ratio", "grad_cosine"):
+        assert sparse[column] == pytest.approx(dense[column], rel=1e-6), column
+    assert {c: sparse[c] for c in EXACT_ZERO_COLUMNS} == {c: dense[c] for c in EXACT_ZERO_COLUMNS}
+
+
+@pytest.mark.parametrize("value", [1e-21, 1e-22, 2.6e-23, 1e-24, 1e-30, 1e-6, 0.0])
+def test_zero_flags_from_the_largest_element_equal_torchs_norm_in_each_dtype(value):
+    grads = [torch.full((3, 4), value), torch.full((5,), -value / 3), torch.zeros(2)]
+    amaxes = [float(g.abs().max()) for g in grads]
+    flags = zero_norm_flags(amaxes)
+    for name, dtype in EXACT_ZERO_DTYPES.items():
+        assert flags[name] is is_zero_norm(grads, dtype), name
+
+
+def test_norms_and_cosine_of_gradients_whose_fp32_squares_underflow_are_exact():
+    torch.manual_seed(1)
+    s = torch.randn(1000) * 1e-24  # each square ~1e-48: below the smallest fp32 subnormal
+    b = torch.randn(1000) * 1e-3 + 5e20 * s
+    big = torch.randn(300_000)  # many elements: float32 chunks reduced in float64
+    ss, bb, sb = pair_sums([(s, b), (big, big)])
+    s64, b64, big64 = s.double(), b.double(), big.double()
+    # the big pair's float32 dot over a chunk of 2^16 elements carries a relative error of ~1e-7 (the BLAS
+    # kernel, and so the exact figure, depends on the thread count and the machine): 1e-6 bounds it
+    assert ss == pytest.approx(float((s64 * s64).sum() + (big64 * big64).sum()), rel=1e-6)
+    assert bb == pytest.approx(float((b64 * b64).sum() + (big64 * big64).sum()), rel=1e-6)
+    assert sb == pytest.approx(float((s64 * b64).sum() + (big64 * big64).sum()), rel=1e-6)
+    alone = pair_sums([(s, b)])
+    cosine = float((s64 * b64).sum() / (s64.norm() * b64.norm()))
+    assert alone[2] / math.sqrt(alone[0] * alone[1]) == pytest.approx(cosine, rel=1e-9)
+    assert alone[0] > 0 and float(torch.linalg.vector_norm(s)) == 0.0  # what fp32 squares alone would give

@@ -176,13 +176,33 @@ def check_store_matches_model(store, model, where) -> None:
                          f"{expected[0]}x{expected[1]}; prepare the store at the model's image size")
 
 
+def tokenize_captions(model, manifest, caption_column: str = "caption") -> torch.Tensor:
+    """Token ids [N_texts, context_length] of a split's captions, one row per manifest row: what
+    :func:`evaluate_model` takes as ``tokens`` so that a caller evaluating the same split again (the
+    training loop, after every epoch) tokenises it once. The same ids as tokenising batch by batch."""
+    return model.tokenize([str(c) for c in manifest[caption_column]])
+
+
+def _caption_tokens(model, captions: list[str], tokens: torch.Tensor | None, start: int, batch_size: int):
+    if tokens is None:
+        return model.tokenize(captions[start:start + batch_size])
+    return tokens[start:start + batch_size]
+
+
+def _check_tokens(tokens: torch.Tensor | None, n_captions: int) -> None:
+    if tokens is not None and len(tokens) != n_captions:
+        raise ValueError(f"tokens has {len(tokens)} rows, the evaluation manifest {n_captions} captions")
+
+
 @torch.no_grad()
-def encode_split(model, manifest, store, batch_size: int = 64, device=None, caption_column: str = "caption"):
+def encode_split(model, manifest, store, batch_size: int = 64, device=None, caption_column: str = "caption",
+                 tokens: torch.Tensor | None = None):
     """(image_features [N_images, D], text_features [N_texts, D]): normalised float32, on the CPU.
 
     Images are encoded once per distinct ``image_id`` (first-appearance order), captions once per row.
     Encoding runs in fp32 with the model in eval mode (restored afterwards): retrieval ranks among
-    near-duplicate dense captions move with bf16 rounding.
+    near-duplicate dense captions move with bf16 rounding. ``tokens``: the captions already tokenised
+    (:func:`tokenize_captions`); None tokenises them here.
     """
     from hnclip.data.image_store import to_model_input
 
@@ -191,6 +211,7 @@ def encode_split(model, manifest, store, batch_size: int = 64, device=None, capt
     rows = _store_rows(store, image_ids, "the evaluation manifest")
     check_store_matches_model(store, model, getattr(store, "root", store))
     captions = [str(c) for c in manifest[caption_column]]
+    _check_tokens(tokens, len(captions))
     was_training = model.training
     model.eval()
     try:
@@ -199,8 +220,8 @@ def encode_split(model, manifest, store, batch_size: int = 64, device=None, capt
             pixels = to_model_input(store.read(rows[start:start + batch_size]), model.image_mean, model.image_std)
             image_chunks.append(model.encode_image(pixels.to(device)).float().cpu())
         for start in tqdm(range(0, len(captions), batch_size), desc="encode captions", leave=False):
-            tokens = model.tokenize(captions[start:start + batch_size])
-            text_chunks.append(model.encode_text(tokens.to(device)).float().cpu())
+            batch = _caption_tokens(model, captions, tokens, start, batch_size)
+            text_chunks.append(model.encode_text(batch.to(device)).float().cpu())
     finally:
         model.train(was_training)
     return torch.cat(image_chunks), torch.cat(text_chunks)
@@ -208,7 +229,8 @@ def encode_split(model, manifest, store, batch_size: int = 64, device=None, capt
 
 @torch.no_grad()
 def encode_split_with_framework(framework, model, manifest, store, batch_size: int = 64, device=None,
-                                caption_column: str = "caption") -> tuple[dict, dict]:
+                                caption_column: str = "caption", tokens: torch.Tensor | None = None
+                                ) -> tuple[dict, dict]:
     """Like :func:`encode_split`, through ``framework.encode_images/encode_texts``: two dicts of float32
     CPU tensors (images, resp. captions, on dim 0). Model and framework run in eval mode, fp32."""
     from hnclip.data.image_store import to_model_input
@@ -218,6 +240,7 @@ def encode_split_with_framework(framework, model, manifest, store, batch_size: i
     rows = _store_rows(store, image_ids, "the evaluation manifest")
     check_store_matches_model(store, model, getattr(store, "root", store))
     captions = [str(c) for c in manifest[caption_column]]
+    _check_tokens(tokens, len(captions))
     modes = (model.training, framework.training)
     model.eval()
     framework.eval()
@@ -228,7 +251,7 @@ def encode_split_with_framework(framework, model, manifest, store, batch_size: i
             part = framework.encode_images(model, pixels.to(device))
             image_parts.append({k: v.float().cpu() for k, v in part.items()})
         for start in tqdm(range(0, len(captions), batch_size), desc="encode captions", leave=False):
-            part = framework.encode_texts(model, model.tokenize(captions[start:start + batch_size]).to(device))
+            part = framework.encode_texts(model, _caption_tokens(model, captions, tokens, start, batch_size).to(device))
             text_parts.append({k: v.float().cpu() for k, v in part.items()})
     finally:
         model.train(modes[0])
@@ -239,9 +262,10 @@ def encode_split_with_framework(framework, model, manifest, store, batch_size: i
 
 def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks=(1, 5, 10),
                    caption_column: str = "caption", framework=None, score_chunk: int = 64,
-                   return_ranks: bool = False) -> dict[str, float]:
+                   return_ranks: bool = False, tokens: torch.Tensor | None = None) -> dict[str, float]:
     """Recall@K of ``model`` on a manifest split (several captions per image allowed); ``return_ranks``
-    adds the per-query ranks (key ``ranks``, see :func:`_recall_metrics`).
+    adds the per-query ranks (key ``ranks``, see :func:`_recall_metrics`). ``tokens``: the split's
+    captions tokenised once (:func:`tokenize_captions`), for a caller that evaluates it again.
 
     With a ``framework`` whose ``has_score`` is set, ranks come from its score (in ``score_chunk``
     image rows at a time); otherwise from the cosine of the global features.
@@ -249,11 +273,12 @@ def evaluate_model(model, manifest, store, batch_size: int = 64, device=None, ks
     _, text_image_ids = _unique_images(manifest)
     score_device = resolve_device(device) if device is not None else next(model.parameters()).device
     if framework is None or not framework.has_score:
-        image_features, text_features = encode_split(model, manifest, store, batch_size, device, caption_column)
+        image_features, text_features = encode_split(model, manifest, store, batch_size, device, caption_column,
+                                                     tokens)
         return recall_at_k(image_features.to(score_device), text_features.to(score_device), ks,
                            text_image_ids.to(score_device), return_ranks=return_ranks)
     images, texts = encode_split_with_framework(framework, model, manifest, store, batch_size, device,
-                                                caption_column)
+                                                caption_column, tokens)
     images = {k: v.to(score_device) for k, v in images.items()}
     texts = {k: v.to(score_device) for k, v in texts.items()}
 

@@ -28,11 +28,14 @@ __all__ = [
     "all_evaluations",
     "all_runs",
     "check_config",
+    "dynamics_figure_cells",
     "epoch_cells",
     "experiment_spec",
     "format_number",
     "is_zeroshot",
     "plain_runs",
+    "probe_readers",
+    "probed_runs",
     "regime_benchmarks",
     "report_run_logs",
     "run_settings",
@@ -379,19 +382,9 @@ def in_domain_eval_benchmark(config: dict, train_set: str) -> str | None:
     return None
 
 
-def train_overrides(config: dict, run: Run) -> list[str]:
-    """``key=value`` items of TrainConfig for one run: the shared ``train`` section, the method's own recipe
-    over it (``methods.<m>.train``, null = shared), then the method's and the run's keys. Only the run's
-    framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.train_config.override_items`.
-    """
-    from hnclip.train_config import override_items
-
-    return override_items(run_settings(config, run))
-
-
-def run_settings(config: dict, run: Run) -> dict:
-    """The workflow's training settings of one run (nested sections kept), which :func:`train_overrides`
-    passes on: what the run's ``summary.json`` will record as its ``config``, as far as the config sets it."""
+def _train_settings(config: dict, run: Run) -> dict:
+    """The workflow's ``train`` settings of one run: the shared section, the method's recipe over it
+    (``methods.<m>.train``, null = shared), then the method's and the run's keys."""
     method = config["methods"][run.method]
     settings = dict(config["train"])
     settings.update({k: v for k, v in (method.get("train") or {}).items() if v is not None})
@@ -404,6 +397,83 @@ def run_settings(config: dict, run: Run) -> dict:
         seed=run.seed,
     )
     return settings
+
+
+def run_settings(config: dict, run: Run) -> dict:
+    """The run's TrainConfig as its ``summary.json`` will hold it (``TrainConfig.to_dict()``), probing
+    left at its default (the probe does not change what the run trains)."""
+    from hnclip.train_config import TrainConfig, override_items
+
+    items = override_items(_train_settings(config, run), read=True)
+    return TrainConfig.from_overrides(dict(item.split("=", 1) for item in items)).to_dict()
+
+
+def dynamics_figure_cells(spec: dict) -> dict[tuple[float, str], dict]:
+    """The cells whose runs the gradient-dynamics figure draws (``hnclip figure dynamics``, a fractions
+    spec): per (fraction, group), the first HN row's (gamma > 0) cell of the lowest seed."""
+    hn_cells = [c for c in spec["cells"] if not is_zeroshot(c) and float(c["run"]["gamma"]) > 0]
+    if not hn_cells:
+        return {}
+    row = hn_cells[0]["row"]
+    chosen: dict[tuple[float, str], dict] = {}
+    for cell in hn_cells:
+        if cell["row"] != row:
+            continue
+        key = (float(cell["x"] if cell.get("x") is not None else cell["run"]["fraction"]), cell["group"])
+        if key not in chosen or float(cell["run"]["seed"]) < float(chosen[key]["run"]["seed"]):
+            chosen[key] = cell
+    return chosen
+
+
+def probe_readers(config: dict) -> dict[Run, list[str]]:
+    """Every run whose gradient-probe columns (``hnclip.dynamics_log.PROBE_COLUMNS``) the report reads,
+    with what reads them, derived from the experiments:
+
+    - the premise (``results/premise.json``) reads them from the plain and HN-only runs
+      (:func:`hnclip.dynamics_log.settings_role` on the run's settings, at the config's gamma, the one
+      the premise rule passes);
+    - the gradient-dynamics figure draws them from the fractions spec's :func:`dynamics_figure_cells`.
+
+    Nothing else reads them: the convergence table and figure read ``infonce``, which every step logs;
+    the report's "peak gradient ratio per run" (a measure beside the premise claim) reads the HN-CLIP
+    runs that did probe and leaves the others out.
+    """
+    from hnclip.dynamics_log import PROBE_ROLES, settings_role
+
+    readers: dict[Run, list[str]] = {}
+    for run in all_runs(config):
+        role = settings_role(run_settings(config, run), subset=float(run.fraction) < 1, gamma=config["gamma"])
+        if role in PROBE_ROLES:
+            readers.setdefault(run, []).append(f"premise ({role} run)")
+    if "fractions" in config.get("experiments", {}):
+        for run in sorted({_cell_run(c) for c in dynamics_figure_cells(experiment_spec(config, "fractions")).values()}):
+            readers.setdefault(run, []).append("gradient-dynamics figure")
+    return readers
+
+
+def probed_runs(config: dict) -> set[Run]:
+    """The runs that run the gradient probe: every run under ``train.probe_runs: all``, else (``read``)
+    the runs of :func:`probe_readers`. A run probes on every ``train.dynamics_every``-th step (0: never)."""
+    if config["train"].get("probe_runs", "read") == "all":
+        return set(all_runs(config))
+    return set(probe_readers(config))
+
+
+def train_overrides(config: dict, run: Run, probed: set[Run] | None = None) -> list[str]:
+    """``key=value`` items of TrainConfig for one run: the shared ``train`` section, the method's own recipe
+    over it (``methods.<m>.train``, null = shared), then the method's and the run's keys. Only the run's
+    framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.train_config.override_items`.
+
+    ``probed``: :func:`probed_runs` (computed here when not given); a run outside it gets
+    ``dynamics_probe=false`` when it would otherwise probe. That setting is not in the config hash (the
+    probe never changes the weights), so turning probing off for a run resumes or rebuilds it from its
+    checkpoint; a run turned on whose checkpoint did not probe trains again (see
+    :meth:`hnclip.training.checkpoint.RunCheckpoint.read`).
+    """
+    from hnclip.train_config import override_items
+
+    probed = probed_runs(config) if probed is None else probed
+    return override_items(_train_settings(config, run), read=run in probed)
 
 
 def plain_runs(config: dict, eval_benchmark: str) -> list[Run]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from hnclip.data.subsets import subset_size
 __all__ = [
     "DEFAULT_BACKBONE",
     "DEFAULT_SAMPLES_PER_S",
+    "DiagnosticsCost",
     "ExperimentCost",
     "Throughput",
     "build_plan",
@@ -42,6 +44,8 @@ __all__ = [
     "JOB_COST_FILE",
     "JobNeed",
     "cost_at",
+    "diagnostics_cost",
+    "format_diagnostics",
     "format_job_needs",
     "job_needs",
     "job_resources",
@@ -508,6 +512,132 @@ def format_job_needs(needs: list[JobNeed], job_cost: dict, path, micro_batch: in
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------------------------- diagnostics
+@dataclass
+class DiagnosticsCost:
+    """What the gradient-dynamics probe costs one kind of training job (a framework label)."""
+
+    job: str
+    runs: int  # runs of this kind in the grid
+    probed: int  # of those, runs that probe (hnclip.plan.probed_runs)
+    step_s: float  # a plain optimizer step (accum_steps micro-batches + AdamW) on the measuring device
+    probe_s: float  # what a probed step adds to it
+    job_share: float  # share of a probing job's time spent probing
+    hours: float  # GPU-hours of this kind's runs (as the plan counts them)
+    probe_hours: float  # of those, spent probing, with the config's probe_runs
+    probe_hours_all: float  # the same with every run probing (train.probe_runs: all)
+    how: str
+    earlier_probe: bool = False  # measured with the probe before it read the step's .grad
+
+
+def _probed_steps(steps: int, every: int) -> int:
+    """Steps 1, 1 + k, 1 + 2k, ... of ``steps`` (hnclip.train.probes_step)."""
+    return -(-steps // every) if every > 0 else 0
+
+
+def diagnostics_cost(config: dict, job_cost: dict, throughput: Throughput, sizes: dict,
+                     gpus: int = 1) -> list[DiagnosticsCost]:
+    """Per framework label: the probe's share of a probing job's time and of the kind's GPU-hours.
+
+    A probed micro-batch adds ``ratio * forward_backward``, ``ratio`` the median over the measured
+    micro-batches of ``(probe_step_s - forward_backward_s - optimizer_s) / forward_backward_s``, each from
+    one process (``benchmarks/job_cost.py``, one micro-batch per step, the probe as the loop runs it; the
+    file's ``probe`` section where it has the framework, else the framework's own entry); the plain
+    costs at the config's micro-batch are the framework's own lines. A step of ``accum_steps``
+    micro-batches costs ``accum * forward_backward + optimizer``, a probed one ``accum * ratio *
+    forward_backward`` more. A run probes ``ceil(steps / dynamics_every)`` of its
+    steps if it is one of :func:`hnclip.plan.probed_runs`; its probe share of its time applies to its
+    GPU-hours as the plan counts them (samples / samples-per-s).
+    """
+    train = config["train"]
+    accum, every = train["accum_steps"], train["dynamics_every"]
+    micro = max(1, train["micro_batch"] // max(1, gpus))
+    probed = plan.probed_runs(config)
+    by_label: dict[str, list] = {}
+    for run in plan.all_runs(config):
+        by_label.setdefault(_framework_label(config, run.method), []).append(run)
+    rows = []
+    probe_section = (job_cost.get("probe") or {}).get("frameworks") or {}
+    for label, runs in sorted(by_label.items()):
+        # the file's probe section (job_cost.py --probe-only) first, else the framework's own measurement
+        entry = probe_section.get(label) or job_cost["frameworks"].get(label) or {}
+        measured = entry.get("measured") or []
+        keys = ("forward_backward_s", "optimizer_s", "probe_step_s")
+        if not measured or not all(k in m for m in measured for k in keys):
+            rows.append(DiagnosticsCost(f"train {label}", len(runs), sum(r in probed for r in runs), *[math.nan] * 6,
+                                        "not measured (benchmarks/job_cost.py)"))
+            continue
+        # what a probed micro-batch adds, relative to its forward + backward in the same process: a ratio
+        # that other processes' load inflates far less than the absolute times
+        ratio = max(0.0, statistics.median(
+            (m["probe_step_s"] - m["forward_backward_s"] - m["optimizer_s"]) / m["forward_backward_s"] for m in measured))
+        base = job_cost["frameworks"].get(label, {}).get("measured") or []
+        if not base or not all(k in m for m in base for k in keys[:2]):
+            base = measured
+        at = cost_at(base, "micro_batch", micro, keys[:2])
+        step_s = accum * at["forward_backward_s"] + at["optimizer_s"]
+        probe_s = accum * ratio * at["forward_backward_s"]
+        hours = probe_hours = probe_hours_all = 0.0
+        for run in runs:
+            samples = run_samples(train, sizes[run.train_set][0], run.fraction)
+            steps = samples // (train["micro_batch"] * accum)
+            run_hours = samples / throughput.samples_per_s / 3600
+            extra = _probed_steps(steps, every) * probe_s
+            share = extra / (steps * step_s + extra) if steps else 0.0
+            hours += run_hours
+            probe_hours_all += run_hours * share
+            probe_hours += run_hours * share if run in probed else 0.0
+        full = _probed_steps(1000 * every, every) * probe_s  # a long run's steady share
+        where = f"{entry['date'][:10]} probe section" if label in probe_section else "its own entry"
+        rows.append(DiagnosticsCost(f"train {label}", len(runs), sum(r in probed for r in runs), step_s, probe_s,
+                                    full / (1000 * every * step_s + full) if every else 0.0, hours, probe_hours,
+                                    probe_hours_all, f"{label} {ratio:.2f}x ({where})",
+                                    not all(m.get("probe") for m in measured)))
+    return rows
+
+
+def format_diagnostics(rows: list[DiagnosticsCost], config: dict, micro_batch: int) -> str:
+    train = config["train"]
+    every, probe_runs = train["dynamics_every"], train.get("probe_runs", "read")
+    probed, total = sum(r.probed for r in rows), sum(r.runs for r in rows)
+    out = ["", f"diagnostics: the gradient-dynamics probe on every {every}th optimizer step of {probed} of {total} "
+               f"runs (train.probe_runs: {probe_runs}" + ("; the runs whose probe columns the report reads"
+                                                           if probe_runs == "read" else "") + ")"]
+    if not every:
+        out[-1] = "diagnostics: none (train.dynamics_every is 0: no run probes)"
+        return "\n".join(out)
+    header = ("training job", "probing runs", "probed step", "of a probing job", "of the kind's GPU-h",
+              "all runs probing")
+    table = [header]
+    for r in rows:
+        measured = r.step_s == r.step_s
+        table.append((r.job.removeprefix("train "), f"{r.probed} of {r.runs}",
+                       f"+{r.probe_s / r.step_s:.0%}" if measured else "-",
+                       f"{r.job_share:.1%}" if measured else "-",
+                       f"{r.probe_hours / r.hours:.1%}" if measured and r.hours else "-",
+                       f"{r.probe_hours_all / r.hours:.1%}" if measured and r.hours else "-"))
+    widths = [max(len(t[i]) for t in table) for i in range(len(header))]
+    out += ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(t, widths, strict=True)))
+            for t in table]
+    measured = [r for r in rows if r.step_s == r.step_s]
+    hours = sum(r.hours for r in measured)
+    probe_hours, probe_hours_all = sum(r.probe_hours for r in measured), sum(r.probe_hours_all for r in measured)
+    if hours:
+        out.append(f"the grid: {_hours(probe_hours)} of {_hours(hours)} training GPU-hours probing "
+                   f"({probe_hours / hours:.1%}); with every run probing (train.probe_runs: all) "
+                   f"{_hours(probe_hours_all)} ({probe_hours_all / hours:.1%})"
+                   + ("" if len(measured) == len(rows) else f"; {len(rows) - len(measured)} kind(s) not measured"))
+    out.append(f"probe cost: what a probed micro-batch adds, relative to its forward + backward, measured in one "
+               f"process each ({', '.join(r.how for r in measured) or 'not measured'}), on the plain step's cost at "
+               f"micro-batch {micro_batch}; the per-epoch evaluation is not counted")
+    earlier = [r.job.removeprefix("train ") for r in measured if r.earlier_probe]
+    if earlier:
+        out.append(f"  {', '.join(earlier)}: measured with the probe before it read the step's .grad (two passes where the "
+                   "objectives differ, fp32 copies of both gradients): an upper bound; re-measure with "
+                   f"benchmarks/job_cost.py --probe-only --frameworks {','.join(earlier)}")
+    return "\n".join(out)
+
+
 def _hours(x: float) -> str:
     return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
@@ -576,6 +706,8 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
         cost = load_job_cost(cost_path)
         needs = job_needs(config, cost, throughput, sizes, train_limits, job_resources(config, "evaluate", profile))
         text += "\n" + format_job_needs(needs, cost, cost_path, config["train"]["micro_batch"])
+        text += "\n" + format_diagnostics(diagnostics_cost(config, cost, throughput, sizes, gpus), config,
+                                          max(1, config["train"]["micro_batch"] // gpus))
     elif job_cost is not None:
         raise FileNotFoundError(f"hnclip plan: job costs {job_cost} do not exist")
     else:

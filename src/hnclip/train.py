@@ -51,7 +51,7 @@ from hnclip.training.distributed import (
     sync_gradients,
     wrap_data_parallel,
 )
-from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, step_saturation
+from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, sparse_embeddings, step_saturation
 from hnclip.training.logs import CsvLog
 from hnclip.training.run_lock import RunLock
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
@@ -180,6 +180,12 @@ def compute_objective(out: dict, cfg: TrainConfig, margin_features=None, standar
         return loss, STANDARD_INFONCE.global_loss(images.detach(), texts.detach(), scale.detach())
 
 
+def probes_step(cfg: TrainConfig, step: int) -> bool:
+    """Whether the optimizer step after ``step`` done runs the gradient probe: steps 1, 1 + k, 1 + 2k, ...
+    with k = ``dynamics_every``, in a run with ``dynamics_probe`` on."""
+    return bool(cfg.dynamics_probe and cfg.dynamics_every and step % cfg.dynamics_every == 0)
+
+
 def _clamp_logit_scale(model) -> None:
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -266,11 +272,17 @@ class _Session:
     state: TrainState
     started: float  # perf_counter at the session's start
     base_wall_time: float = 0.0  # wall time of the run's earlier sessions
+    # the evaluation captions' token ids, tokenised at the first evaluation and kept for the run's others
+    eval_tokens: torch.Tensor | None = None
 
     def __post_init__(self):
         # what the optimizer trains, in a fixed order (gradient clipping, the dynamics probe)
         self.params = [p for module in (self.parts.model, self.parts.framework) for p in module.parameters()
                        if p.requires_grad]
+        # tables the gradient probe handles by their looked-up rows (a single process only: under
+        # torchrun each rank looks up other rows)
+        self.embeddings = ([] if self.context.is_distributed
+                           else sparse_embeddings((self.parts.model, self.parts.framework), self.params))
 
     def wall_time(self) -> float:
         """Seconds of the run over all its sessions, up to now."""
@@ -394,7 +406,7 @@ def _prepare_framework(framework: Framework, cfg: TrainConfig, data: TrainingSet
 
 def _run_epochs(session: _Session) -> None:
     """The loop: optimizer steps until ``total_steps``, evaluation and a checkpoint at each epoch end."""
-    from hnclip.evaluate import evaluate_model
+    from hnclip.evaluate import evaluate_model, tokenize_captions
 
     cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
     # after the weights are final: DDP's constructor broadcasts rank 0's parameters
@@ -430,8 +442,11 @@ def _run_epochs(session: _Session) -> None:
             state.epoch += 1
             state.batch_in_epoch = 0
             if session.eval_data is not None and context.is_main:  # the other ranks wait in save()
+                if session.eval_tokens is None:  # BPE on dense captions is slow in Python: once per run
+                    session.eval_tokens = tokenize_captions(parts.model, session.eval_data[0])
                 metrics = evaluate_model(parts.model, session.eval_data[0], session.eval_data[1],
-                                         device=session.device, framework=parts.framework, return_ranks=True)
+                                         device=session.device, framework=parts.framework, return_ranks=True,
+                                         tokens=session.eval_tokens)
                 ranks = metrics.pop("ranks")
                 parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics})
                 parts.logs["epoch_ranks"].append({"epoch": state.epoch, **{k: " ".join(map(str, v))
@@ -448,8 +463,46 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
     step_number = state.step + 1
     params = session.params
-    probe = GradientProbe(params) if cfg.dynamics_every and state.step % cfg.dynamics_every == 0 else None
+    # the boosted gradient is the step's own .grad: the probe reads it before clipping
+    probe = (GradientProbe(params, session.embeddings, step_gradient=True) if probes_step(cfg, state.step)
+             else None)
+    try:
+        losses, standard_losses, logit_scale = _micro_batches(session, runner, batches, global_rows, probe)
+        probe_row = None
+        if probe is not None:
+            all_reduce_probe(probe, context)
+            probe_row = probe.summary()
+    finally:
+        if probe is not None:
+            probe.close()
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
     lr = parts.optimizer.param_groups[0]["lr"]
+    parts.optimizer.step()
+    parts.optimizer.zero_grad(set_to_none=True)
+    parts.scheduler.step()
+    _clamp_logit_scale(parts.model)
+
+    state.step = step_number
+    state.batch_in_epoch += 1
+    state.samples_seen += cfg.effective_batch
+    state.last_loss = sum(losses) / len(losses)
+    row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": float(logit_scale),
+           "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses),
+           **step_saturation(losses, standard_losses),
+           # which micro-batches saturated, so their rows can be found again (hnclip.dynamics_log)
+           MICRO_BATCH_INFONCE: format_micro_batch_losses(standard_losses)}
+    if probe_row is not None:
+        row.update(probe_row)
+    if context.is_main:
+        parts.logs["dynamics"].append(row)
+
+
+def _micro_batches(session: _Session, runner: nn.Module, batches, global_rows, probe) -> tuple[list, list, object]:
+    """Forward and backward of the step's ``accum_steps`` micro-batches (the probe, if any, taking its
+    standard gradient before each backward); returns their losses, standard losses and the logit scale."""
+    cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
+    step_number = state.step + 1
     micro_per_epoch = session.steps_per_epoch * cfg.accum_steps
     losses, standard_losses = [], []
     for micro_index in range(cfg.accum_steps):
@@ -477,28 +530,7 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
             (loss / cfg.accum_steps).backward()
         losses.append(value)
         standard_losses.append(standard_value)
-    if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-    parts.optimizer.step()
-    parts.optimizer.zero_grad(set_to_none=True)
-    parts.scheduler.step()
-    _clamp_logit_scale(parts.model)
-
-    state.step = step_number
-    state.batch_in_epoch += 1
-    state.samples_seen += cfg.effective_batch
-    state.last_loss = sum(losses) / len(losses)
-    row = {"step": state.step, "epoch": state.epoch + 1, "lr": lr, "logit_scale": float(logit_scale),
-           "loss": state.last_loss, "infonce": sum(standard_losses) / len(standard_losses),
-           **step_saturation(losses, standard_losses),
-           # which micro-batches saturated, so their rows can be found again (hnclip.dynamics_log)
-           MICRO_BATCH_INFONCE: format_micro_batch_losses(standard_losses)}
-    if probe is not None:
-        all_reduce_probe(probe, context)
-        row.update(probe.summary())
-        del probe  # its gradient copies, before the next step's activations
-    if context.is_main:
-        parts.logs["dynamics"].append(row)
+    return losses, standard_losses, logit_scale
 
 
 def _finish_run(session: _Session, run_info: dict | None) -> dict:

@@ -25,7 +25,7 @@ from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FrameworkSettings
 
-__all__ = ["NOT_HASHED", "RECIPE_KEYS", "TrainConfig", "override_items"]
+__all__ = ["NOT_HASHED", "PROBE_RUNS", "RECIPE_KEYS", "TrainConfig", "WORKFLOW_KEYS", "override_items"]
 
 MARGINS = ("recompute", "frozen")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -34,8 +34,15 @@ SCHEDULES = ("cosine", "constant")
 KEEP_CHECKPOINT = ("full", "weights", "none")
 # Settings that do not change what a run trains: left out of the config hash, so changing them on a
 # finished run does not retrain it, and a run stopped by an out-of-memory error resumes with
-# grad_checkpointing turned on.
-NOT_HASHED = ("keep_checkpoint", "grad_checkpointing")
+# grad_checkpointing turned on. dynamics_probe changes what dynamics.csv holds, not the weights (the
+# probe never touches .grad, the loss or an RNG stream: tests/test_train_probe_runs.py); a checkpoint
+# written without it cannot give a probing run its probe columns, which RunCheckpoint.read handles.
+NOT_HASHED = ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")
+# Keys of the workflow's train sections that are not TrainConfig fields: override_items turns them into
+# fields. probe_runs: which runs probe (read: the runs whose probe columns the report reads, decided per
+# run by hnclip.plan.probed_runs; all: every run).
+PROBE_RUNS = ("read", "all")
+WORKFLOW_KEYS = ("probe_runs",)
 # The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):
 # each baseline's published recipe, inside the shared budget (epochs, micro-batch, accumulation).
 RECIPE_KEYS = ("lr", "module_lr", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio", "label_smoothing",
@@ -68,7 +75,12 @@ class TrainConfig:
         grad_clip: max global gradient norm; 0 disables clipping.
         precision: ``auto`` is bf16 autocast on CUDA and fp32 on CPU.
         dynamics_every: optimizer steps 1, 1 + k, 1 + 2k, ... log standard vs trained gradient norms
-            (costs up to two extra backward passes per micro-batch of those steps); 0 disables.
+            (costs one extra backward pass per micro-batch of those steps: hnclip.training.dynamics); 0 disables.
+        dynamics_probe: whether those steps run the gradient probe (:mod:`hnclip.training.dynamics`);
+            false logs only what every step logs (losses, saturation shares, learning rate, logit
+            scale), the probe columns of dynamics.csv staying empty. The workflow sets it per run
+            (``train.probe_runs``: only the runs whose probe columns the report reads probe). Not part of
+            the config hash: the probe does not change the weights.
         checkpoint_every: optimizer steps between resumable checkpoints (also written at each epoch end).
         keep_checkpoint: what stays of the resumable checkpoint once the run has finished: ``full``
             (resumable, ~3x the weights: AdamW keeps two moments per weight), ``weights`` (weights, logs
@@ -111,6 +123,8 @@ class TrainConfig:
     device: str = help_field("auto", "auto | cpu | cuda")
     dynamics_every: int = help_field(10, "log gradient dynamics on steps 1, 1+k, 1+2k, ... (extra backward "
                                          "passes); 0 disables")
+    dynamics_probe: bool = help_field(True, "run the gradient probe on the dynamics_every steps; false leaves "
+                                            "dynamics.csv's probe columns empty (not hashed)")
     checkpoint_every: int = help_field(500, "optimizer steps between checkpoints (>= 1)")
     keep_checkpoint: str = help_field("weights", "full | weights | none: what stays of the resumable checkpoint "
                                                  "after the run (not hashed)")
@@ -230,21 +244,35 @@ class TrainConfig:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def override_items(settings: Mapping[str, object]) -> list[str]:
+def override_items(settings: Mapping[str, object], read: bool = False) -> list[str]:
     """``key=value`` items for ``hnclip train --set`` from a workflow ``train`` dict of nested sections.
 
     Only the section of ``settings["framework"]`` (default: TrainConfig's) is passed on: another
     framework's settings cannot change this run, and leaving them out keeps them out of its config hash.
+
+    ``probe_runs`` (:data:`WORKFLOW_KEYS`; a validated workflow section always has it, default ``read``)
+    becomes ``dynamics_probe=false`` when it is ``read``, the run's
+    probe columns are not ``read`` by anything (:func:`hnclip.plan.probed_runs`; a pretraining stage's
+    never are) and its ``dynamics_every`` would probe; otherwise nothing, so that a run whose probing
+    does not change keeps the command line it had.
     """
     framework = str(settings.get("framework", TrainConfig.framework))
     section = framework_entry(framework).section if framework in framework_names() else None
     items = []
+    probe_runs = settings.get("probe_runs")
+    if probe_runs is not None and probe_runs not in PROBE_RUNS:
+        raise ValueError(f"train.probe_runs={probe_runs!r} is not one of {', '.join(PROBE_RUNS)}")
     for key, value in settings.items():
+        if key in WORKFLOW_KEYS:
+            continue
         if isinstance(value, Mapping):
             if key == section:
                 items += [f"{key}.{k}={_text(v)}" for k, v in value.items()]
         elif value is not None:
             items.append(f"{key}={_text(value)}")
+    dynamics_every = settings.get("dynamics_every", TrainConfig.dynamics_every)
+    if probe_runs == "read" and not read and int(dynamics_every or 0) > 0:
+        items.append("dynamics_probe=false")
     return items
 
 

@@ -46,6 +46,8 @@ except ConfigError as error:
     raise ConfigError(str(error)) from None
 
 RUNS = plan.all_runs(config)
+# the runs whose gradient-probe columns the report reads (every run under train.probe_runs: all)
+PROBED = plan.probed_runs(config)
 EVALUATIONS = plan.all_evaluations(config)
 # the backbone before fine-tuning: the first row of the main and transfer tables
 ZEROSHOT_EVALUATIONS = [
@@ -141,7 +143,8 @@ def run_of(wildcards):
 
 def get_train_overrides(wildcards):
     return " ".join(
-        f"--set {item}" for item in plan.train_overrides(config, run_of(wildcards))
+        f"--set {item}"
+        for item in plan.train_overrides(config, run_of(wildcards), probed=PROBED)
     )
 
 

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hnclip import plan  # noqa: E402
-from hnclip.analysis.records import load_dynamics, load_records, load_spec, record_key  # noqa: E402
+from hnclip.analysis.records import load_dynamics, load_records, load_spec  # noqa: E402
 from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_table  # noqa: E402
 
 __all__ = [
@@ -330,20 +330,15 @@ def dynamics_panels(spec) -> dict[tuple[float, str], pd.DataFrame]:
     """The HN runs' dynamics logs of a (fractions) spec, keyed (fraction, group): first HN row, lowest seed.
 
     The standard-vs-boosted comparison is logged on the HN run's own batches, so InfoNCE-only runs are
-    not needed here.
+    not needed here. The choice is :func:`hnclip.plan.dynamics_figure_cells`, which also makes these
+    runs probe (``train.probe_runs: read``).
     """
+    from hnclip.plan import dynamics_figure_cells
+
     spec = load_spec(spec)
-    hn_cells = [c for c in spec["cells"] if float(c["run"]["gamma"]) > 0]
-    if not hn_cells:
+    chosen = dynamics_figure_cells(spec)
+    if not chosen:
         raise ValueError(f"{spec['experiment']} spec has no HN run (gamma > 0) to draw gradient dynamics from")
-    row = hn_cells[0]["row"]
-    chosen: dict[tuple[float, str], dict] = {}
-    for cell in hn_cells:
-        if cell["row"] != row:
-            continue
-        key = (float(cell["x"] if cell.get("x") is not None else cell["run"]["fraction"]), cell["group"])
-        if key not in chosen or float(record_key(cell["run"], "")[4]) < float(record_key(chosen[key]["run"], "")[4]):
-            chosen[key] = cell
     return {key: load_dynamics(cell["run_dir"]) for key, cell in chosen.items()}
 
 

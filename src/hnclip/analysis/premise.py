@@ -19,6 +19,10 @@ Runs play one of three roles, read from their ``summary.json`` (:func:`run_role`
 - ``hnclip``: HN-CLIP (the config's gamma plus the token branch), whose retrieval error per epoch is
   compared with the paper's DOCCI curve.
 
+The plain and HN-only runs' gradient-probe columns are read (:data:`KEY_PROBE_COLUMN`); under
+``train.probe_runs: read`` the workflow probes exactly the runs of these roles (and the gradient-dynamics
+figure's, :func:`hnclip.plan.probe_readers`), every other run logging only the columns every step has.
+
 Every value is a float, or None when the logs hold nothing to measure it on (e.g. no HN run).
 """
 
@@ -32,13 +36,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hnclip.dynamics_log import EXACT_ZERO_DTYPE_NAMES, EXACT_ZERO_QUANTITIES
+from hnclip.dynamics_log import (
+    EXACT_ZERO_DTYPE_NAMES,
+    EXACT_ZERO_QUANTITIES,
+    ROLES,
+    settings_role,
+)
 
-__all__ = ["DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "PAPER", "PAPER_GEOMETRY", "PREMISE_KEYS", "ROLES",
-           "classify_runs", "hn_active_share_min_epoch", "infonce_flat_epoch", "is_plain_run", "load_run_logs",
-           "objective_active_min_epoch", "premise_figures", "premise_sources", "premise_report", "run_role"]
+__all__ = ["DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "KEY_PROBE_COLUMN", "PAPER", "PAPER_GEOMETRY",
+           "PREMISE_KEYS", "ROLES", "classify_runs", "hn_active_share_min_epoch", "infonce_flat_epoch",
+           "is_plain_run", "load_run_logs", "objective_active_min_epoch", "premise_figures", "premise_sources",
+           "premise_report", "run_role"]
 
-ROLES = ("plain", "hn", "hnclip")
 EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPE_NAMES)
 PREMISE_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "hn_active_share_min_epoch",
                 "ratio_median_per_epoch_min", "ratio_median_per_epoch_max", "grad_cosine_median",
@@ -82,26 +91,24 @@ KEY_ROLE = {"saturated_share_epoch1": "plain", **dict.fromkeys(EXACT_ZERO_KEYS, 
             "ratio_median_per_epoch_max": "hn", "grad_cosine_median": "hn", "grad_cosine_positive_share": "hn",
             "error_i2t_first": "hnclip", "error_i2t_last": "hnclip", "error_t2i_first": "hnclip",
             "error_t2i_last": "hnclip", "infonce_flat_epoch": "plain"}
+# The probe column (hnclip.dynamics_log.PROBE_COLUMNS) each key is read from; the other keys read columns
+# every step logs, or epochs.csv. The runs of their roles probe (hnclip.plan.probe_readers).
+KEY_PROBE_COLUMN = {**{f"exact_zero.{q}.{d}": f"zero_{q}_{d}" for q in EXACT_ZERO_QUANTITIES
+                       for d in EXACT_ZERO_DTYPE_NAMES},
+                    "ratio_median_per_epoch_min": "grad_ratio", "ratio_median_per_epoch_max": "grad_ratio",
+                    "grad_cosine_median": "grad_cosine", "grad_cosine_positive_share": "grad_cosine"}
 # infonce_flat_epoch: InfoNCE counts as flat from the first epoch after which it never falls below its
 # value divided by this factor (per-epoch means, averaged over the plain runs).
 FLAT_FACTOR = 2.0
 
 
-def _role_settings(summary: Mapping) -> tuple[float, float] | None:
-    """(gamma, token_weight) of a full-data Long-CLIP-framework run with recomputed margins and no
-    short-caption term; None for any other run (it plays no role)."""
-    config = summary.get("config", {})
-    if summary.get("run", {}).get("subset_path") or config.get("framework") != "longclip":
-        return None
-    short_weight = config.get("longclip", {}).get("short_weight", 0.0)  # Long-CLIP's short-caption term
-    if config.get("margin", "recompute") != "recompute" or short_weight:
-        return None
-    return float(config.get("gamma", 0.0)), float(config.get("token_weight", 0.0))
+def _run_subset(summary: Mapping) -> bool:
+    return bool(summary.get("run", {}).get("subset_path"))
 
 
 def is_plain_run(summary: Mapping) -> bool:
     """Whether a run's ``summary.json`` plays role ``plain`` (the one role that needs no gamma)."""
-    return _role_settings(summary) == (0.0, 0.0)
+    return settings_role(summary.get("config", {}), _run_subset(summary), None) == "plain"
 
 
 def run_role(summary: Mapping, gamma: float) -> str | None:
@@ -109,17 +116,10 @@ def run_role(summary: Mapping, gamma: float) -> str | None:
 
     ``gamma``: the HN runs' gamma, the config's (``hnclip premise --gamma``), not a default of this module.
     A run on a subset (the fractions experiment below 100 %), with frozen margins, another framework,
-    or the HN term at another gamma than ``gamma`` (the gamma sweep) plays no role.
+    or the HN term at another gamma than ``gamma`` (the gamma sweep) plays no role. The rule itself is
+    :func:`hnclip.dynamics_log.settings_role`, which the plan also applies to decide which runs probe.
     """
-    settings = _role_settings(summary)
-    if settings is None:
-        return None
-    run_gamma, token = settings
-    if run_gamma == 0 and token == 0:
-        return "plain"
-    if math.isclose(run_gamma, gamma):
-        return "hn" if token == 0 else "hnclip"
-    return None
+    return settings_role(summary.get("config", {}), _run_subset(summary), gamma)
 
 
 def load_run_logs(run_dir) -> dict:
@@ -282,10 +282,22 @@ def premise_figures(roles: Mapping[str, list[dict]]) -> dict[str, float | None]:
     return figures
 
 
+def _logged(logs: dict, column: str) -> bool:
+    """Whether a run's dynamics log holds a value in ``column`` (a probe column stays empty in a run that
+    did not probe)."""
+    frame = logs["dynamics"]
+    return column in frame.columns and bool(pd.to_numeric(frame[column], errors="coerce").notna().any())
+
+
 def premise_sources(roles: Mapping[str, list[dict]]) -> dict[str, list[str]]:
-    """For each key of :func:`premise_figures`, the run folders its value was computed from."""
-    runs = {role: [logs["run"] for logs in roles.get(role, [])] for role in ROLES}
-    return {key: list(runs[KEY_ROLE[key]]) for key in PREMISE_KEYS}
+    """For each key of :func:`premise_figures`, the run folders its value was computed from: for a key
+    read from probe columns (:data:`KEY_PROBE_COLUMN`), only the runs of its role that logged them."""
+    sources = {}
+    for key in PREMISE_KEYS:
+        runs = roles.get(KEY_ROLE[key], [])
+        column = KEY_PROBE_COLUMN.get(key)
+        sources[key] = [logs["run"] for logs in runs if column is None or _logged(logs, column)]
+    return sources
 
 
 def premise_report(run_dirs: Iterable, gamma: float) -> dict:

@@ -15,6 +15,11 @@ when an existing file is resumed, refused or superseded, and what stays once the
   under the new settings anyway.
 - An *unfinished* run of other settings or data is refused, naming what changed: resuming would mix two
   runs, and silently discarding it could throw away days of GPU time.
+- A checkpoint of the same settings written without the gradient probe (``dynamics_probe`` is not in
+  the config hash: the probe does not change the weights) while this run probes: its dynamics log
+  lacks the probe columns, so a finished one is superseded (trained again, now probing) and an
+  unfinished one refused. The other way round (it probed, this run does not) resumes: the log keeps
+  the probe columns it has.
 - A ``last.pt`` that cannot be read (truncated by a full disk, a copy cut short) falls back to
   ``previous.pt``, the checkpoint before it, with a warning; the unreadable file is kept aside as
   ``last.pt.unreadable``. Keeping the previous one costs a second checkpoint's disk while the run trains
@@ -154,6 +159,12 @@ def check_resumable(path, checkpoint: dict, config: dict, config_hash: str, data
             f"from scratch: rm {path}")
 
 
+def _probes(config: dict) -> bool:
+    """Whether a run of these settings (``TrainConfig.to_dict()``) runs the gradient probe; a checkpoint
+    from before ``dynamics_probe`` existed probed whenever ``dynamics_every`` was set."""
+    return bool(config.get("dynamics_probe", True)) and int(config.get("dynamics_every", 0) or 0) > 0
+
+
 def _changes(old: dict, new: dict) -> str:
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed) or "unknown"
@@ -223,6 +234,19 @@ class RunCheckpoint:
                             _changes(payload.get("config", {}), self.config))
             return None
         check_resumable(self.path, payload, self.config, self.config_hash, self.data_fingerprint)
+        if _probes(self.config) and not _probes(payload.get("config", {})):
+            # same settings, but its dynamics log has empty probe columns this run must fill
+            if payload.get("finished"):
+                if self.context.is_main:
+                    log.warning("checkpoint %s holds this run finished without the gradient probe, which it "
+                                "now runs (dynamics_probe true); training from scratch for the probe columns, "
+                                "the first checkpoint of this run replaces it", self.path)
+                return None
+            raise RuntimeError(
+                f"checkpoint {self.path} belongs to this run trained without the gradient probe "
+                f"(dynamics_probe false) up to step {payload['state']['step']}, and the run now probes: resuming "
+                f"would leave the probe columns of dynamics.csv empty up to there. Delete the checkpoint to train "
+                f"from scratch with the probe (rm {self.path}), or go on without it (--set dynamics_probe=false)")
         check_world_size(self.path, payload, self.context.world_size)
         self.saved_step = int(payload["state"]["step"])
         return payload

@@ -238,17 +238,18 @@ def sync_gradients(runner: nn.Module, is_last_micro_batch: bool):
 
 
 def all_reduce_probe(probe, context: DistributedContext) -> None:
-    """Average a :class:`hnclip.training.dynamics.GradientProbe`'s gradients and losses over ranks.
+    """Average a :class:`hnclip.training.dynamics.GradientProbe`'s accumulated gradients and losses over ranks.
 
     Each rank's probe holds the gradients of its local losses; their mean is the gradient of the
-    global objective (the same averaging DDP applies to ``.grad``). One all-reduce per buffer (two
-    per trainable tensor) on a probed step, in place: a flat copy would cost two more fp32 copies of
-    the trainable parameters.
+    global objective (the same averaging DDP applies to ``.grad``, which the probe reads as the boosted
+    gradient, already averaged). One all-reduce per held tensor (:meth:`~hnclip.training.dynamics.GradientProbe.reduce_tensors`:
+    the standard gradient where it differs from the trained one) on a probed step, in place: a flat
+    copy would cost another fp32 copy of the trainable parameters.
     """
     if not context.is_distributed:
         return
     device = _collective_device()
-    for buffer in probe.standard + probe.boosted:
+    for buffer in probe.reduce_tensors():
         staged = buffer.to(device)
         dist.all_reduce(staged)
         buffer.copy_(staged.div_(context.world_size))

@@ -2,9 +2,34 @@
 
 The paper's diagnostic: on dense captions InfoNCE saturates (loss -> 0 and its gradient underflows),
 while the HN margin keeps hard negatives' logits up and the gradient alive. Both gradients are taken
-with ``torch.autograd.grad`` on the real step's graph, so they see exactly the step's micro-batches
-(and dropout masks) and never touch ``.grad``. Cost on a probed step: two extra backward passes per
-micro-batch (one when the two objectives coincide) and two fp32 copies of the trainable parameters.
+on the real step's graph, so they see exactly the step's micro-batches (and dropout masks); the probe
+never writes ``.grad``, so a run trains the same weights with and without it.
+
+What a probed step costs (:class:`GradientProbe` in the training loop, ``step_gradient=True``):
+
+- the trained (boosted) objective's gradient is the step's own accumulated ``.grad``, read after the
+  last micro-batch's backward and before clipping: no extra pass and no copy;
+- the standard InfoNCE's gradient takes one ``torch.autograd.grad`` pass per micro-batch (also when
+  it *is* the trained objective, gamma 0: the exact-zero flag of the parameter gradient is a
+  per-micro-batch measurement). It is accumulated over the step's micro-batches into one fp32 buffer
+  per parameter only when the two objectives differ and the step has several micro-batches (with one,
+  the pass's own output is kept); when they coincide, the step's ``.grad`` is both gradients;
+- norms and the dot product per parameter in float32, in chunks of :data:`CHUNK` elements whose
+  partial sums (and the parameters' sums) are reduced in float64; a parameter whose float32 squares or
+  products could underflow or overflow (sum of squares below 2^-80 or not finite) is recomputed in
+  float64, so no norm or cosine loses what float32 squares would lose (the paper's regime has
+  gradients of 1e-20 and less);
+- the token-embedding table (each ``nn.Embedding`` whose weight trains, on a single process) is
+  handled sparsely: its gradient is exactly zero outside the rows the step looked up (dense embedding
+  backward scatters the output gradient into those rows only, and no other code reads the table), so
+  norms, dot product and exact-zero flags are taken over those rows, the standard gradient of a row as
+  the sum of d(standard)/d(looked-up vector) over its lookups: the same numbers as over the whole
+  table, for the cost of the rows touched. Under torchrun the table is handled like any parameter (its
+  rows differ between ranks).
+
+Used directly (``step_gradient=False``, the default), the probe takes both gradients with
+``torch.autograd.grad`` (two passes per micro-batch, one when the objectives coincide) and needs no
+backward; the numbers are the same definitions.
 
 Two kinds of columns:
 
@@ -35,6 +60,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from hnclip.dynamics_log import (
     DYNAMICS_COLUMNS,
@@ -44,8 +70,9 @@ from hnclip.dynamics_log import (
     SATURATION_LOSS,
 )
 
-__all__ = ["DYNAMICS_COLUMNS", "EXACT_ZERO_COLUMNS", "EXACT_ZERO_DTYPES", "EXACT_ZERO_QUANTITIES",
-           "SATURATION_LOSS", "GradientProbe", "exact_zero_flags", "is_zero_norm", "step_saturation"]
+__all__ = ["CHUNK", "DYNAMICS_COLUMNS", "EXACT_ZERO_COLUMNS", "EXACT_ZERO_DTYPES", "EXACT_ZERO_QUANTITIES",
+           "SATURATION_LOSS", "GradientProbe", "exact_zero_flags", "is_zero_norm", "pair_sums",
+           "sparse_embeddings", "step_saturation", "zero_norm_flags"]
 
 EXACT_ZERO_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 assert tuple(EXACT_ZERO_DTYPES) == EXACT_ZERO_DTYPE_NAMES
@@ -94,6 +121,23 @@ def exact_zero_flags(image_features: torch.Tensor, text_features: torch.Tensor, 
     }
 
 
+def zero_norm_flags(amaxes: list[float]) -> dict[str, bool]:
+    """:func:`is_zero_norm` in every dtype of :data:`EXACT_ZERO_DTYPES` from each gradient's largest
+    magnitude: torch squares each element (rounded to the dtype) in fp32 and sums non-negative terms,
+    so the norm is 0.0 exactly when the largest rounded element's fp32 square is (rounding is monotone).
+    One max-abs pass per gradient instead of a norm per dtype (and a bf16 copy)."""
+    if not amaxes:
+        return dict.fromkeys(EXACT_ZERO_DTYPES, True)
+    largest = torch.tensor(max(amaxes), dtype=torch.float32)
+    return {name: bool(largest.to(dtype).float().square() == 0) for name, dtype in EXACT_ZERO_DTYPES.items()}
+
+
+def _amax(grad: torch.Tensor) -> torch.Tensor:
+    """max |grad| as a 0-d fp32 tensor (min and max: the inf-norm kernel is ~10x slower on a CPU)."""
+    low, high = torch.aminmax(grad.detach().reshape(-1))
+    return torch.maximum(-low, high).float()
+
+
 def is_zero_norm(grads, dtype: torch.dtype) -> bool:
     """Whether the global L2 norm of ``grads``, as torch computes it in ``dtype``, is exactly 0.0.
 
@@ -106,20 +150,174 @@ def is_zero_norm(grads, dtype: torch.dtype) -> bool:
     return not norms or bool(torch.linalg.vector_norm(torch.stack(norms)) == 0)
 
 
-class GradientProbe:
-    """Accumulates d(standard)/dθ and d(boosted)/dθ over a step's micro-batches, each scaled by ``scale``."""
+CHUNK = 1 << 16  # float32 elements per partial sum on a CPU (its BLAS dot drifts by ~1e-4 over 4e7)
+_TINY_SUMSQ = 2.0 ** -80  # below: float32 squares of the elements may have underflowed; recompute in float64
 
-    def __init__(self, params: list[torch.Tensor]):
-        self.params = params
-        self.standard = [torch.zeros_like(p, dtype=torch.float32) for p in params]
-        self.boosted = [torch.zeros_like(p, dtype=torch.float32) for p in params]
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sum(a * b) of two float32 tensors: float32 dots over chunks, reduced in float64 (0-d tensor)."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    if a.numel() == 0:
+        return torch.zeros((), dtype=torch.float64, device=a.device)
+    if a.device.type != "cpu":  # cuBLAS reduces in a tree: one call is as exact as the chunks
+        return torch.dot(a, b).double()
+    parts = [torch.dot(x, y) for x, y in zip(a.split(CHUNK), b.split(CHUNK), strict=True)]
+    return torch.stack(parts).double().sum()
+
+
+def pair_sums(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[float, float, float]:
+    """(sum |s|^2, sum |b|^2, sum s.b) over (s, b) pairs of float32 tensors (``b is s`` counts once).
+
+    Per pair: float32 products in chunks, partial sums in float64; a pair whose float32 sum of squares
+    is below 2^-80 or not finite (elements whose squares underflow, or overflow) is recomputed in
+    float64. The pairs' values are summed in float64, with one host sync for all pairs (and one more
+    where a pair is recomputed).
+    """
+    if not pairs:
+        return 0.0, 0.0, 0.0
+    sums = []
+    for s, b in pairs:
+        ss = _dot(s, s)
+        sums.append(torch.stack([ss, ss, ss]) if b is s else torch.stack([ss, _dot(b, b), _dot(s, b)]))
+    values = torch.stack(sums).cpu().tolist()
+    total = [0.0, 0.0, 0.0]
+    for (s, b), (ss, bb, sb) in zip(pairs, values, strict=True):
+        if not (_TINY_SUMSQ <= ss < math.inf and _TINY_SUMSQ <= bb < math.inf):
+            s64 = s.detach().double()
+            b64 = s64 if b is s else b.detach().double()
+            ss = float(s64.pow(2).sum())
+            bb = ss if b is s else float(b64.pow(2).sum())
+            sb = ss if b is s else float((s64 * b64).sum())
+        total[0] += ss
+        total[1] += bb
+        total[2] += sb
+    return total[0], total[1], total[2]
+
+
+def sparse_embeddings(modules, params: list[torch.Tensor]) -> list[nn.Embedding]:
+    """The ``nn.Embedding`` modules among ``modules`` whose weight is one of ``params`` and whose gradient
+    is a plain scatter of the output gradient (dense, no max_norm renormalisation, no frequency scaling):
+    the tables :class:`GradientProbe` handles by their looked-up rows."""
+    ids = {id(p) for p in params}
+    found = []
+    for module in modules:
+        for m in module.modules():
+            if (isinstance(m, nn.Embedding) and id(m.weight) in ids and not m.sparse and m.max_norm is None
+                    and not m.scale_grad_by_freq and m not in found):
+                found.append(m)
+    return found
+
+
+class _Rows:
+    """The looked-up rows of one embedding table during a probed step: the ids and output of every
+    lookup that reaches autograd since the last micro-batch, and the union of rows over the step."""
+
+    def __init__(self, module: nn.Embedding):
+        self.module = module
+        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []  # (ids, output) of this micro-batch
+        self.step_rows: list[torch.Tensor] = []
+        self.handle = module.register_forward_hook(self._record)
+
+    def _record(self, module, inputs, output) -> None:
+        if output.requires_grad:
+            self.calls.append((inputs[0].detach(), output))
+            self.step_rows.append(inputs[0].detach().reshape(-1))
+
+    def rows(self) -> torch.Tensor:
+        """Sorted distinct rows looked up in the step so far."""
+        if not self.step_rows:
+            return torch.zeros(0, dtype=torch.long, device=self.module.weight.device)
+        return torch.unique(torch.cat(self.step_rows))
+
+    def gradient(self, output_grads) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows, [rows, D] gradient) from the gradients of the recorded outputs (None: not reached)."""
+        ids, grads = [], []
+        for (call_ids, _), grad in zip(self.calls, output_grads, strict=True):
+            if grad is not None:
+                ids.append(call_ids.reshape(-1))
+                grads.append(grad.reshape(-1, grad.shape[-1]).float())
+        dim = self.module.embedding_dim
+        if not ids:
+            return (torch.zeros(0, dtype=torch.long, device=self.module.weight.device),
+                    torch.zeros(0, dim, device=self.module.weight.device))
+        ids, grads = torch.cat(ids), torch.cat(grads)
+        if self.module.padding_idx is not None:  # the padding row gets no gradient
+            keep = ids != self.module.padding_idx
+            ids, grads = ids[keep], grads[keep]
+        rows, inverse = torch.unique(ids, return_inverse=True)
+        return rows, torch.zeros(len(rows), dim, device=grads.device).index_add_(0, inverse, grads)
+
+
+class GradientProbe:
+    """d(standard)/dθ and d(boosted)/dθ of one optimizer step, each micro-batch's scaled by ``scale``.
+
+    ``step_gradient``: the boosted gradient is the step's ``.grad`` (the training loop: call
+    :meth:`add` before each micro-batch's backward, :meth:`summary` after the last one and before the
+    gradient is clipped); else it is taken here (a second pass where the objectives differ).
+    ``embeddings``: tables handled by their looked-up rows (:func:`sparse_embeddings`; the module
+    docstring says why that is exact); their lookups are recorded from construction to
+    :meth:`summary` (or :meth:`close`), so construct the probe before the step's first forward.
+    """
+
+    def __init__(self, params: list[torch.Tensor], embeddings=(), step_gradient: bool = False):
+        self.params = list(params)
+        self.step_gradient = step_gradient
+        self.tables = [_Rows(m) for m in embeddings]
+        table_weights = {id(t.module.weight) for t in self.tables}
+        self.dense = [i for i, p in enumerate(self.params) if id(p) not in table_weights]
+        self.standard: list[torch.Tensor | None] | None = None  # accumulated, in self.dense order
+        self.boosted: list[torch.Tensor | None] | None = None  # without step_gradient, where it differs
+        self.standard_rows: list[list] = [[] for _ in self.tables]  # per table: (rows, values) per add
+        self.boosted_rows: list[list] | None = None
+        self.same = True  # every micro-batch's boosted loss was its standard loss
         self.standard_losses: list[float] = []
         self.zero_flags: list[dict[str, bool]] = []  # one per micro-batch with features given
 
-    def _accumulate(self, buffers, grads, scale: float) -> None:
-        for buffer, grad in zip(buffers, grads, strict=True):
-            if grad is not None:  # None: the parameter does not reach this loss
-                buffer.add_(grad.float(), alpha=scale)
+    def close(self) -> None:
+        """Stop recording embedding lookups (:meth:`summary` does it too)."""
+        for table in self.tables:
+            table.handle.remove()
+
+    # ------------------------------------------------------------------------------------- accumulation
+    def _grads(self, loss: torch.Tensor):
+        """(dense gradients in ``self.dense`` order, per table (rows, values)) of one micro-batch's loss."""
+        inputs = [self.params[i] for i in self.dense]
+        outputs = [out for table in self.tables for _, out in table.calls]
+        grads = torch.autograd.grad(loss, inputs + outputs, retain_graph=True, allow_unused=True)
+        dense, rest = list(grads[:len(inputs)]), list(grads[len(inputs):])
+        tables = []
+        for table in self.tables:
+            n = len(table.calls)
+            tables.append(table.gradient(rest[:n]))
+            rest = rest[n:]
+        return dense, tables
+
+    @staticmethod
+    def _accumulate(buffers, grads, scale: float):
+        """``buffers`` + ``scale`` * ``grads`` (None: zero). The first micro-batch's gradients become the
+        buffers, scaled in place unless a tensor shares memory with another (autograd may hand one
+        tensor to two inputs, e.g. both operands of an addition)."""
+        if buffers is None:
+            buffers, seen = [], set()
+            for grad in grads:
+                if grad is None:
+                    buffers.append(None)
+                    continue
+                storage = grad.untyped_storage().data_ptr()
+                if grad.dtype == torch.float32 and storage not in seen:
+                    buffers.append(grad.mul_(scale))
+                else:
+                    buffers.append(grad.float() * scale)
+                seen.add(storage)
+            return buffers
+        for i, grad in enumerate(grads):
+            if grad is None:  # the parameter does not reach this loss
+                continue
+            if buffers[i] is None:
+                buffers[i] = grad.float() * scale
+            else:
+                buffers[i].add_(grad.float(), alpha=scale)
+        return buffers
 
     def add(self, standard_loss: torch.Tensor, boosted_loss: torch.Tensor, scale: float,
             features: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> None:
@@ -130,38 +328,117 @@ class GradientProbe:
         (every rank calls this on a probed step); the parameter-gradient flag then describes this
         rank's share of the gradient (rank 0's is logged).
         """
+        same = boosted_loss is standard_loss  # gamma = 0 and no token term: same objective, same gradient
+        if self.step_gradient and self.standard_losses and same != self.same:
+            raise RuntimeError("GradientProbe(step_gradient=True): the trained objective must be the standard "
+                               "one on every micro-batch of a step or on none")
         self.standard_losses.append(float(standard_loss.detach()))
-        standard = torch.autograd.grad(standard_loss, self.params, retain_graph=True, allow_unused=True)
-        self._accumulate(self.standard, standard, scale)
+        # the standard gradient is needed for the exact-zero flags, and for the norms where it is not .grad
+        needs_standard = features is not None or not (self.step_gradient and same)
+        dense, tables = self._grads(standard_loss) if needs_standard else ([], [])
         if features is not None:
-            from hnclip.losses import gather_features
+            self.zero_flags.append(self._zero_flags(features, dense, tables))
+        if not self.step_gradient and not same:
+            if self.same and self.standard is not None:  # earlier micro-batches' boosted = their standard
+                self.boosted = [None if b is None else b.clone() for b in self.standard]
+                self.boosted_rows = [list(held) for held in self.standard_rows]
+            boosted, boosted_tables = self._grads(boosted_loss)
+            self.boosted = self._accumulate(self.boosted, boosted, scale)
+            if self.boosted_rows is None:
+                self.boosted_rows = [[] for _ in self.tables]
+            for held, (rows, values) in zip(self.boosted_rows, boosted_tables, strict=True):
+                held.append((rows, values * scale))
+        elif not self.step_gradient and not self.same:  # a coinciding micro-batch in a step whose others differ
+            self.boosted = self._accumulate(self.boosted, [None if g is None else g.clone() for g in dense], scale)
+            for held, (rows, values) in zip(self.boosted_rows, tables, strict=True):
+                held.append((rows, values * scale))
+        self.same = self.same and same
+        for table in self.tables:
+            table.calls = []
+        if needs_standard and not (self.step_gradient and same):
+            self.standard = self._accumulate(self.standard, dense, scale)
+            for held, (rows, values) in zip(self.standard_rows, tables, strict=True):
+                held.append((rows, values * scale))
 
-            images, texts, logit_scale = features
-            images = gather_features(images.detach(), with_grad=False)
-            texts = gather_features(texts.detach(), with_grad=False)
-            flags = {}
-            for name, dtype in EXACT_ZERO_DTYPES.items():
-                for quantity, value in exact_zero_flags(images, texts, logit_scale, dtype).items():
-                    flags[f"zero_{quantity}_{name}"] = value
-                flags[f"zero_param_grad_{name}"] = is_zero_norm(standard, dtype)
-            self.zero_flags.append(flags)
-        if boosted_loss is standard_loss:  # gamma = 0 and no token term: same objective, same gradient
-            self._accumulate(self.boosted, standard, scale)
-            return
-        boosted = torch.autograd.grad(boosted_loss, self.params, retain_graph=True, allow_unused=True)
-        self._accumulate(self.boosted, boosted, scale)
+    def _zero_flags(self, features, dense, tables) -> dict[str, bool]:
+        from hnclip.losses import gather_features
+
+        images, texts, logit_scale = features
+        images = gather_features(images.detach(), with_grad=False)
+        texts = gather_features(texts.detach(), with_grad=False)
+        peaks = [_amax(g) for g in dense if g is not None] + [_amax(v) for _, v in tables if v.numel()]
+        zero = zero_norm_flags(torch.stack(peaks).tolist() if peaks else [])
+        flags = {}
+        for name, dtype in EXACT_ZERO_DTYPES.items():
+            for quantity, value in exact_zero_flags(images, texts, logit_scale, dtype).items():
+                flags[f"zero_{quantity}_{name}"] = value
+            flags[f"zero_param_grad_{name}"] = zero[name]
+        return flags
+
+    # ------------------------------------------------------------------------------------------ results
+    def reduce_tensors(self) -> list[torch.Tensor]:
+        """The accumulated tensors torchrun averages over ranks (:func:`hnclip.training.distributed.all_reduce_probe`):
+        the standard gradient where it is not the step's ``.grad`` (already averaged by DDP), the boosted
+        one where it is taken here. Tables are not handled by rows under torchrun."""
+        if self.tables:
+            raise RuntimeError("GradientProbe: embedding tables are handled by rows on a single process only")
+        held = [t for t in (self.standard or []) if t is not None]
+        if not self.step_gradient and not self.same:
+            held += [t for t in (self.boosted or []) if t is not None]
+        return held
+
+    @staticmethod
+    def _coalesce(held: list, rows: torch.Tensor, dim: int, device) -> torch.Tensor:
+        """Per-micro-batch (rows, values) summed onto ``rows`` (the step's sorted looked-up rows)."""
+        total = torch.zeros(len(rows), dim, device=device)
+        for micro_rows, values in held:
+            if len(micro_rows):
+                total.index_add_(0, torch.searchsorted(rows, micro_rows), values)
+        return total
+
+    def _step_gradients(self):
+        """(standard, boosted) per parameter as aligned lists (None: zero); tables as their rows."""
+        boosted_dense = ([self.params[i].grad for i in self.dense] if self.step_gradient
+                         else (self.standard if self.same else self.boosted) or [None] * len(self.dense))
+        standard_dense = boosted_dense if self.same else (self.standard or [None] * len(self.dense))
+        standard, boosted = list(standard_dense), list(boosted_dense)
+        for i, table in enumerate(self.tables):
+            rows, weight = table.rows(), table.module.weight
+            if self.step_gradient:
+                b = (weight.grad.index_select(0, rows) if weight.grad is not None
+                     else torch.zeros(len(rows), table.module.embedding_dim, device=weight.device))
+            else:
+                b = self._coalesce(self.standard_rows[i] if self.same else self.boosted_rows[i], rows,
+                                   table.module.embedding_dim, weight.device)
+            s = b if self.same else self._coalesce(self.standard_rows[i], rows, table.module.embedding_dim,
+                                                   weight.device)
+            standard.append(s)
+            boosted.append(b)
+        return standard, boosted
 
     def summary(self) -> dict[str, float | int]:
-        """The probed step's columns; norms and dot product in float64 (no underflow of squares), plus
-        the step's standard gradient norm as torch computes it in fp32 (0.0 once it underflows)."""
-        norm_standard_sq = sum(float(g.double().pow(2).sum()) for g in self.standard)
-        norm_boosted_sq = sum(float(g.double().pow(2).sum()) for g in self.boosted)
-        dot = sum(float((s.double() * b.double()).sum()) for s, b in zip(self.standard, self.boosted, strict=True))
+        """The probed step's columns: norms and dot product accumulated per parameter (:func:`pair_sums`:
+        float32 in chunks, float64 reduction, float64 where float32 squares would underflow), plus the
+        step's standard gradient norm as torch computes it in fp32 (0.0 once it underflows)."""
+        self.close()
+        standard, boosted = self._step_gradients()
+        pairs = []
+        for s, b in zip(standard, boosted, strict=True):
+            if s is None and b is None:  # a parameter neither loss reaches
+                continue
+            if self.same:  # one gradient: s is b
+                single = s.float()
+                pairs.append((single, single))
+                continue
+            s = torch.zeros_like(b) if s is None else s.float()
+            pairs.append((s, torch.zeros_like(s) if b is None else b.float()))
+        norm_standard_sq, norm_boosted_sq, dot = pair_sums(pairs)
         norm_standard, norm_boosted = math.sqrt(norm_standard_sq), math.sqrt(norm_boosted_sq)
         ratio = norm_boosted / norm_standard if norm_standard > 0 else (math.inf if norm_boosted > 0 else math.nan)
         denominator = norm_standard * norm_boosted
         saturated = sum(loss < SATURATION_LOSS for loss in self.standard_losses)
-        norm_fp32 = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in self.standard])))
+        fp32_norms = [torch.linalg.vector_norm(s) for s, _ in pairs]
+        norm_fp32 = float(torch.linalg.vector_norm(torch.stack(fp32_norms))) if fp32_norms else 0.0
         row = {
             "grad_norm_standard": norm_standard,
             "grad_norm_boosted": norm_boosted,
@@ -174,4 +451,5 @@ class GradientProbe:
         for column in EXACT_ZERO_COLUMNS:
             row[column] = (sum(f[column] for f in self.zero_flags) / len(self.zero_flags)
                            if self.zero_flags else math.nan)
+        self.standard = self.boosted = None  # the buffers, before the next step's activations
         return row

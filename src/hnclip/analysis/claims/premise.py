@@ -116,7 +116,10 @@ def premise_active(ctx: Context) -> dict:
 
 
 def _ratio_peaks(dynamics: Mapping[str, pd.DataFrame] | None) -> dict[str, float]:
-    """Largest finite boosted/standard gradient-norm ratio each HN run logged (appendix C: 10^5-10^8)."""
+    """Largest finite boosted/standard gradient-norm ratio each HN run logged (appendix C: 10^5-10^8).
+
+    A run that did not probe (``train.probe_runs: read`` probes only the runs the premise and the
+    gradient-dynamics figure read) logged no ratio and is left out."""
     peaks = {}
     for label, df in (dynamics or {}).items():
         if "grad_ratio" not in df.columns:

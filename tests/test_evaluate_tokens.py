@@ -1,0 +1,80 @@
+"""Per-epoch evaluation tokenises the evaluation captions once per run, and the cached tokens give the
+same metrics and per-query ranks as tokenising batch by batch."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from test_train_support import (
+    make_captions,
+    make_dataset,
+    read_csv_rows,
+    run_training,
+    small_config,
+    write_store,
+)
+
+from hnclip.data.image_store import ImageStore
+from hnclip.evaluate import evaluate_model, tokenize_captions
+from hnclip.frameworks import build_framework
+from hnclip.models import create_model
+from hnclip.models.dual_encoder import DualEncoder
+from hnclip.train_config import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval_tokens")
+    image_ids = [f"ev{i}" for i in range(7)]
+    store = write_store(root / "store", image_ids, seed=5)
+    ids = image_ids + image_ids[:3]  # images 0-2 have two captions
+    manifest = pd.DataFrame({"image_id": ids, "image_path": [str(root / f"{i}.jpg") for i in ids],
+                             "caption": make_captions(len(ids), seed=9)})
+    manifest.to_csv(root / "test.csv", index=False)
+    return manifest, store, root / "test.csv"
+
+
+@pytest.mark.parametrize("framework", [None, "finelip"])
+def test_cached_tokens_give_the_metrics_and_ranks_of_tokenising_per_batch(split, framework):
+    manifest, store_dir, _ = split
+    store = ImageStore(store_dir)
+    model = create_model("micro", seed=2)
+    fw = None if framework is None else build_framework(TrainConfig(framework=framework), model)
+    tokens = tokenize_captions(model, manifest)
+    assert tokens.shape == (len(manifest), model.context_length)
+    for batch_size in (3, 64):  # batches that split the captions, and one that holds them all
+        plain = evaluate_model(model, manifest, store, batch_size=batch_size, device="cpu", framework=fw,
+                               return_ranks=True)
+        cached = evaluate_model(model, manifest, store, batch_size=batch_size, device="cpu", framework=fw,
+                                return_ranks=True, tokens=tokens)
+        assert cached == plain  # exactly: the same ids go through the same encoder
+    with pytest.raises(ValueError, match="tokens has 9 rows, the evaluation manifest 10 captions"):
+        evaluate_model(model, manifest, store, device="cpu", tokens=tokens[:9])
+
+
+def test_the_training_loop_tokenises_the_evaluation_captions_once_per_run(tmp_path, split, monkeypatch):
+    manifest, store_dir, manifest_path = split
+    eval_captions = [str(c) for c in manifest["caption"]]
+    calls = []
+    real = DualEncoder.tokenize
+
+    def counting(self, texts):
+        calls.append(list(texts) if not isinstance(texts, str) else [texts])
+        return real(self, texts)
+
+    monkeypatch.setattr(DualEncoder, "tokenize", counting)
+    paths = make_dataset(tmp_path / "data", n=8)
+    run_training(paths, tmp_path, small_config(epochs=3), eval_manifest=manifest_path, eval_store_dir=store_dir)
+    eval_calls = [c for c in calls if set(c) <= set(eval_captions)]
+    assert eval_calls == [eval_captions]  # three evaluations, one tokenisation of the whole split
+    assert len(read_csv_rows(tmp_path / "out" / "epochs.csv")) == 3
+
+    # and the logged metrics are the uncached path's: re-evaluate the final model the old way
+    from hnclip.models import load_model
+
+    final = evaluate_model(load_model(tmp_path / "out" / "model"), manifest, ImageStore(store_dir), device="cpu")
+    last = read_csv_rows(tmp_path / "out" / "epochs.csv")[-1]
+    assert all(float(last[k]) == pytest.approx(v, abs=1e-9) for k, v in final.items())
+    assert torch.equal(tokenize_captions(load_model(tmp_path / "out" / "model"), manifest),
+                       real(load_model(tmp_path / "out" / "model"), eval_captions))
