@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 log = logging.getLogger("hnclip")
+WEIGHTS_DIR = "resources/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
 SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
 
 
@@ -78,27 +79,13 @@ def cmd_init_model(args) -> None:
     save_model(model, args.out)
 
 
-def _locked_checkpoint(source: str, download_dir: Path) -> str:
-    """A checkpoint listed in hnclip/data/sources.json (Long-CLIP-L) is fetched into ``download_dir`` with
-    its sha256 recorded in, and verified against, the checksum lock there; other sources load as given."""
-    from hnclip.data.download import download_checkpoint, load_sources
-
-    for name, spec in load_sources().items():
-        if spec.get("kind") != "checkpoint":
-            continue
-        for entry in spec["files"]:
-            hub = entry.get("hub", {})
-            if source == f"hf://{hub.get('repo_id')}/{hub.get('filename')}":
-                path = download_checkpoint(download_dir, download_dir / "hnclip-checksums.json", name=name)
-                return str(path)
-    return source
-
-
 def cmd_convert_checkpoint(args) -> None:
+    from hnclip.data.weights import fetch_weights
     from hnclip.models import load_longclip_checkpoint, load_openai_checkpoint, save_model
 
     loader = load_longclip_checkpoint if args.format == "longclip" else load_openai_checkpoint
-    save_model(loader(_locked_checkpoint(args.source, Path(args.download_dir))), args.out)
+    path = fetch_weights(args.source, Path(args.download_dir), revision=args.revision, sha256=args.sha256)
+    save_model(loader(path), args.out)
 
 
 def cmd_stretch(args) -> None:
@@ -132,8 +119,13 @@ def cmd_segments(args) -> None:
         generator = synthetic_mask_generator(source["root"])
     elif not args.sam_model:
         raise SystemExit("hnclip segments: --segmenter sam needs --sam-model (config key preprocess.sam_model)")
+    sam_dir = None
+    if args.sam_model:
+        from hnclip.data.weights import fetch_weights
+
+        sam_dir = fetch_weights(args.sam_model, Path(args.download_dir), revision=args.sam_revision)
     _set_threads(args.threads)
-    build_segments(read_manifest(args.manifest), Path(args.model), Path(args.out), sam_dir=args.sam_model,
+    build_segments(read_manifest(args.manifest), Path(args.model), Path(args.out), sam_dir=sam_dir,
                    min_area_ratio=args.min_area_ratio, max_area_ratio=args.max_area_ratio,
                    max_pairs=args.max_pairs, mask_generator=generator)
 
@@ -406,8 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("convert-checkpoint", cmd_convert_checkpoint, "convert a Long-CLIP/OpenAI checkpoint to a model folder")
     p.add_argument("--format", choices=["longclip", "openai"], required=True)
     p.add_argument("--source", required=True, help="local .pt path or hf://OWNER/REPO/FILE")
-    p.add_argument("--download-dir", default="resources/checkpoints",
-                   help="where a known checkpoint is downloaded and checksum-locked")
+    p.add_argument("--download-dir", default=WEIGHTS_DIR, help="where Hub weights are placed and checksum-locked")
+    p.add_argument("--revision", default=None, help="Hub commit of an hf:// source (config backbone.revision)")
+    p.add_argument("--sha256", default=None, help="the file's expected sha256 (config backbone.sha256)")
     p.add_argument("--out", required=True)
 
     p = verb("stretch", cmd_stretch, "stretch a 77-position text tower to 248 positions (Long-CLIP's scheme)")
@@ -424,7 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", required=True, help="source record of the benchmark (for the oracle segmenter)")
     p.add_argument("--model", required=True, help="backbone that embeds crops and sentences")
     p.add_argument("--segmenter", choices=["sam", "oracle"], default="sam")
-    p.add_argument("--sam-model", default=None, help="local SAM folder (transformers format)")
+    p.add_argument("--sam-model", default=None, help="SAM in transformers format: a local folder or hf://OWNER/REPO")
+    p.add_argument("--sam-revision", default=None, help="Hub commit of an hf:// SAM (config preprocess.sam_revision)")
+    p.add_argument("--download-dir", default=WEIGHTS_DIR, help="where Hub weights are placed and checksum-locked")
     p.add_argument("--min-area-ratio", type=float, default=0.01)
     p.add_argument("--max-area-ratio", type=float, default=0.8)
     p.add_argument("--max-pairs", type=int, default=3)

@@ -195,7 +195,7 @@ def _check_preprocess(config: dict, experiments: dict) -> None:
             _fail("preprocess.segmenter", f"'oracle' works on synthetic benchmarks only, but method "
                                           f"{run.method!r} trains on {run.train_set!r} ({adapter})")
         if pre.get("segmenter", "sam") == "sam" and not pre.get("sam_model"):
-            _fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a local SAM folder")
+            _fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a SAM folder or hf://OWNER/REPO")
 
 
 def zeroshot_eval_path(eval_benchmark: str) -> str:

@@ -149,6 +149,11 @@ else:
         params:
             source=lookup(dpath="backbone/source", within=config),
             checkpoint=lookup(dpath="backbone/checkpoint", within=config),
+            pins=" ".join(
+                f"--{key} {config['backbone'][key]}"
+                for key in ("revision", "sha256")
+                if config["backbone"][key]
+            ),
         shell:
             "python -m hnclip convert-checkpoint --format {params.source} --source {params.checkpoint} "
-            "--out {output} 2> {log}"
+            "{params.pins} --out {output} 2> {log}"

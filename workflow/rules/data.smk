@@ -73,6 +73,11 @@ rule segments:
         segmenter=lookup(dpath="preprocess/segmenter", within=config),
         sam=lambda w: (
             f"--sam-model {config['preprocess']['sam_model']}"
+            + (
+                f" --sam-revision {config['preprocess']['sam_revision']}"
+                if config["preprocess"]["sam_revision"]
+                else ""
+            )
             if config["preprocess"]["sam_model"]
             else ""
         ),

@@ -153,19 +153,26 @@ class ChecksumLock:
                 )
             self.files = data["files"]
 
-    def check(self, key: str, path: Path, source: str, pinned_sha256: str | None = None) -> str:
-        """Hash ``path``; refuse it if it differs from the lock (or the pin), else record it. Returns the sha256."""
+    def check(self, key: str, path: Path, source: str, pinned_sha256: str | None = None,
+              revision: str | None = None) -> str:
+        """Hash ``path``; refuse it if it differs from the lock (or the pin), else record it. Returns the sha256.
+
+        ``revision``: the Hub commit the file came from, recorded beside its hash and named in every
+        refusal, because one Hub file name can stand for several files over a repository's history.
+        """
         digest = sha256_file(path)
         locked = self.files.get(key)
+        at = f" at revision {revision}" if revision else ""
         if locked is not None and locked["sha256"] != digest:
+            was = f" at revision {locked['revision']}" if locked.get("revision") else ""
             raise ChecksumMismatchError(
-                f"{path} ({key}): sha256 {digest} does not match the lock file {self.path}, which records "
-                f"{locked['sha256']} (from {locked.get('source')}); refusing to continue. Delete the file to "
+                f"{path} ({key}){at}: sha256 {digest} does not match the lock file {self.path}, which records "
+                f"{locked['sha256']}{was} (from {locked.get('source')}); refusing to continue. Delete the file to "
                 "fetch it again, or remove its lock entry if the publisher changed it on purpose"
             )
         if pinned_sha256 is not None and pinned_sha256.lower() != digest:
             raise ChecksumMismatchError(
-                f"{path} ({key}): sha256 {digest} does not match the publisher's {pinned_sha256.lower()}; refusing "
+                f"{path} ({key}){at}: sha256 {digest} does not match the pinned {pinned_sha256.lower()}; refusing "
                 "to continue"
             )
         if locked is None:
@@ -174,9 +181,10 @@ class ChecksumLock:
                 "size": path.stat().st_size,
                 "source": source,
                 "recorded": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                **({"revision": revision} if revision else {}),
             }
             self.save()
-            log.info("locked %s: sha256 %s", key, digest)
+            log.info("locked %s: sha256 %s%s", key, digest, at)
         return digest
 
     def save(self) -> None:
@@ -327,8 +335,12 @@ def download_hub_snapshot(
     repo_type: str = "dataset",
     revision: str | None = None,
     allow_patterns: list[str] | None = None,
+    replace: bool = False,
 ) -> dict[str, str]:
-    """A whole Hub repository placed under ``dest``; returns {relative path: provenance} of the files placed."""
+    """A whole Hub repository placed under ``dest``; returns {relative path: provenance} of the files placed.
+
+    Files already under ``dest`` are kept (a benchmark's snapshot is placed once) unless ``replace``:
+    then the snapshot's files replace them, so another revision's bytes reach the lock check."""
     from huggingface_hub import snapshot_download
 
     try:
@@ -349,8 +361,11 @@ def download_hub_snapshot(
         rel = path.relative_to(folder).as_posix()
         if not path.is_file() or rel.startswith(".cache/"):
             continue
+        # the cached snapshot folder also holds files an earlier call fetched with other patterns
+        if allow_patterns is not None and not any(fnmatch.fnmatch(rel, pat) for pat in allow_patterns):
+            continue
         target = Path(dest) / rel
-        if not target.exists():
+        if replace or not target.exists():
             _place(path, target)
         placed[rel] = f"hf://{repo_type}s/{repo_id}@{folder.name}/{rel}"
     if not placed:
@@ -546,12 +561,35 @@ def root_entries(entry: dict) -> set[str]:
 
 
 def download_checkpoint(
-    dest: Path, lock_path: Path, *, name: str = "longclip_l", sources: dict | None = None
+    dest: Path,
+    lock_path: Path,
+    *,
+    name: str = "longclip_l",
+    sources: dict | None = None,
+    revision: str | None = None,
+    sha256: str | None = None,
 ) -> Path:
-    """The Long-CLIP checkpoint file (locked like any benchmark file); returns its path."""
+    """A checkpoint source's weights (locked like any benchmark file); returns the file, or the folder of
+    a whole-repository source (SAM in transformers format).
+
+    ``revision`` (a Hub commit) and ``sha256`` (of a single-file source) override the sources table's
+    pins: the workflow config pins them (``backbone.revision``/``backbone.sha256``), and a file that
+    differs stops the run naming the file, the revision and both hashes.
+    """
     sources = load_sources() if sources is None else sources
-    download_benchmark(name, dest, lock_path, sources=sources)
-    return Path(dest) / sources[name]["files"][0]["path"]
+    if name not in sources:
+        raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(sources))}")
+    entry = json.loads(json.dumps(sources[name]))  # a copy: the pins below must not leak into the table
+    spec = entry["files"][0]
+    hub = spec.get("hub", spec.get("hub_snapshot"))
+    if revision is not None:
+        hub["revision"] = revision
+    if sha256 is not None:
+        if "hub_snapshot" in spec:
+            raise ValueError(f"{name}: a whole-repository source takes no single sha256 pin")
+        spec["sha256"] = sha256
+    download_benchmark(name, dest, lock_path, sources={**sources, name: entry})
+    return Path(dest) / spec["path"] if "path" in spec else Path(dest)
 
 
 def _fetch_file(
@@ -560,7 +598,8 @@ def _fetch_file(
     rel = spec["path"]
     key = f"{name}/{rel}"
     target = dest / rel
-    if not target.exists():
+    revision = (lock.files.get(key) or {}).get("revision")
+    if not target.exists() or _is_other_revision(spec.get("hub"), revision):
         if "manual" in spec:
             done = [d for d in spec.get("satisfied_by", []) if _is_nonempty_dir(dest / d)]
             if done:
@@ -583,18 +622,33 @@ def _fetch_file(
                 repo_type=hub.get("repo_type", "dataset"),
                 revision=hub.get("revision"),
             )
+            revision = _revision_of(source)
     else:
         source = spec.get("url") or _hub_label(spec.get("hub")) or "placed by hand"
-    digest = lock.check(key, target, source, spec.get("sha256"))
+    digest = lock.check(key, target, source, spec.get("sha256"), revision)
     if "unpack" in spec:
         _unpack_once(key, target, digest, dest, spec["unpack"])
+
+
+def _is_other_revision(hub: dict | None, locked_revision: str | None) -> bool:
+    """Whether a Hub file in place may be another commit's than the pinned one: it is fetched again (a
+    cache hit when the Hub cache holds that commit) and checked, rather than trusted by its name."""
+    pinned = (hub or {}).get("revision")
+    return pinned is not None and pinned != locked_revision
+
+
+def _revision_of(provenance: str) -> str | None:
+    """The commit in ``hf://<type>s/<repo>@<commit>/<path>`` (None when the cache layout hid it)."""
+    match = re.match(r"hf://[^@]+@([^/]+)/", provenance)
+    return match.group(1) if match and match.group(1) != "unknown" else None
 
 
 def _fetch_snapshot(name: str, spec: dict, dest: Path, lock: ChecksumLock) -> None:
     hub = spec["hub_snapshot"]
     prefix = f"hf://{hub.get('repo_type', 'dataset')}s/{hub['repo_id']}@"
     locked = {key: rec for key, rec in lock.files.items() if str(rec.get("source", "")).startswith(prefix)}
-    if locked and all((dest / key.split("/", 1)[1]).is_file() for key in locked):
+    in_place = locked and all((dest / key.split("/", 1)[1]).is_file() for key in locked)
+    if in_place and not any(_is_other_revision(hub, rec.get("revision")) for rec in locked.values()):
         placed = {key.split("/", 1)[1]: rec["source"] for key, rec in locked.items()}  # no network needed
     else:
         placed = download_hub_snapshot(
@@ -603,9 +657,11 @@ def _fetch_snapshot(name: str, spec: dict, dest: Path, lock: ChecksumLock) -> No
             repo_type=hub.get("repo_type", "dataset"),
             revision=hub.get("revision"),
             allow_patterns=hub.get("allow_patterns"),
+            replace=bool(in_place),
         )
+    pins = spec.get("sha256", {})
     for rel, source in placed.items():
-        lock.check(f"{name}/{rel}", dest / rel, source)
+        lock.check(f"{name}/{rel}", dest / rel, source, pins.get(rel), _revision_of(source))
 
 
 def _hub_label(hub: dict | None) -> str | None:
