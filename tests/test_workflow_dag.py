@@ -188,12 +188,18 @@ def test_nested_numeric_config_overrides_reach_the_jobs_as_numbers(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     train = [line for line in proc.stdout.splitlines() if "python -m hnclip train" in line and "/runs/" in line]
     assert train and all("--set epochs=5 " in c for c in train)
-    # the shared lr reaches every method that does not carry its own (the adapters' recipe sets theirs)
-    shared = [c for c in train if not re.search(r"/runs/\w+/(lora|dora)", c)]
-    assert shared and all("--set lr=0.0002 " in c for c in shared)
+    # the shared lr reaches every method that does not carry its own (each recipe's own lr stays)
     default = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    adapter_lr = default["methods"]["lora"]["train"]["lr"]
-    assert adapter_lr != 2e-4 and all(f"--set lr={adapter_lr} " in c for c in train if c not in shared)
+    own_lr = {m: (spec.get("train") or {}).get("lr") for m, spec in default["methods"].items()}
+    own_lr = {m: lr for m, lr in own_lr.items() if lr is not None}
+    assert own_lr and 2e-4 not in own_lr.values()
+
+    def method_of(command):
+        return re.search(r"/runs/\w+/(\w+)/g", command).group(1)
+
+    shared = [c for c in train if method_of(c) not in own_lr]
+    assert shared and all("--set lr=0.0002 " in c for c in shared)
+    assert all(f"--set lr={own_lr[method_of(c)]} " in c for c in train if c not in shared)
     # the embedded default's other train keys are kept (a nested override merges)
     assert all(f"--set micro_batch={default['train']['micro_batch']} " in c for c in train)
     assert any("results/runs/synthetic/hnclip/g0.3/f1/s0" in c for c in train)
