@@ -36,6 +36,7 @@ include: "workflow/rules/convergence.smk"
 include: "workflow/rules/protocols.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
+include: "workflow/rules/export.smk"
 
 
 onstart:

@@ -298,3 +298,21 @@ def test_gpu_declared_jobs_take_the_configured_threads_and_threads_are_no_resour
             assert "gpu=1" in resources and "threads" not in resources, resources
         threads = re.findall(r"hnclip (?:train|evaluate|segments) .*?--threads (\d+)", proc.stdout)
         assert len(threads) > 20 and set(threads) == {str(expected)}
+
+
+def test_exports_target_exports_the_main_models_in_the_configured_formats_and_is_not_in_all(tmp_path):
+    # paper: the 7 main methods on the 3 train sets behind its 4 benchmarks = 21 runs, x 3 formats
+    proc = dry_run(tmp_path, "--configfile", str(PAPER), "--", "exports")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert job_counts(proc.stdout + proc.stderr)["export"] == 63
+    # the embedded default: 7 main runs, open_clip and transformers (its toy backbone is no Long-CLIP shape)
+    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--", "exports")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    commands = [line for line in proc.stdout.splitlines() if "python -m hnclip export" in line]
+    assert len(commands) == 14 and all("--format longclip" not in c for c in commands)
+    hnclip_oc = [c for c in commands if "--out results/exports/synthetic/hnclip/" in c and "open_clip" in c]
+    # the card's rows: every record of the run, in-domain and transfer
+    assert len(hnclip_oc) == 1 and "synthetic.json" in hnclip_oc[0] and "synthetic_shift.json" in hnclip_oc[0]
+    default = dry_run(tmp_path)
+    counts = job_counts(default.stdout + default.stderr)
+    assert counts["train"] == 31 and "export" not in counts

@@ -346,6 +346,32 @@ def cmd_plan(args) -> None:
                samples_per_s=args.samples_per_s, results_dir=Path(args.results), job_cost=args.job_cost)
 
 
+# ------------------------------------------------------------------------------------- export, push
+def cmd_export(args) -> None:
+    """A model folder in Long-CLIP's, open_clip's or transformers' format, a model card beside it."""
+    from hnclip.analysis.bootstrap import BootstrapSettings
+    from hnclip.export import ExportError, export_model
+
+    try:
+        export_model(Path(args.model), args.format, Path(args.out), run_dir=Path(args.run) if args.run else None,
+                     eval_paths=[Path(p) for p in args.evals] if args.evals is not None else None,
+                     settings=BootstrapSettings(args.confidence, args.resamples, args.bootstrap_seed),
+                     name=args.name, encoder_only=args.encoder_only)
+    except (ExportError, FileExistsError) as error:
+        raise SystemExit(f"hnclip export: {error}") from None
+
+
+def cmd_push(args) -> None:
+    """Upload a folder to a Hub model repository; the token comes from HF_TOKEN only."""
+    from hnclip.export.push import PushError, push_folder
+
+    try:
+        push_folder(Path(args.folder), args.repo, endpoint=args.endpoint, private=args.private or None,
+                    revision=args.revision, message=args.message)
+    except (PushError, FileNotFoundError) as error:
+        raise SystemExit(str(error)) from None
+
+
 # ------------------------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hnclip", description=__doc__.splitlines()[0])
@@ -554,6 +580,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
     p.add_argument("--job-cost", default=None,
                    help="measured memory and time per job (default benchmarks/job_cost.json, if present)")
+    p = verb("export", cmd_export, "write a model folder in Long-CLIP's, open_clip's or transformers' format, "
+                                   "with a model card")
+    p.add_argument("--model", required=True, help="model folder (model.json + model.safetensors)")
+    p.add_argument("--format", choices=["longclip", "open_clip", "transformers"], required=True)
+    p.add_argument("--out", required=True, help="folder to write (must not exist or be empty)")
+    p.add_argument("--run", default=None,
+                   help="run folder whose summary.json the card reads (default: the model folder's parent)")
+    p.add_argument("--evals", nargs="*", default=None,
+                   help="evaluation records for the card's results (default: results/evals/<run>/*.json)")
+    p.add_argument("--name", default=None, help="open_clip model name (default: hnclip-<run path>)")
+    p.add_argument("--encoder-only", action="store_true",
+                   help="export a framework-scored model (FineLIP) as its encoder alone, the card saying so")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval coverage (config statistics)")
+    p.add_argument("--resamples", type=int, default=2000)
+    p.add_argument("--bootstrap-seed", type=int, default=0)
+
+    p = verb("push", cmd_push, "upload a folder to a Hugging Face Hub model repository (token: HF_TOKEN only)")
+    p.add_argument("--repo", required=True, help="OWNER/NAME of the model repository (created if missing)")
+    p.add_argument("--folder", required=True, help="folder to upload, e.g. an `hnclip export` folder")
+    p.add_argument("--endpoint", default=None, help="Hub URL (default: huggingface_hub's, HF_ENDPOINT)")
+    p.add_argument("--private", action="store_true", help="create the repository private")
+    p.add_argument("--revision", default=None, help="branch to commit to (default: main)")
+    p.add_argument("--message", default=None, help="commit message")
     return parser
 
 

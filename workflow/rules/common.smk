@@ -313,3 +313,20 @@ def warn_on_local_gpu_cap(resources, local):
             "cluster executor; pass the cluster profile as --workflow-profile profiles/slurm instead of "
             "--profile, which replaces profiles/default."
         )
+
+
+def get_exports():
+    """results/exports/<run>/<format>/ of every main-table run, per configured format."""
+    if not is_active("main"):
+        return []
+    return [
+        f"results/exports/{d.removeprefix('results/runs/')}/{fmt}"
+        for d in spec_runs("main")
+        for fmt in config["export"]["formats"]
+    ]
+
+
+def get_run_evaluations(wildcards):
+    """Every evaluation record of the run the DAG produces (in-domain and transfer): the card's rows."""
+    path = run_of(wildcards).path
+    return [e.path for e in EVALUATIONS if e.run.path == path]

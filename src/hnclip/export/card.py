@@ -1,0 +1,249 @@
+"""The model card written beside every export: results rows with their intervals, recipe and provenance.
+
+Rows come from the run's evaluation records (``results/evals/<run>/<benchmark>.json``): every Recall@K
+they hold, with the percentile-bootstrap interval of :mod:`hnclip.analysis.bootstrap` (test images
+resampled, their captions with them) wherever a record stores its per-query ranks, the same interval the
+tables print for a one-seed cell. Provenance is the run's ``summary.json``: config hash, data fingerprint,
+the commit it was trained at, the recipe, and the sha256 of our checkpoint; the card adds the sha256 of every
+exported file and the commit the export ran at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CARD_FILE", "ResultRow", "build_model_card", "discover_evals", "read_run", "results_rows"]
+
+CARD_FILE = "README.md"
+_METRIC = re.compile(r"^(i2t|t2i)_r(\d+)$")
+_DIRECTION = {"i2t": "image -> text", "t2i": "text -> image"}
+_LIBRARY = {"longclip": None, "open_clip": "open_clip", "transformers": "transformers"}
+_OWNER = {"longclip": "Long-CLIP's", "open_clip": "open_clip's", "transformers": "transformers'"}
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    benchmark: str
+    split: str
+    metric: str
+    value: float
+    interval: tuple[float, float] | None
+    n_images: int | None
+    n_texts: int | None
+    source: str
+
+
+@dataclass
+class RunInfo:
+    """What the card says about the run: its summary.json (may be empty), where it was read, and the run's
+    fields (train_set, method, gamma, fraction, seed) when its folder is ``results/runs/<run>``."""
+
+    summary: dict = field(default_factory=dict)
+    path: Path | None = None
+    fields: dict | None = None
+
+
+def _runs_index(run_dir: Path) -> tuple[tuple[str, ...], int] | None:
+    parts = Path(run_dir).resolve().parts
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == "runs" and parts[i - 1] == "results":
+            return parts, i
+    return None
+
+
+def run_fields(run_dir: Path | None) -> dict | None:
+    """The run's wildcards from ``.../results/runs/<train_set>/<method>/g<gamma>/f<fraction>/s<seed>``."""
+    found = _runs_index(run_dir) if run_dir is not None else None
+    if found is None:
+        return None
+    parts, i = found
+    rest = parts[i + 1:]
+    if len(rest) != 5 or not (rest[2].startswith("g") and rest[3].startswith("f") and rest[4][:1] == "s"
+                              and rest[4][1:].isdigit()):
+        return None
+    return {"train_set": rest[0], "method": rest[1], "gamma": rest[2][1:], "fraction": rest[3][1:],
+            "seed": int(rest[4][1:])}
+
+
+def read_run(run_dir: Path | None) -> RunInfo:
+    if run_dir is None:
+        return RunInfo()
+    from hnclip.analysis.records import load_summary
+
+    summary = load_summary(run_dir)
+    return RunInfo(summary, Path(summary["run_dir"]) / "summary.json", run_fields(Path(run_dir)))
+
+
+def discover_evals(run_dir: Path | None) -> list[Path]:
+    """``results/evals/<run>/*.json`` of a run folder ``results/runs/<run>`` (none elsewhere)."""
+    found = _runs_index(run_dir) if run_dir is not None else None
+    if found is None:
+        return []
+    parts, i = found
+    evals_dir = Path(*parts[:i], "evals", *parts[i + 1:])
+    return sorted(evals_dir.glob("*.json")) if evals_dir.is_dir() else []
+
+
+def _same_run(a: Mapping, b: Mapping) -> bool:
+    from hnclip.analysis.records import RUN_FIELDS
+    from hnclip.plan import format_number
+
+    return all(format_number(a[f]) == format_number(b[f]) if f in ("gamma", "fraction", "seed")
+               else str(a[f]) == str(b[f]) for f in RUN_FIELDS)
+
+
+def results_rows(eval_paths: Sequence[Path], settings=None, run: Mapping | None = None) -> list[ResultRow]:
+    """One row per (record, Recall@K) in ``eval_paths``; an interval where the record has its ranks.
+
+    With ``run`` (the summary's run fields), a record of another run is refused naming its file.
+    """
+    from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Samples, interval, outcomes_of
+    from hnclip.analysis.records import load_eval
+
+    settings = settings or BootstrapSettings()
+    rows = []
+    for path in eval_paths:
+        record = load_eval(path)
+        if run is not None and not _same_run(record["run"], run):
+            raise ValueError(f"evaluation record {path}: run {record['run']} is not the exported run {dict(run)}")
+        outcomes = outcomes_of(record)
+        samples = Samples.from_pairs([(str(record["run"].get("seed", "")), outcomes)]) if outcomes else None
+        metrics = []
+        for metric, value in record["metrics"].items():
+            match = _METRIC.match(metric)
+            if match:
+                metrics.append((match.group(1), int(match.group(2)), metric, float(value)))
+        for _, _, metric, value in sorted(metrics):
+            low_high = interval(Estimate.of(samples, metric, value), settings) if samples else None
+            rows.append(ResultRow(str(record["eval_benchmark"]), str(record.get("split", "test")), metric, value,
+                                  low_high, record.get("n_images"), record.get("n_texts"), str(path)))
+    return rows
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _export_commit() -> str | None:
+    try:
+        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                                text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (result.stdout.strip() or None) if result.returncode == 0 else None
+
+
+def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std) -> str:
+    names = [f.name for f in files]
+    if fmt == "longclip":
+        return ("```python\n# Long-CLIP's repository (github.com/beichenzbc/Long-CLIP), model/longclip.py\n"
+                "from model import longclip\n"
+                "model, preprocess = longclip.load(\"longclip.pt\", device=\"cpu\")\n"
+                "tokens = longclip.tokenize([\"a long caption ...\"], truncate=True)  # 248 positions\n"
+                "features = model.encode_text(tokens)\n```\n\n"
+                "`longclip.load` rounds the Linear/Conv weights and both projections through float16 "
+                "(`convert_weights`) before running in float32 on the CPU; its features equal ours up to that "
+                "rounding.\n")
+    if fmt == "open_clip":
+        config = next(n for n in names if n.endswith(".json") and n != "open_clip_config.json")
+        name = config.removesuffix(".json")
+        return ("```python\nimport open_clip\n"
+                f"open_clip.add_model_config(\"{config}\")\n"
+                "model, _, preprocess = open_clip.create_model_and_transforms(\n"
+                f"    \"{name}\", pretrained=\"open_clip_model.safetensors\",\n"
+                f"    image_mean={list(mean)}, image_std={list(std)})\n"
+                f"tokenizer = open_clip.get_tokenizer(\"{name}\")  # CLIP BPE, {context_length} positions\n"
+                "# or, mean/std read from open_clip_config.json:\n"
+                "# open_clip.create_model_and_transforms(\"local-dir:.\")\n```\n")
+    return ("```python\nfrom transformers import CLIPModel, CLIPProcessor\n"
+            "model = CLIPModel.from_pretrained(\".\")\nprocessor = CLIPProcessor.from_pretrained(\".\")\n"
+            "inputs = processor(text=[\"a long caption ...\"], images=[image], padding=\"max_length\",\n"
+            f"                   max_length={context_length}, truncation=True, return_tensors=\"pt\")\n"
+            "outputs = model(**inputs)  # outputs.image_embeds, outputs.text_embeds (normalised)\n```\n\n"
+            "Our image store resizes with PIL; `CLIPProcessor.from_pretrained(\".\", backend=\"pil\")` does the "
+            "same, the default torchvision backend's bicubic resize differs from it slightly.\n")
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows: Sequence[ResultRow],
+                     settings, model_dir: Path, notes: Sequence[str] = ()):
+    """The ``huggingface_hub.ModelCard`` of one export (``files``: the exported files, card excluded)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from hnclip.models.io import MODEL_WEIGHTS
+
+    summary = run.summary
+    spec = model.spec
+    title = f"{run.fields['train_set']}/{run.fields['method']}" if run.fields else spec.get("name") or "model"
+    data = ModelCardData(library_name=_LIBRARY[fmt], tags=["clip", "long-clip", "hnclip", "image-text-retrieval"],
+                         pipeline_tag="zero-shot-image-classification" if fmt != "longclip" else None)
+    lines = [f"# hnclip export: {title} ({fmt})", "",
+             "A dual encoder fine-tuned by the hnclip-repro pipeline for dense-caption retrieval "
+             f"(Long-CLIP-style, {model.context_length} text positions), exported in {_OWNER[fmt]} own format.", ""]
+    for note in notes:
+        lines += [f"> **Note.** {note}", ""]
+    lines += ["## Loading", "", _usage(fmt, files, model.context_length, model.image_mean, model.image_std)]
+
+    lines += ["## Results", ""]
+    if rows:
+        level = f"{100 * settings.confidence:g} %"
+        lines += [f"Recall@K in percent; interval: {level} percentile bootstrap over test images (their captions "
+                  f"resampled with them), {settings.resamples} resamples, seed {settings.seed}; one seed, so "
+                  "seed-to-seed variation is not in it.", "",
+                  f"| benchmark | split | direction | K | R@K | {level} interval | images | captions |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for row in rows:
+            direction, k = _METRIC.match(row.metric).groups()
+            ci = f"[{_fmt(row.interval[0])}, {_fmt(row.interval[1])}]" if row.interval else "n/a (no ranks)"
+            lines.append(f"| {row.benchmark} | {row.split} | {_DIRECTION[direction]} | {k} | {_fmt(row.value)} "
+                         f"| {ci} | {row.n_images} | {row.n_texts} |")
+        lines.append("")
+    else:
+        lines += ["No evaluation records were given for this model.", ""]
+
+    lines += ["## Recipe", ""]
+    if summary:
+        head = {k: summary.get(k) for k in ("framework", "hn_plugin", "seed", "steps", "epochs", "samples_seen",
+                                            "n_train", "world_size", "device", "torch_version") if k in summary}
+        lines += [f"- run: `{json.dumps(run.fields, sort_keys=True)}`" if run.fields else "- run: (not a results/runs/ folder)"]
+        if summary.get("run"):
+            lines.append(f"- inputs: `{json.dumps(summary['run'], sort_keys=True)}`")
+        lines += [f"- {k}: `{v}`" for k, v in head.items()]
+        lines += ["", "```json", json.dumps(summary.get("recipe", {}), indent=2, sort_keys=True), "```", "",
+                  "<details><summary>full training config</summary>", "", "```json",
+                  json.dumps(summary.get("config", {}), indent=2, sort_keys=True), "```", "", "</details>", ""]
+    else:
+        lines += ["No run summary (summary.json) was given: recipe and provenance unknown.", ""]
+
+    lines += ["## Architecture", "", "```json", json.dumps(spec, indent=2, sort_keys=True), "```", ""]
+
+    ours = Path(model_dir) / MODEL_WEIGHTS
+    provenance = {
+        "config_hash": summary.get("config_hash"),
+        "data_fingerprint": summary.get("data_fingerprint"),
+        "git_commit (training)": summary.get("git_commit"),
+        "git_commit (export)": _export_commit(),
+        "checkpoint_sha256 (run summary)": summary.get("checkpoint_sha256"),
+        f"sha256 of {ours}": _sha256(ours) if ours.is_file() else None,
+        "run summary": str(run.path) if run.path else None,
+    }
+    lines += ["## Provenance", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | `{v}` |" for k, v in provenance.items()]
+    lines += ["", "Exported files:", "", "| file | sha256 |", "|---|---|"]
+    lines += [f"| {f.name} | `{_sha256(f)}` |" for f in sorted(files)]
+    lines.append("")
+    content = f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)
+    return ModelCard(content)

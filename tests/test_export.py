@@ -1,0 +1,539 @@
+"""`hnclip export` / `hnclip push`: each format read back by the other library's own loader.
+
+Every round trip starts from a small random model whose every weight (LayerNorms, biases, both halves of the
+positional table) is perturbed, so a swapped or dropped tensor shows in the features; features are compared
+in float32 with max abs difference <= 1e-4.
+
+- open_clip: ``add_model_config`` + ``create_model_and_transforms(name, pretrained=path)``; images through
+  open_clip's own preprocess, captions through its own tokenizer.
+- transformers: ``CLIPModel.from_pretrained`` + ``CLIPProcessor.from_pretrained``; images and captions through
+  the processor (default torchvision backend on images at the model's side, so no resampling happens; the
+  PIL backend on images that are resized).
+- Long-CLIP: its code is not installed here, so the test carries its own transcription of what
+  ``longclip.load`` does with a state dict (``build_model``: dimensions from the tensors' shapes, a strict
+  ``load_state_dict`` into 248-row tables, ``convert_weights``' float16 rounding) and of its
+  ``encode_image`` / ``encode_text``, in float64 functional ops. Token ids come from our tokenizer: Long-CLIP's
+  ``tokenize`` is the same CLIP BPE at 248 positions. Images are our store's tensors: its transform is
+  open_clip's evaluation transform with OpenAI's mean and std, which the open_clip test checks against ours.
+  The project's own Long-CLIP importer must read the file back to the same weights.
+- push: against a local stand-in of the Hub's HTTP endpoints (no network), token from HF_TOKEN only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from hnclip.cli import main
+from hnclip.data.image_store import resize_center_crop, to_model_input
+from hnclip.export import ExportError, export_model
+from hnclip.models import DualEncoder, create_model, load_longclip_checkpoint, load_model, save_model
+
+ATOL = 1e-4
+# OpenAI's rules (heads = width // 64, QuickGELU): the architectures Long-CLIP's loader can build
+OPENAI_SHAPED = {
+    "embed_dim": 32, "quick_gelu": True,
+    "vision_cfg": {"image_size": 32, "patch_size": 16, "width": 64, "layers": 2, "head_width": 64},
+    "text_cfg": {"context_length": 248, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 2},
+}
+CAPTIONS = [
+    "A red cube to the left of a small blue sphere.",
+    "two striped cylinders, one green and one yellow; it's on a grey floor!",
+    # past 248 tokens: truncated, EOT kept last
+    " ".join(f"object {i} is a dotted purple cone beside a large orange torus" for i in range(40)),
+]
+
+
+@torch.no_grad()
+def _perturb(model: DualEncoder, seed: int) -> DualEncoder:
+    g = torch.Generator().manual_seed(seed)
+    for tensor in list(model.parameters()) + [model.positional_embedding_frozen]:
+        tensor.add_(torch.randn(tensor.shape, generator=g) * 0.05)
+    model.logit_scale.fill_(3.1)
+    return model.eval()
+
+
+def _micro(tmp_path: Path) -> tuple[DualEncoder, Path]:
+    model = _perturb(create_model("micro", context_length=248, frozen_positions=20, seed=0), seed=1)
+    return model, save_model(model, tmp_path / "micro" / "model")
+
+
+def _openai_shaped(tmp_path: Path, fp16_exact: bool = False, name: str = "openai_shaped") -> tuple[DualEncoder, Path]:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2)
+        model = _perturb(DualEncoder(OPENAI_SHAPED, 248, 20), seed=3)
+    if fp16_exact:  # weights Long-CLIP's float16 rounding leaves unchanged
+        with torch.no_grad():
+            for key, tensor in model.state_dict().items():
+                if _rounded_by_longclip(key.removeprefix("clip.")):
+                    tensor.copy_(tensor.half().float())
+    return model, save_model(model, tmp_path / name / "model")
+
+
+def _pil_images(sizes, seed=0) -> list[Image.Image]:
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for w, h in sizes]
+
+
+def _our_pixels(model: DualEncoder, images) -> torch.Tensor:
+    side = model.image_size[0]
+    batch = np.stack([np.asarray(resize_center_crop(im, side), dtype=np.uint8) for im in images])
+    return to_model_input(batch, model.image_mean, model.image_std)
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).abs().max())
+
+
+# ------------------------------------------------------------------------------------------ open_clip
+def test_open_clip_export_loads_in_open_clip_and_encodes_the_same(tmp_path):
+    import open_clip
+
+    model, model_dir = _micro(tmp_path)
+    out = export_model(model_dir, "open_clip", tmp_path / "oc", name="hnclip-test-micro")
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "hnclip-test-micro.json", "open_clip_config.json",
+                                                     "open_clip_model.safetensors"]
+    open_clip.add_model_config(out / "hnclip-test-micro.json")
+    theirs, _, preprocess = open_clip.create_model_and_transforms(
+        "hnclip-test-micro", pretrained=str(out / "open_clip_model.safetensors"),
+        image_mean=model.image_mean, image_std=model.image_std)
+    theirs.eval()
+    tokenizer = open_clip.get_tokenizer("hnclip-test-micro")
+
+    images = _pil_images([(45, 37), (32, 32), (20, 64)])
+    their_pixels = torch.stack([preprocess(im) for im in images])
+    our_pixels = _our_pixels(model, images)
+    assert _max_diff(their_pixels, our_pixels) <= 1e-6  # same geometry, same normalisation
+    their_tokens = tokenizer(CAPTIONS)
+    assert their_tokens.shape == (3, 248) and torch.equal(their_tokens, model.tokenize(CAPTIONS))
+    with torch.no_grad():
+        assert _max_diff(theirs.encode_image(their_pixels, normalize=True), model.encode_image(our_pixels)) <= ATOL
+        assert _max_diff(theirs.encode_text(their_tokens, normalize=True), model.encode_text(their_tokens)) <= ATOL
+        assert float(theirs.logit_scale) == pytest.approx(float(model.logit_scale))
+
+    # open_clip_config.json: the local-dir: loader finds the weights and the normalisation by itself
+    by_dir, _, _ = open_clip.create_model_and_transforms(f"local-dir:{out}")
+    assert by_dir.visual.preprocess_cfg["mean"] == list(model.image_mean)
+    with torch.no_grad():
+        assert _max_diff(by_dir.eval().encode_text(their_tokens, normalize=True), model.encode_text(their_tokens)) <= ATOL
+
+
+def test_open_clip_name_must_not_replace_a_builtin(tmp_path):
+    _, model_dir = _micro(tmp_path)
+    with pytest.raises(ExportError, match="ViT-B-32.*built-in"):
+        export_model(model_dir, "open_clip", tmp_path / "oc", name="ViT-B-32")
+    assert not (tmp_path / "oc").exists()
+
+
+# --------------------------------------------------------------------------------------- transformers
+@pytest.mark.parametrize("shape", ["micro", "openai_shaped"])  # erf GELU and QuickGELU
+def test_transformers_export_loads_in_transformers_and_encodes_the_same(tmp_path, shape):
+    from transformers import CLIPModel, CLIPProcessor
+
+    model, model_dir = _micro(tmp_path) if shape == "micro" else _openai_shaped(tmp_path)
+    out = export_model(model_dir, "transformers", tmp_path / "hf")
+    theirs = CLIPModel.from_pretrained(out).eval()
+    processor = CLIPProcessor.from_pretrained(out)
+    assert theirs.dtype == torch.float32
+    assert theirs.config.text_config.max_position_embeddings == 248
+    assert processor.tokenizer.model_max_length == 248
+    side = model.image_size[0]
+
+    def check(processor, images):
+        inputs = processor(text=CAPTIONS, images=images, padding="max_length", max_length=248, truncation=True,
+                           return_tensors="pt")
+        ours_tokens = model.tokenize(CAPTIONS)
+        # the same ids up to EOT (transformers pads with EOT, we pad with 0)
+        for theirs_row, ours_row in zip(inputs["input_ids"], ours_tokens, strict=True):
+            n = int(ours_row.argmax()) + 1
+            assert theirs_row[:n].tolist() == ours_row[:n].tolist()
+        pixels = _our_pixels(model, images)
+        assert _max_diff(inputs["pixel_values"], pixels) <= 1e-5
+        with torch.no_grad():
+            outputs = theirs(**inputs)
+            assert _max_diff(outputs.image_embeds, model.encode_image(pixels)) <= ATOL
+            assert _max_diff(outputs.text_embeds, model.encode_text(ours_tokens)) <= ATOL
+            assert float(theirs.logit_scale) == pytest.approx(float(model.logit_scale))
+
+    check(processor, _pil_images([(side, side), (side, side)], seed=1))  # torchvision backend, no resize
+    check(CLIPProcessor.from_pretrained(out, backend="pil"), _pil_images([(45, 37), (20, 64)], seed=2))
+
+
+def test_transformers_refuses_layer_scale_naming_the_key(tmp_path):
+    config = json.loads(json.dumps(OPENAI_SHAPED))
+    config["vision_cfg"]["ls_init_value"] = 0.1
+    model_dir = save_model(DualEncoder(config, 248, 20), tmp_path / "ls" / "model")
+    with pytest.raises(ExportError, match=r"model\.json.*vision_cfg\.ls_init_value=0\.1"):
+        export_model(model_dir, "transformers", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+# ------------------------------------------------------------------------------------------- Long-CLIP
+def _rounded_by_longclip(key: str) -> bool:
+    """Long-CLIP's convert_weights: Conv/Linear weights and biases, attention in_proj, both projections."""
+    return (key in ("text_projection", "visual.proj", "visual.conv1.weight") or ".attn.in_proj_" in key
+            or ".attn.out_proj." in key or ".mlp.c_fc." in key or ".mlp.c_proj." in key)
+
+
+def _longclip_build_by_shapes(state: dict) -> dict:
+    """The dimensions model_longclip.build_model reads from a ViT state dict (load_from_clip=False)."""
+    assert "visual.proj" in state, "Long-CLIP builds a ViT only when visual.proj is present"
+    conv = state["visual.conv1.weight"]
+    width = state["ln_final.weight"].shape[0]
+    return {
+        "embed_dim": state["text_projection"].shape[1],
+        "vision_width": conv.shape[0],
+        "vision_layers": sum(1 for k in state if k.startswith("visual.") and k.endswith(".attn.in_proj_weight")),
+        "patch": conv.shape[-1],
+        "grid": round((state["visual.positional_embedding"].shape[0] - 1) ** 0.5),
+        "vocab": state["token_embedding.weight"].shape[0],
+        "text_width": width,
+        "text_heads": width // 64,
+        "text_layers": len({k.split(".")[2] for k in state if k.startswith("transformer.resblocks")}),
+    }
+
+
+def _longclip_parameter_shapes(d: dict) -> dict:
+    """Every parameter of Long-CLIP's CLIP(..., load_from_clip=False) of dimensions ``d``: its
+    load_state_dict is strict, so the file must have exactly these keys and shapes."""
+    def block(prefix, w):
+        return {f"{prefix}.ln_1.weight": (w,), f"{prefix}.ln_1.bias": (w,),
+                f"{prefix}.attn.in_proj_weight": (3 * w, w), f"{prefix}.attn.in_proj_bias": (3 * w,),
+                f"{prefix}.attn.out_proj.weight": (w, w), f"{prefix}.attn.out_proj.bias": (w,),
+                f"{prefix}.ln_2.weight": (w,), f"{prefix}.ln_2.bias": (w,),
+                f"{prefix}.mlp.c_fc.weight": (4 * w, w), f"{prefix}.mlp.c_fc.bias": (4 * w,),
+                f"{prefix}.mlp.c_proj.weight": (w, 4 * w), f"{prefix}.mlp.c_proj.bias": (w,)}
+
+    vw, tw, e = d["vision_width"], d["text_width"], d["embed_dim"]
+    shapes = {
+        "positional_embedding": (248, tw), "positional_embedding_res": (248, tw), "text_projection": (tw, e),
+        "logit_scale": (), "token_embedding.weight": (d["vocab"], tw), "ln_final.weight": (tw,),
+        "ln_final.bias": (tw,), "visual.class_embedding": (vw,),
+        "visual.positional_embedding": (d["grid"] ** 2 + 1, vw), "visual.proj": (vw, e),
+        "visual.conv1.weight": (vw, 3, d["patch"], d["patch"]), "visual.ln_pre.weight": (vw,),
+        "visual.ln_pre.bias": (vw,), "visual.ln_post.weight": (vw,), "visual.ln_post.bias": (vw,),
+    }
+    for i in range(d["vision_layers"]):
+        shapes.update(block(f"visual.transformer.resblocks.{i}", vw))
+    for i in range(d["text_layers"]):
+        shapes.update(block(f"transformer.resblocks.{i}", tw))
+    return shapes
+
+
+def _block_forward(sd, prefix, x, heads, mask=None):
+    """Long-CLIP's ResidualAttentionBlock (pre-norm, nn.MultiheadAttention, QuickGELU MLP), [B, L, W]."""
+    w = x.shape[-1]
+    h = F.layer_norm(x, (w,), sd[prefix + "ln_1.weight"], sd[prefix + "ln_1.bias"], eps=1e-5)
+    q, k, v = (h @ sd[prefix + "attn.in_proj_weight"].T + sd[prefix + "attn.in_proj_bias"]).split(w, dim=-1)
+    d = w // heads
+    outs = []
+    for head in range(heads):
+        cols = slice(head * d, (head + 1) * d)
+        scores = q[..., cols] @ k[..., cols].transpose(1, 2) / d ** 0.5
+        if mask is not None:
+            scores = scores + mask
+        outs.append(scores.softmax(dim=-1) @ v[..., cols])
+    x = x + torch.cat(outs, -1) @ sd[prefix + "attn.out_proj.weight"].T + sd[prefix + "attn.out_proj.bias"]
+    h = F.layer_norm(x, (w,), sd[prefix + "ln_2.weight"], sd[prefix + "ln_2.bias"], eps=1e-5)
+    h = h @ sd[prefix + "mlp.c_fc.weight"].T + sd[prefix + "mlp.c_fc.bias"]
+    h = h * torch.sigmoid(1.702 * h)
+    return x + h @ sd[prefix + "mlp.c_proj.weight"].T + sd[prefix + "mlp.c_proj.bias"]
+
+
+def _longclip_features(state: dict, pixels: torch.Tensor, tokens: torch.Tensor, fp16_rounding: bool = True):
+    """longclip.load(file, device="cpu") then encode_image / encode_text, normalised (float64 reference)."""
+    d = _longclip_build_by_shapes(state)
+    sd = {}
+    for key, value in state.items():
+        value = value.half().float() if fp16_rounding and _rounded_by_longclip(key) else value.float()
+        sd[key] = value.double()
+    vw, tw = d["vision_width"], d["text_width"]
+
+    x = F.conv2d(pixels.double(), sd["visual.conv1.weight"], stride=d["patch"])
+    x = x.reshape(x.shape[0], vw, -1).permute(0, 2, 1)
+    x = torch.cat([sd["visual.class_embedding"].expand(x.shape[0], 1, vw), x], dim=1)
+    x = F.layer_norm(x + sd["visual.positional_embedding"], (vw,), sd["visual.ln_pre.weight"],
+                     sd["visual.ln_pre.bias"], eps=1e-5)
+    for i in range(d["vision_layers"]):
+        x = _block_forward(sd, f"visual.transformer.resblocks.{i}.", x, vw // 64)
+    image = F.layer_norm(x[:, 0], (vw,), sd["visual.ln_post.weight"], sd["visual.ln_post.bias"], eps=1e-5)
+    image = image @ sd["visual.proj"]
+
+    assert tokens.shape[1] == 248
+    mask1 = torch.zeros(248, 1, dtype=torch.float64)
+    mask1[:20] = 1
+    x = sd["token_embedding.weight"][tokens]
+    x = x + sd["positional_embedding"] * mask1 + sd["positional_embedding_res"] * (1 - mask1)
+    causal = torch.full((248, 248), float("-inf"), dtype=torch.float64).triu(1)
+    for i in range(d["text_layers"]):
+        x = _block_forward(sd, f"transformer.resblocks.{i}.", x, d["text_heads"], causal)
+    x = F.layer_norm(x, (tw,), sd["ln_final.weight"], sd["ln_final.bias"], eps=1e-5)
+    text = x[torch.arange(x.shape[0]), tokens.argmax(dim=-1)] @ sd["text_projection"]
+    return F.normalize(image, dim=-1), F.normalize(text, dim=-1)
+
+
+@pytest.mark.parametrize("fp16_exact", [True, False])
+def test_longclip_export_is_what_longclip_load_reads_and_encodes_the_same(tmp_path, fp16_exact):
+    model, model_dir = _openai_shaped(tmp_path, fp16_exact=fp16_exact)
+    out = export_model(model_dir, "longclip", tmp_path / "lc")
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "longclip.pt"]
+    state = torch.load(out / "longclip.pt", map_location="cpu", weights_only=True)
+    # train.py's torch.save(model.state_dict()): float32 tensors under the module's names, nothing else
+    assert isinstance(state, dict) and all(isinstance(v, torch.Tensor) for v in state.values())
+    assert {v.dtype for v in state.values()} == {torch.float32}
+    expected = _longclip_parameter_shapes(_longclip_build_by_shapes(state))
+    assert {k: tuple(v.shape) for k, v in state.items()} == expected
+
+    images = _pil_images([(45, 37), (32, 32)], seed=4)
+    pixels = _our_pixels(model, images)
+    tokens = model.tokenize(CAPTIONS)
+    with torch.no_grad():
+        ours_image, ours_text = model.encode_image(pixels), model.encode_text(tokens)
+    # what Long-CLIP computes from these weights in exact arithmetic: our features
+    exact_image, exact_text = _longclip_features(state, pixels, tokens, fp16_rounding=False)
+    assert _max_diff(exact_image, ours_image) <= ATOL and _max_diff(exact_text, ours_text) <= ATOL
+    # what longclip.load then computes, after rounding Linear/Conv weights through float16
+    image, text = _longclip_features(state, pixels, tokens, fp16_rounding=True)
+    if fp16_exact:
+        assert _max_diff(image, ours_image) <= ATOL and _max_diff(text, ours_text) <= ATOL
+    else:  # the rounding alone: a relative 2^-11 per weight
+        assert _max_diff(image, ours_image) <= 2e-2 and _max_diff(text, ours_text) <= 2e-2
+
+    # the project's own importer reads it back to the same weights, the same rows frozen
+    back = load_longclip_checkpoint(out / "longclip.pt")
+    assert back.frozen_positions == 20
+    for key, value in model.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key
+
+
+def test_longclip_refuses_what_its_loader_cannot_build_naming_the_keys(tmp_path):
+    _, micro_dir = _micro(tmp_path)
+    with pytest.raises(ExportError) as info:
+        export_model(micro_dir, "longclip", tmp_path / "lc")
+    message = str(info.value)
+    assert str(micro_dir / "model.json") in message
+    for key in ("quick_gelu=false", "vision_cfg.head_width=16", "text_cfg.heads=2"):
+        assert key in message
+    short = save_model(DualEncoder(OPENAI_SHAPED, 77, 0), tmp_path / "short" / "model")
+    with pytest.raises(ExportError, match="text_cfg.context_length=77"):
+        export_model(short, "longclip", tmp_path / "lc")
+    assert not (tmp_path / "lc").exists()
+
+
+def test_export_refuses_a_non_empty_folder(tmp_path):
+    _, model_dir = _openai_shaped(tmp_path)
+    (tmp_path / "lc").mkdir()
+    (tmp_path / "lc" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not empty"):
+        export_model(model_dir, "longclip", tmp_path / "lc")
+    assert main(["export", "--model", str(model_dir), "--format", "longclip", "--out", str(tmp_path / "lc2")]) == 0
+    assert (tmp_path / "lc2" / "longclip.pt").is_file()
+
+
+# ------------------------------------------------------------------------------------------ model card
+RUN = {"train_set": "synthetic", "method": "hnclip", "gamma": "0.5", "fraction": "1", "seed": 0}
+
+
+def _record(run: dict, n_images: int = 400) -> dict:
+    i2t = [0 if i % 2 == 0 else 20 for i in range(n_images)]  # R@1 = R@5 = R@10 = 50 %
+    t2i = [0] * n_images  # every caption finds its image first: 100 %
+    metrics = {f"i2t_r{k}": 100.0 * np.mean(np.asarray(i2t) < k) for k in (1, 5, 10)}
+    metrics.update({f"t2i_r{k}": 100.0 for k in (1, 5, 10)})
+    return {"run": run, "eval_benchmark": "synthetic", "split": "test", "n_images": n_images, "n_texts": n_images,
+            "ks": [1, 5, 10], "metrics": metrics,
+            "ranks": {"i2t": i2t, "t2i": t2i, "text_image": list(range(n_images))}}
+
+
+def _run_folder(root: Path) -> tuple[Path, Path]:
+    run_dir = root / "results" / "runs" / "synthetic" / "hnclip" / "g0.5" / "f1" / "s0"
+    model, _ = _openai_shaped(root, name="scratch")
+    save_model(model, run_dir / "model")
+    summary = {"config": {"framework": "longclip", "lr": 1e-5, "gamma": 0.5}, "config_hash": "c0ffee" * 10,
+               "seed": 0, "steps": 120, "epochs": 2, "wall_time_s": 1.0, "samples_per_s": 10.0, "peak_memory_mb": 1.0,
+               "device": "cpu", "checkpoint_sha256": "ab" * 32, "git_commit": "1234567890abcdef" * 2 + "12345678",
+               "data_fingerprint": "fe" * 32, "framework": "longclip",
+               "recipe": {"lr": 1e-5, "warmup_steps": 200, "schedule": "cosine", "effective_batch": 128},
+               # what hnclip train records under "run": its inputs (the run's fields are its folder's path)
+               "run": {"init_model_dir": "results/backbone/model", "train_manifest": "results/data/x/train.csv"}}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    evals = root / "results" / "evals" / "synthetic" / "hnclip" / "g0.5" / "f1" / "s0"
+    evals.mkdir(parents=True)
+    (evals / "synthetic.json").write_text(json.dumps(_record(RUN)))
+    return run_dir, evals / "synthetic.json"
+
+
+def test_model_card_has_results_with_intervals_recipe_and_provenance(tmp_path):
+    from huggingface_hub import ModelCard
+
+    run_dir, _ = _run_folder(tmp_path)
+    out = tmp_path / "exports" / "open_clip"
+    # no --run / --evals: the summary beside the model, the run's records under results/evals/
+    assert main(["export", "--model", str(run_dir / "model"), "--format", "open_clip", "--out", str(out),
+                 "--resamples", "500"]) == 0
+    card = ModelCard.load(out / "README.md")
+    assert card.data.library_name == "open_clip"
+    text = card.text
+    for needle in ("c0ffee" * 10, "fe" * 32, "1234567890abcdef" * 2 + "12345678", '"warmup_steps": 200',
+                   "hnclip-synthetic-hnclip-g0.5-f1-s0.json", "500 resamples", "# hnclip export: synthetic/hnclip",
+                   "results/backbone/model"):
+        assert needle in text, needle
+    rows = re.findall(r"\| synthetic \| test \| (image -> text|text -> image) \| (\d+) \| ([\d.]+) \| "
+                      r"\[([\d.]+), ([\d.]+)\] \| 400 \| 400 \|", text)
+    assert len(rows) == 6
+    for direction, _, value, low, high in rows:
+        value, low, high = float(value), float(low), float(high)
+        if direction == "text -> image":
+            assert value == low == high == 100.0  # no resample can miss
+        else:
+            # 50 % of 400 images: binomial standard error 2.5 points, a 95 % interval ~9.8 wide around 50
+            assert value == 50.0 and low < 50.0 < high and 7.0 <= high - low <= 13.0
+    # the card lists each exported file with its sha256
+    import hashlib
+
+    digest = hashlib.sha256((out / "open_clip_model.safetensors").read_bytes()).hexdigest()
+    assert f"| open_clip_model.safetensors | `{digest}` |" in text
+
+
+def test_model_card_refuses_a_record_of_another_run(tmp_path):
+    run_dir, _ = _run_folder(tmp_path)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_record(dict(RUN, method="longclip"))))
+    with pytest.raises(ValueError, match=r"other\.json.*not the exported run"):
+        export_model(run_dir / "model", "longclip", tmp_path / "lc", eval_paths=[other])
+    assert not (tmp_path / "lc").exists()
+
+
+# ---------------------------------------------------------------------------------------------- push
+class _HubStandIn(BaseHTTPRequestHandler):
+    """The endpoints huggingface_hub's create_repo and upload_folder call (huggingface_hub 2.4: hf_api.py,
+    _commit_api.py): every file is declared "regular", so it travels base64 in the commit's NDJSON."""
+
+    repos: dict
+    requests: list
+    fail_commit = False
+
+    def log_message(self, *args):  # keep the server quiet
+        pass
+
+    def _reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.requests.append(("GET", self.path, self.headers.get("Authorization")))
+        self._reply(404, {"error": "not here"})
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.requests.append(("POST", self.path, self.headers.get("Authorization")))
+        host = f"http://{self.headers['Host']}"
+        if self.path == "/api/repos/create":
+            payload = json.loads(body)
+            repo = f"{payload['organization']}/{payload['name']}"
+            self.repos.setdefault(repo, {})
+            return self._reply(200, {"url": f"{host}/{repo}", "name": repo})
+        if self.path == "/api/validate-yaml":
+            return self._reply(200, {"errors": [], "warnings": []})
+        match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/(preupload|commit)/([^/?]+)", self.path)
+        if not match or match.group(1) not in self.repos:
+            return self._reply(404, {"error": f"no route {self.path}"})
+        repo, kind = match.group(1), match.group(2)
+        if kind == "preupload":
+            files = json.loads(body)["files"]
+            return self._reply(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+                                                "oid": None} for f in files]})
+        if self.fail_commit:
+            return self._reply(422, {"error": "commit refused by the stand-in"})
+        for line in body.decode().splitlines():
+            item = json.loads(line)
+            if item["key"] == "file":
+                assert item["value"]["encoding"] == "base64"
+                self.repos[repo][item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+        return self._reply(200, {"commitUrl": f"{host}/{repo}/commit/{'a' * 40}", "commitOid": "a" * 40,
+                                 "success": True})
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    handler = type("Handler", (_HubStandIn,), {"repos": {}, "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(proxy, raising=False)
+    try:
+        yield handler, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_push_uploads_the_folder_with_the_environment_token_and_never_shows_it(tmp_path, hub, monkeypatch,
+                                                                                 caplog, capsys):
+    handler, endpoint = hub
+    _, model_dir = _openai_shaped(tmp_path)
+    out = export_model(model_dir, "longclip", tmp_path / "lc")
+    token = "hf_standinSECRET0123456789abcdefXYZ"
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # no stored token to fall back on
+    caplog.set_level(logging.DEBUG)
+    assert main(["-v", "push", "--repo", "someone/hnclip-test", "--folder", str(out), "--endpoint", endpoint]) == 0
+
+    uploaded = handler.repos["someone/hnclip-test"]
+    assert sorted(uploaded) == ["README.md", "longclip.pt"]
+    for name, data in uploaded.items():
+        assert data == (out / name).read_bytes(), name
+    routes = [path.split("?")[0] for _, path, _ in handler.requests]
+    assert routes == ["/api/repos/create", "/api/validate-yaml", "/api/models/someone/hnclip-test/preupload/main",
+                      "/api/models/someone/hnclip-test/commit/main"]
+    assert {auth for _, _, auth in handler.requests} == {f"Bearer {token}"}
+    captured = capsys.readouterr()
+    assert "pushed 2 files" in caplog.text
+    for text in (caplog.text, captured.out, captured.err):
+        assert token not in text
+
+    # a refused commit fails naming the repository, the token masked and absent
+    handler.fail_commit = True
+    with pytest.raises(SystemExit) as info:
+        main(["push", "--repo", "someone/hnclip-test", "--folder", str(out), "--endpoint", endpoint])
+    assert "someone/hnclip-test" in str(info.value) and token not in str(info.value)
+    assert token not in caplog.text
+
+
+def test_push_needs_hf_token_from_the_environment(tmp_path, hub, monkeypatch):
+    handler, endpoint = hub
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "README.md").write_text("x")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    with pytest.raises(SystemExit, match="HF_TOKEN"):
+        main(["push", "--repo", "someone/x", "--folder", str(tmp_path / "folder"), "--endpoint", endpoint])
+    assert handler.requests == []
+
+
+def test_exported_models_load_with_the_project_loader_unchanged(tmp_path):
+    # export never touches the model folder it reads
+    model, model_dir = _micro(tmp_path)
+    before = {p.name: p.read_bytes() for p in model_dir.iterdir()}
+    export_model(model_dir, "open_clip", tmp_path / "oc", name="hnclip-test-unchanged")
+    assert {p.name: p.read_bytes() for p in model_dir.iterdir()} == before
+    again = load_model(model_dir)
+    for key, value in model.state_dict().items():
+        assert torch.equal(again.state_dict()[key], value)

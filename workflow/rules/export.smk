@@ -1,0 +1,35 @@
+# Optional target `exports`, not part of `all`: the main table's models in other libraries' formats
+# (config export.formats), each folder with a model card of the run's results rows (hnclip export).
+
+
+rule export:
+    input:
+        model="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model",
+        summary="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/summary.json",
+        evals=get_run_evaluations,
+    output:
+        directory(
+            "results/exports/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{format}"
+        ),
+    log:
+        "results/logs/export/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{format}.log",
+    wildcard_constraints:
+        format="longclip|open_clip|transformers",
+    localrule: True
+    conda:
+        "../../envs/train.yaml"
+    params:
+        run_dir=lambda w, input: Path(input.summary).parent,
+        confidence=lookup(dpath="statistics/confidence", within=config),
+        resamples=lookup(dpath="statistics/resamples", within=config),
+        seed=lookup(dpath="statistics/seed", within=config),
+    # --encoder-only: a framework-scored run (FineLIP) is exported as its encoder, its card saying so
+    shell:
+        "python -m hnclip export --model {input.model} --format {wildcards.format} --run {params.run_dir} "
+        "--evals {input.evals} --encoder-only --confidence {params.confidence} --resamples {params.resamples} "
+        "--bootstrap-seed {params.seed} --out {output} 2> {log}"
+
+
+rule exports:
+    input:
+        get_exports(),
