@@ -52,6 +52,9 @@ def main(argv=None) -> int:
     parser.add_argument("--config", nargs="+", default=[str(REPO / "config" / "config.yaml")])
     parser.add_argument("--benchmark", default="synthetic")
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-5, 1e-4, 3e-4, 1e-3])
+    parser.add_argument("--method", default="longclip",
+                        help="the method whose run is trained at each rate (default: plain Long-CLIP FT, whose best "
+                             "rate sets the others'; another method to check its rate at its ratio on val)")
     parser.add_argument("--out", type=Path, default=None, help="folder for the runs (default: a temporary one)")
     args = parser.parse_args(argv)
     config = load_config(args.config)
@@ -68,13 +71,13 @@ def main(argv=None) -> int:
                    "--eval-manifest", str(data / "val.csv"), "--eval-images", str(data / "val_images"),
                    "--out", str(run_dir), "--checkpoint-dir", str(out / "checkpoints" / f"lr{lr:g}"),
                    "--threads", "2"]
-        for item in overrides_at(config, args.benchmark, lr):
+        for item in overrides_at(config, args.benchmark, lr, args.method):
             command += ["--set", item]
         print(f"lr {lr:g}: training ({run_dir})", flush=True)
         subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
         epochs = last_epoch_scores(run_dir / "epochs.csv")
         rows.append((lr, epochs))
-    print(f"\nval R@1 of plain Long-CLIP FT ({args.benchmark} val split, {config['train']['epochs']} epochs; "
+    print(f"\nval R@1 of {args.method} ({args.benchmark} val split, {config['train']['epochs']} epochs; "
           "mean of i2t and t2i per epoch):")
     print(f"{'lr':>8s}  " + "  ".join(f"epoch {e['epoch']:.0f}" for e in rows[0][1]))
     for lr, epochs in rows:

@@ -154,7 +154,7 @@ def test_registry_names_the_test_variants_and_refuses_unknown_splits(tmp_path):
     from hnclip.data import test_variants
 
     assert set(test_variants("docci")) == {"test_goal"} and test_variants("urban1k") == {}
-    with pytest.raises(ValueError, match="unknown split 'test_gaol' for benchmark 'docci'; known: train, test, test_goal"):
+    with pytest.raises(ValueError, match="unknown split 'test_gaol' for benchmark 'docci'; known: train, val, test, test_goal"):
         load_benchmark("docci", _write(tmp_path), "test_gaol")
 
 
