@@ -285,7 +285,7 @@ def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     evaluations = len(plan.all_evaluations(config)) + zeroshot + len(variants)
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "hnclip.cli", "plan", "--configfile", str(PAPER),
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "plan", "--configfile", str(PAPER),
                            "--profile", str(PROFILE)], cwd=tmp_path, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
