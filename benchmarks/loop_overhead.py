@@ -64,7 +64,7 @@ def pipeline_settings(configfile: Path) -> tuple[dict, dict, str]:
     """(config, TrainConfig overrides of a run that feeds no figure, its path): the embedded default's
     first plain Long-CLIP (gamma 0, no token term) run outside ``hnclip.plan.probed_runs``."""
     from hnclip import plan
-    from hnclip.plan_cli import load_config
+    from hnclip.config_loading import load_config
 
     config = load_config(configfile)
     if not hasattr(plan, "probed_runs"):  # a source tree from before train.probe_runs: every run probes

@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from hnclip import plan, protocols
-from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_samples
+from hnclip.cli.plan import print_plan
+from hnclip.config_loading import load_config
+from hnclip.cost import DEFAULT_SAMPLES_PER_S, run_samples
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"
@@ -481,7 +483,7 @@ def test_the_paper_plan_spends_at_most_three_percent_of_its_gpu_hours_on_diagnos
 
 
 def test_cost_line_ignores_a_falling_slope_and_takes_a_measured_size_as_is():
-    from hnclip.plan_cli import cost_at
+    from hnclip.job_needs import cost_at
 
     points = [{"b": 2, "t": 5.0}, {"b": 4, "t": 4.0}]
     assert cost_at(points, "b", 16, ("t",))["t"] == 5.0  # noise, not a cost that falls with more samples
