@@ -318,7 +318,7 @@ def _eval(model_dir, manifest, store, out, run):
 
 
 def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
-    from hnclip.analysis.geometry_cli import encode_captions
+    from hnclip.analysis.geometry_job import encode_captions
     from hnclip.cli import main
     from hnclip.models import load_model
     from hnclip.train import train

@@ -18,14 +18,13 @@ prepared, the training manifests. What each kind of job needs (memory, time, the
 
 from __future__ import annotations
 
-import importlib
 import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hnclip import plan, protocols
-from hnclip.data import BENCHMARKS
+from hnclip.data import protocol_counts
 from hnclip.data.subsets import subset_size
 
 __all__ = [
@@ -79,10 +78,7 @@ def _count_manifest(path: Path) -> int:
 
 def _protocol_train_count(adapter: str) -> tuple[int, str] | None:
     """The train count an adapter's protocol fixes (DOCCI 9,647, VG 14,575, DCI's GOAL split 5,806)."""
-    if adapter not in BENCHMARKS:
-        return None
-    module = importlib.import_module(BENCHMARKS[adapter], "hnclip.data")
-    counts = getattr(module, "EXPECTED_COUNTS", None) or {}
+    counts = protocol_counts(adapter)
     if isinstance(counts.get("train"), int):
         return counts["train"], f"{adapter} protocol count"
     for protocol, per_split in counts.items():  # per-protocol tables: the protocol that has a train split

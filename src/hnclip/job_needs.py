@@ -9,7 +9,6 @@ itself, or a least-squares line through the sizes measured). Times scale to the 
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import statistics
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from hnclip import plan
 from hnclip.cost import Throughput, run_samples
-from hnclip.data import BENCHMARKS
+from hnclip.data import protocol_counts
 
 __all__ = [
     "JOB_COST_FILE",
@@ -107,10 +106,7 @@ def _test_size(config: dict, bench: str) -> int | None:
     counts = config["benchmarks"][bench].get("expected_counts") or {}
     if isinstance(counts.get("test"), int):
         return counts["test"]
-    adapter = config["benchmarks"][bench]["adapter"]
-    if adapter not in BENCHMARKS:
-        return None
-    counts = getattr(importlib.import_module(BENCHMARKS[adapter], "hnclip.data"), "EXPECTED_COUNTS", None) or {}
+    counts = protocol_counts(config["benchmarks"][bench]["adapter"])
     if isinstance(counts.get("test"), int):
         return counts["test"]
     per_protocol = [c["test"] for c in counts.values() if isinstance(c, dict) and isinstance(c.get("test"), int)]

@@ -22,7 +22,7 @@ def add_geometry(sub) -> None:
 
 
 def cmd_geometry(args) -> None:
-    from hnclip.analysis.geometry_cli import run_geometry
+    from hnclip.analysis.geometry_job import run_geometry
 
     set_threads(args.threads)
     run_geometry(model_dir=Path(args.model), manifest=Path(args.manifest), benchmark=args.benchmark,
@@ -107,7 +107,7 @@ def add_gallery(sub) -> None:
 
 
 def cmd_gallery(args) -> None:
-    from hnclip.analysis.gallery_cli import run_gallery
+    from hnclip.analysis.gallery_job import run_gallery
 
     set_threads(args.threads)
     run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix)
@@ -151,7 +151,7 @@ def add_regime(sub) -> None:
 
 def cmd_regime(args) -> None:
     from hnclip.analysis.bootstrap import BootstrapSettings
-    from hnclip.analysis.regime_cli import run_regime
+    from hnclip.analysis.regime_job import run_regime
 
     set_threads(args.threads)
     verify_stores(args.test_images)
