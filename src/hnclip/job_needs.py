@@ -162,7 +162,7 @@ def job_needs(config: dict, job_cost: dict, throughput: Throughput, sizes: dict,
                                  "resumed from its checkpoint on retry")
         needs.append(need)
     evaluate = job_cost["evaluate"]
-    batch = config.get("evaluate", {}).get("batch_size", 128)
+    batch = config["evaluate"]["batch_size"]
     at_batch = cost_at(evaluate["measured"], "batch", batch, ("encode_s", "peak_rss_mb", "peak_device_mb"))
     largest = max((n for b in {e.eval_benchmark for e in plan.all_evaluations(config)}
                    if (n := _test_size(config, b)) is not None), default=0)

@@ -13,7 +13,7 @@ def add_pool(sub) -> None:
     p = add_verb(sub, "pool", cmd_pool, "render the backbone's pretraining pool: a manifest and an image store")
     p.add_argument("--source", required=True, help="source record of the synthetic benchmark the pool avoids")
     p.add_argument("--count", type=int, required=True, help="scenes in the pool")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, required=True, help="seed of the pool's scenes (pretrain.pool.seed)")
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
@@ -35,8 +35,8 @@ def cmd_pool(args) -> None:
 def add_init_model(sub) -> None:
     p = add_verb(sub, "init-model", cmd_init_model, "build a randomly initialised dual encoder from a named config")
     p.add_argument("--name", required=True)
-    p.add_argument("--context-length", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--context-length", type=int, required=True, help="text positions (pretrain.context_length)")
+    p.add_argument("--seed", type=int, required=True, help="initialisation seed (the first of seeds)")
     p.add_argument("--out", required=True)
 
 
@@ -70,11 +70,12 @@ def cmd_convert_checkpoint(args) -> None:
 def add_stretch(sub) -> None:
     p = add_verb(sub, "stretch", cmd_stretch, "stretch a 77-position text tower to 248 positions (Long-CLIP's scheme)")
     p.add_argument("--model", required=True)
-    p.add_argument("--keep", type=int, default=20)
+    p.add_argument("--keep", type=int, required=True, help="positions kept as they are (backbone.frozen_positions)")
     p.add_argument("--factor", type=int, default=4)
-    p.add_argument("--context-length", type=int, default=None, help="expected positions after the stretch")
-    p.add_argument("--logit-scale", type=float, default=None,
-                   help="set the logit scale s (Long-CLIP restarts at 100); default: keep the model's")
+    p.add_argument("--context-length", type=int, required=True,
+                   help="expected positions after the stretch (backbone.context_length)")
+    p.add_argument("--logit-scale", type=float, required=True,
+                   help="the logit scale s the stretched model starts at (pretrain.long.logit_scale; Long-CLIP: 100)")
     p.add_argument("--out", required=True)
 
 
@@ -86,10 +87,9 @@ def cmd_stretch(args) -> None:
     from hnclip.models import load_model, save_model, stretch_model
 
     model = stretch_model(load_model(args.model), keep=args.keep, factor=args.factor)
-    if args.logit_scale is not None:  # Long-CLIP's train.py starts its long-caption stage at log scale 4.6052
-        with torch.no_grad():
-            model.logit_scale.fill_(math.log(args.logit_scale))
-    if args.context_length is not None and model.context_length != args.context_length:
+    with torch.no_grad():  # Long-CLIP's train.py starts its long-caption stage at log scale 4.6052
+        model.logit_scale.fill_(math.log(args.logit_scale))
+    if model.context_length != args.context_length:
         raise SystemExit(
             f"hnclip stretch: stretching {args.model} with keep={args.keep}, factor={args.factor} gives "
             f"{model.context_length} text positions, but backbone.context_length asks for {args.context_length}"

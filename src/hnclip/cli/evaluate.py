@@ -14,7 +14,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--images", required=True)
     p.add_argument("--eval-benchmark", required=True)
     p.add_argument("--run-info", type=json_arg, default={})
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=int, required=True, help="images and captions per batch (evaluate.batch_size)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10, 25, 50],
                    help="Recall@K cut-offs (default: the paper's 1/5/10 and GOAL's 25/50, from one ranking)")
