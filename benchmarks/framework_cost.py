@@ -3,8 +3,8 @@
 Every framework trains the same backbone (the tiny open_clip model stretched to 248 text positions,
 Long-CLIP style) on the same synthetic dense-caption micro-batches through the framework interface,
 exactly as :func:`hnclip.train.train_model` drives it: per-batch extras, encode, loss terms, backward,
-clip, AdamW. HN-CLIP is Long-CLIP fine-tuning with the HN margin (gamma 0.5) and the token term
-(weight 0.5). Steps run in rotation and each variant's median is taken, so load from other processes
+clip, AdamW. HN-CLIP is Long-CLIP fine-tuning with the HN margin and the token term at config/paper.yaml's
+gamma and token weight (0.5 and 0.5). Steps run in rotation and each variant's median is taken, so load from other processes
 falls on every variant alike. GOAL and StructXLIP read their cached products, built here first; the
 time per image of building them is reported too (SAM is a randomly initialised tiny SAM: the real
 ViT-H SAM costs orders of magnitude more, so only the call path is timed, not a real cost).

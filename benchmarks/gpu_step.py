@@ -8,7 +8,8 @@ of them alike; ratios divide by the InfoNCE step measured in the same run.
     python benchmarks/gpu_step.py --smoke         # any machine: micro model on CPU, checks the script runs
 
 MFU uses the analytic FLOPs of the two towers (6 x parameters-in-matmuls x tokens, plus attention) and
-the device's dense bf16 peak (``--peak-tflops``, default 989 for H100/H200 SXM without sparsity).
+the device's dense bf16 peak (``--peak-tflops``, default 989 for H100/H200 SXM without sparsity). The HN
+steps use the gamma and token weight of ``config/paper.yaml`` (step_setup.objective_variants).
 """
 
 from __future__ import annotations
@@ -22,11 +23,7 @@ import torch
 from hnclip.losses import contrastive_loss, token_loss
 from hnclip.models import create_model, get_model_config
 
-VARIANTS = {
-    "InfoNCE": {"gamma": 0.0, "token_weight": 0.0},
-    "HN": {"gamma": 0.5, "token_weight": 0.0},
-    "HN + token": {"gamma": 0.5, "token_weight": 0.5},
-}
+from step_setup import objective_variants
 
 
 def tower_flops(cfg: dict, batch: int, text_len: int) -> float:
@@ -78,10 +75,12 @@ def main() -> None:
     tokens[:, args.text_len:] = 0
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
 
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    variants = objective_variants()
+    hn = variants["HN + token"]
+    times: dict[str, list[float]] = {name: [] for name in variants}
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for i in range(args.warmup + args.repeats):
-        for name, variant in VARIANTS.items():
+        for name, variant in variants.items():
             sync()
             start = time.perf_counter()
             step(model, optimizer, images, tokens, variant, amp_dtype)
@@ -92,7 +91,8 @@ def main() -> None:
     flops = tower_flops(cfg, args.micro_batch, args.text_len)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {name}; model {args.model}; micro-batch {args.micro_batch}; {args.text_len} text tokens; "
-          f"{'bf16 autocast' if amp_dtype else 'fp32'}; median of {args.repeats}")
+          f"{'bf16 autocast' if amp_dtype else 'fp32'}; median of {args.repeats}; gamma {hn['gamma']:g} and "
+          f"token weight {hn['token_weight']:g} (config/paper.yaml)")
     base = statistics.median(times["InfoNCE"])
     for label, values in times.items():
         t = statistics.median(values)

@@ -239,7 +239,7 @@ def _child(args, *extra: str) -> dict:
 
 def at_size(measured: list[dict], size_key: str, size: int, keys: tuple[str, ...]) -> dict:
     """The values at ``size``: measured, or the line through the measured sizes (hnclip plan's own rule)."""
-    from hnclip.plan_cli import cost_at
+    from hnclip.job_needs import cost_at
 
     return cost_at(measured, size_key, size, keys)
 

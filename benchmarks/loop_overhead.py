@@ -22,7 +22,7 @@ process's, all threads), and the ratio to the bare step of the same objective:
   those rows say so.
 
 Two objectives: gamma 0 (InfoNCE; ``bare`` and ``open_clip`` compare with ``ours`` at gamma 0) and
-gamma 0.5 (the HN margin, no token term). Float32 on the CPU by default; ``--device cuda`` runs it on a
+the config's gamma (the HN margin, no token term; 0.5 in config/config.yaml). Float32 on the CPU by default; ``--device cuda`` runs it on a
 GPU (times synchronised).
 
     python benchmarks/loop_overhead.py --threads 1             # 5 rounds of 16 steps, micro-batch 16 x 2
@@ -56,15 +56,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-GAMMAS = (0.0, 0.5)
-
 
 # ------------------------------------------------------------------------------------------- settings
 def pipeline_settings(configfile: Path) -> tuple[dict, dict, str]:
     """(config, TrainConfig overrides of a run that feeds no figure, its path): the embedded default's
     first plain Long-CLIP (gamma 0, no token term) run outside ``hnclip.plan.probed_runs``."""
     from hnclip import plan
-    from hnclip.plan_cli import load_config
+
+    try:
+        from hnclip.config_loading import load_config
+    except ImportError:  # a source tree from before hnclip.config_loading (--src)
+        from hnclip.plan_cli import load_config
 
     config = load_config(configfile)
     if not hasattr(plan, "probed_runs"):  # a source tree from before train.probe_runs: every run probes
@@ -272,7 +274,7 @@ def main() -> None:
         tokens = model.tokenize([str(c) for c in manifest["caption"]]).to(args.device)
 
         variants = {}
-        for gamma in GAMMAS:
+        for gamma in (0.0, float(config["gamma"])):  # InfoNCE and the config's HN margin
             plain = train_config(overrides, gamma, False, args.steps, args.device)
             probed = train_config(overrides, gamma, True, args.steps, args.device)
             variants[f"bare g{gamma:g}"] = bare_step_runner(make_model, pixels, tokens, plain, args.steps)

@@ -29,12 +29,13 @@ from tqdm import tqdm
 
 from hnclip.losses import HNClipLoss
 
+from step_setup import objective_variants
+
 PAPER_SIZES = {"batch": 128, "dim": 768, "text_tokens": 248, "patches": 256}
 QUICK_SIZES = {"batch": 16, "dim": 64, "text_tokens": 32, "patches": 16}
-GAMMA = 0.5
-TOKEN_WEIGHT = 1.0
-# (label, gamma, token_weight); the first is the baseline every ratio divides by
-VARIANTS = (("InfoNCE", 0.0, 0.0), ("HN", GAMMA, 0.0), ("HN + token", GAMMA, TOKEN_WEIGHT))
+# (label, gamma, token_weight) at config/paper.yaml's gamma and token weight; the first is the baseline
+# every ratio divides by
+VARIANTS = tuple((label, v["gamma"], v["token_weight"]) for label, v in objective_variants().items())
 
 
 def interleaved_times(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> dict[str, list[float]]:

@@ -7,22 +7,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from hnclip.config_loading import load_config
 from hnclip.frameworks import framework_names  # torch-free: the registration rows
 
+PAPER_CONFIG = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
 
-def _paper_hn_settings() -> dict:
-    """HN-CLIP's gamma and token weight as config/paper.yaml sets them (the config is their one home)."""
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "paper.yaml").read_text())
+
+def paper_hn_settings() -> dict:
+    """HN-CLIP's gamma and token weight as config/paper.yaml sets them (the config is their one home), read
+    as the workflow reads it (hnclip.config_loading: validated, schema defaults filled in)."""
+    config = load_config(PAPER_CONFIG)
     return {"gamma": float(config["gamma"]), "token_weight": float(config["token_weight"])}
+
+
+def objective_variants() -> dict[str, dict]:
+    """The objectives gpu_step.py and loss_overhead.py time against each other: plain InfoNCE (the baseline
+    every ratio divides by), the HN margin, and HN with the token term, at config/paper.yaml's settings."""
+    hn = paper_hn_settings()
+    return {"InfoNCE": {"gamma": 0.0, "token_weight": 0.0}, "HN": {"gamma": hn["gamma"], "token_weight": 0.0},
+            "HN + token": hn}
 
 
 # label -> TrainConfig overrides of each framework as the paper config trains it (TrainConfig's gamma and
 # token_weight default to 0: plain Long-CLIP fine-tuning); HN-CLIP first, the baseline of the ratios, then
 # every registered framework
 VARIANTS = {
-    "hnclip": {"framework": "longclip", **_paper_hn_settings()},
+    "hnclip": {"framework": "longclip", **paper_hn_settings()},
     "longclip": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0},
     **{name: {"framework": name} for name in framework_names() if name != "longclip"},
 }

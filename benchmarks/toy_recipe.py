@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from hnclip import plan  # noqa: E402
-from hnclip.plan_cli import load_config  # noqa: E402
+from hnclip.config_loading import load_config  # noqa: E402
 
 
 def overrides_at(config: dict, benchmark: str, lr: float, method: str = "longclip") -> list[str]:

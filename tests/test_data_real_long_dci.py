@@ -6,10 +6,11 @@ import logging
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from hnclip.data import load_benchmark, long_dci
 from hnclip.data.adapter_utils import BenchmarkFormatError, CountMismatchError
-from hnclip.rehearsal.publisher_files import write_long_dci
+from hnclip.rehearsal.publisher_files import jpeg_bytes, long_dci_csv
 
 ROWS = [
     ("sa_1543972.jpg", "Planters line both sides of the escalators.\nThe floor is polished."),
@@ -21,7 +22,12 @@ ROWS = [
 
 def _write(root: Path, rows=ROWS, image_dir: str = "photos") -> Path:
     # the file is written exactly as TULIP's dci_long_part.py writes it: pandas, sep="\t", no index
-    return write_long_dci(root, rows, image_dir=image_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "dci_long.csv").write_bytes(long_dci_csv(rows))
+    (root / image_dir).mkdir(parents=True, exist_ok=True)
+    for i, (name, _) in enumerate(rows):
+        (root / image_dir / name).write_bytes(jpeg_bytes(Image.new("RGB", (9, 9), (0, i * 50, 0))))
+    return root
 
 
 def test_pairs_keep_file_order_and_exact_text_and_empty_captions_are_dropped_and_counted(tmp_path, caplog):

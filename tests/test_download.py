@@ -1,4 +1,5 @@
-"""hnclip.data.download, offline: a loopback HTTP server for URLs, a pre-built Hub cache for the Hub.
+"""hnclip.data.download and its parts (transport, checksum_lock, archives), offline: a loopback HTTP
+server for URLs, a pre-built Hub cache for the Hub.
 
 Every expected checksum is computed here with hashlib on the bytes the test itself served, and every
 unpacked file is compared with the bytes the test put into the archive.
@@ -18,18 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from hnclip.data import download as dl
-from hnclip.data.download import (
-    ArchiveError,
-    ChecksumMismatchError,
-    DownloadError,
-    ManualDownloadRequired,
-    download_benchmark,
-    download_checkpoint,
-    download_file,
-    load_sources,
-    unpack_archive,
-)
+from hnclip.data import transport
+from hnclip.data.archives import ArchiveError, unpack_archive
+from hnclip.data.checksum_lock import ChecksumMismatchError
+from hnclip.data.download import ManualDownloadRequired, download_benchmark, download_checkpoint, load_sources
+from hnclip.data.transport import DownloadError, download_file
 from hnclip.rehearsal.hub_cache import populate_hub_cache
 
 # ---------------------------------------------------------------------------------------------------
@@ -501,9 +495,9 @@ def test_checkpoint_is_fetched_from_the_model_cache(hub_cache, tmp_path):
 def test_hub_token_comes_from_env_and_is_never_logged(hub_cache, tmp_path, monkeypatch, caplog):
     secret = "hf_" + "S3cr3tT0k3n" * 3
     monkeypatch.setenv("HF_TOKEN", secret)
-    assert dl._hub_options()["token"] == secret
+    assert transport._hub_options()["token"] == secret
     monkeypatch.delenv("HF_TOKEN")
-    assert dl._hub_options()["token"] is False  # never a token stored on disk
+    assert transport._hub_options()["token"] is False  # never a token stored on disk
     monkeypatch.setenv("HF_TOKEN", secret)
     _populate_hub_cache(hub_cache, "dataset", "BeichenZhang/Urban1k", {"Urban1k.zip": _urban_zip()}, "d" * 40)
     with caplog.at_level(logging.DEBUG):

@@ -135,7 +135,7 @@ def test_evaluation_records_goals_cut_offs_from_the_same_ranking_and_caption_len
 
     assert RECORDED_KS == (1, 5, 10, 25, 50) and set(PAPER_KS) | set(GOAL_KS) == set(RECORDED_KS)
     args = build_parser().parse_args(["evaluate", "--model", "m", "--manifest", "x", "--images", "i",
-                                      "--eval-benchmark", "b", "--out", "o"])
+                                      "--eval-benchmark", "b", "--batch-size", "128", "--out", "o"])
     assert tuple(args.ks) == RECORDED_KS and args.split == "test"  # what the workflow's rules record
     model_dir = save_model(create_model("micro", seed=1), tmp_path / "model")
     image_ids = [f"im{i}" for i in range(30)]

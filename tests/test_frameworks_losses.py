@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hnclip.frameworks import build_framework, get_framework_class, list_frameworks
+from hnclip.frameworks import build_framework, framework_names, get_framework_class
 from hnclip.frameworks.base import Batch, Framework
 from hnclip.frameworks.finelip import TokenAggregator, cross_similarity, vse_hinge_loss
 from hnclip.frameworks.longclip import pca_reconstruct, short_caption_loss
@@ -35,7 +35,7 @@ def test_unknown_framework_lists_the_known_ones():
         get_framework_class("clipzilla")
     with pytest.raises(ValueError, match="framework='clipzilla'"):
         TrainConfig(framework="clipzilla")
-    assert {"longclip", "lora", "dora", "finelip", "goal", "structxlip"} <= set(list_frameworks())
+    assert {"longclip", "lora", "dora", "finelip", "goal", "structxlip"} <= set(framework_names())
 
 
 # ------------------------------------------------------------------------------------- FineLIP parts

@@ -20,6 +20,7 @@ from test_preprocess_support import (
     train_steps,
 )
 
+from hnclip.data.image_store import to_model_input
 from hnclip.frameworks.structxlip import (
     StructXLIPSettings,
     annealed_weight,
@@ -31,8 +32,14 @@ from hnclip.frameworks.structxlip import (
     structure_loss,
 )
 from hnclip.models.tokenizer import _tokenizer
-from hnclip.preprocess.edges import EdgeIndex, build_edges, edge_input
+from hnclip.preprocess.edges import EdgeIndex, build_edges
 from hnclip.preprocess.lexicon import chunk_spans
+
+
+def edge_input(edges: np.ndarray, mean, std, device=None):
+    """float32 [B, 3, S, S] model input of uint8 edge maps [B, S, S] (replicated to three channels): the
+    reference for the edge pixels the framework feeds its image tower."""
+    return to_model_input(np.repeat(edges[..., None], 3, axis=-1), mean, std, device)
 
 
 @pytest.fixture(scope="module")

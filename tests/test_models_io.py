@@ -8,7 +8,6 @@ import torch
 from hnclip.models import (
     DualEncoder,
     apply_adapters,
-    count_trainable_parameters,
     create_model,
     is_adapted,
     load_model,
@@ -16,6 +15,10 @@ from hnclip.models import (
     save_model,
     stretch_model,
 )
+
+
+def count_trainable_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def _assert_same_state(a, b):

@@ -13,7 +13,9 @@ import pytest
 import yaml
 
 from hnclip import plan, protocols
-from hnclip.plan_cli import DEFAULT_SAMPLES_PER_S, load_config, print_plan, run_samples
+from hnclip.cli.plan import print_plan
+from hnclip.config_loading import load_config
+from hnclip.cost import DEFAULT_SAMPLES_PER_S, run_samples
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"
@@ -285,7 +287,7 @@ def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     evaluations = len(plan.all_evaluations(config)) + zeroshot + len(variants)
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "hnclip.cli", "plan", "--configfile", str(PAPER),
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "plan", "--configfile", str(PAPER),
                            "--profile", str(PROFILE)], cwd=tmp_path, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -481,7 +483,7 @@ def test_the_paper_plan_spends_at_most_three_percent_of_its_gpu_hours_on_diagnos
 
 
 def test_cost_line_ignores_a_falling_slope_and_takes_a_measured_size_as_is():
-    from hnclip.plan_cli import cost_at
+    from hnclip.job_needs import cost_at
 
     points = [{"b": 2, "t": 5.0}, {"b": 4, "t": 4.0}]
     assert cost_at(points, "b", 16, ("t",))["t"] == 5.0  # noise, not a cost that falls with more samples

@@ -318,7 +318,7 @@ def _eval(model_dir, manifest, store, out, run):
 
 
 def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
-    from hnclip.analysis.geometry_cli import encode_captions
+    from hnclip.analysis.geometry_job import encode_captions
     from hnclip.cli import main
     from hnclip.models import load_model
     from hnclip.train import train
@@ -349,7 +349,8 @@ def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
     assert main(["regime", "--benchmark", "toy", "--backbone", str(paths["init_model_dir"]),
                  "--train-manifest", str(manifest), "--test-manifest", str(manifest), "--test-images", str(store),
                  "--zeroshot", str(zs_eval), "--runs", str(run_dir / "summary.json"), "--evals", str(plain_eval),
-                 "--main-spec", "results/specs/main.json", "--resamples", "200", "--device", "cpu",
+                 "--main-spec", "results/specs/main.json", "--confidence", "0.95", "--resamples", "200",
+                 "--bootstrap-seed", "0", "--device", "cpu",
                  "--out", str(out)]) == 0
     report = R.load_regime(out)
     conditions = {c["key"]: c for c in report["conditions"]}

@@ -10,9 +10,9 @@ import pytest
 import torch
 from PIL import Image
 
-from hnclip.analysis.gallery_cli import choose_runs, run_gallery
+from hnclip.analysis.gallery_job import choose_runs, run_gallery
 from hnclip.analysis.geometry import caption_geometry
-from hnclip.analysis.geometry_cli import encode_captions, run_geometry
+from hnclip.analysis.geometry_job import encode_captions, run_geometry
 from hnclip.data.image_store import build_store
 from hnclip.data.manifest import write_manifest
 from hnclip.models import create_model, load_model, save_model

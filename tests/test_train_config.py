@@ -17,13 +17,16 @@ from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIP
 from hnclip.train_config import (
     NOT_HASHED,
     PROBE_RUNS,
-    RECIPE_KEYS,
     WORKFLOW_KEYS,
     TrainConfig,
     override_items,
 )
 
 REPO = Path(__file__).resolve().parents[1]
+# The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):
+# each baseline's published recipe, inside the shared budget (epochs, micro-batch, accumulation).
+RECIPE_KEYS = ("lr", "module_lr", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio", "label_smoothing",
+               "grad_clip", "beta1", "beta2", "eps")
 
 
 def schema() -> dict:

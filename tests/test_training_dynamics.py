@@ -21,7 +21,6 @@ from hnclip.training.dynamics import (
     EXACT_ZERO_DTYPES,
     GradientProbe,
     exact_zero_flags,
-    is_zero_norm,
     pair_sums,
     sparse_embeddings,
     step_saturation,
@@ -30,6 +29,19 @@ from hnclip.training.dynamics import (
 
 HALF_ULP_OF_ONE = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8}
 HALF_SMALLEST_SUBNORMAL_FP32 = 2.0 ** -150
+
+
+def is_zero_norm(grads, dtype: torch.dtype) -> bool:
+    """The definition :func:`zero_norm_flags` is checked against: whether the global L2 norm of ``grads``,
+    as torch computes it in ``dtype``, is exactly 0.0.
+
+    Each gradient is rounded to ``dtype`` and its norm taken with ``torch.linalg.vector_norm`` (what
+    ``clip_grad_norm_`` logs): no rescaling, so the norm underflows to 0.0 once every element is below
+    ~2.6e-23 even though the gradient itself is not zero. ``None`` entries (parameters the loss does
+    not reach) count as zero.
+    """
+    norms = [torch.linalg.vector_norm(g.detach().to(dtype)) for g in grads if g is not None]
+    return not norms or bool(torch.linalg.vector_norm(torch.stack(norms)) == 0)
 
 
 def gap_batch(batch: int, gap: float):

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from hnclip.data.download import ChecksumMismatchError
+from hnclip.data.checksum_lock import ChecksumMismatchError
 from hnclip.data.weights import fetch_weights
 from hnclip.rehearsal.hub_cache import populate_hub_cache, repo_cache_dir
 

@@ -249,7 +249,7 @@ def test_no_job_carries_a_spec_or_config_as_json_on_its_command_line(tmp_path):
 
 def test_rule_all_asks_for_every_evaluation_and_run_summary(tmp_path):
     from hnclip import plan
-    from hnclip.plan_cli import load_config
+    from hnclip.config_loading import load_config
 
     config = load_config(MICRO)
     proc = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(MICRO))

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["ConfigError", "check_benchmark_roots", "coerce_cli_values", "format_key", "load_config_file",
-           "load_schema", "validate_config"]
+__all__ = ["ConfigError", "check_benchmark_roots", "coerce_cli_values", "did_you_mean", "format_key",
+           "load_config_file", "load_schema", "validate_config"]
 
 MAX_ERRORS = 10  # one mistake usually causes one error; a wrong file can cause dozens of the same kind
 _INT = re.compile(r"[+-]?\d+")
@@ -154,12 +154,16 @@ def _short(value, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _did_you_mean(word: str, choices: Iterable) -> str:
+def did_you_mean(word, choices: Iterable) -> str:
+    """``did you mean 'train'?`` naming the closest of ``choices`` (difflib), else ``known: a, b, c``."""
     choices = [str(c) for c in choices]
     close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f"; known: {', '.join(choices)}" if choices else ""
+    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(choices)}"
+
+
+def _did_you_mean(word: str, choices: Iterable) -> str:
+    choices = [str(c) for c in choices]
+    return f"; {did_you_mean(word, choices)}" if choices else ""
 
 
 def _messages(error) -> list[str]:

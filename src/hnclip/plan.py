@@ -8,13 +8,12 @@ is trained once.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hnclip.config_validation import ConfigError
+from hnclip.config_validation import ConfigError, did_you_mean
 
 __all__ = [
     "ABLATION_ROLES",
@@ -110,10 +109,7 @@ def _fail(key: str, message: str):
 
 def _unknown(kind: str, name: str, known) -> str:
     """``unknown method 'hnclp'; did you mean 'hnclip'?`` (or the known names when none is close)."""
-    known = list(known)
-    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
-    return f"unknown {kind} {name!r}; {hint}"
+    return f"unknown {kind} {name!r}; {did_you_mean(name, known)}"
 
 
 def _label(config: dict, section: str, key: str) -> str:

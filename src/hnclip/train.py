@@ -39,9 +39,10 @@ from hnclip.dynamics_log import MICRO_BATCH_INFONCE, format_micro_batch_losses
 from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
+from hnclip.hashing import fingerprint_files, fingerprint_tree, sha256_file
 from hnclip.losses import HNClipLoss
 from hnclip.train_config import TrainConfig
-from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
+from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order
 from hnclip.training.checkpoint import Resumable, RunCheckpoint, TrainState
 from hnclip.training.distributed import (
     DistributedContext,
@@ -206,26 +207,6 @@ def _git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout.strip() or None
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 24), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _fingerprint_product(path: Path, name: str) -> str:
-    """sha256 over a preprocessing product: a file's bytes, or a folder's relative paths and bytes (recursive)."""
-    if path.is_file():
-        return _sha256(path)
-    if not path.is_dir():
-        raise FileNotFoundError(f"preprocessing product {name!r}: {path} does not exist")
-    digest = hashlib.sha256()
-    for item in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{item.relative_to(path).as_posix()}\0{_sha256(item)}\n".encode())
-    return digest.hexdigest()
 
 
 class _TrainStep(nn.Module):
@@ -563,7 +544,7 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "device_type": device.type,
             "torch_version": torch.__version__,
-            "checkpoint_sha256": _sha256(Path(model_dir) / "model.safetensors"),
+            "checkpoint_sha256": sha256_file(Path(model_dir) / "model.safetensors"),
             "git_commit": _git_commit(),
             "data_fingerprint": session.fingerprint,
             **({"run": run_info} if run_info else {}),
@@ -599,7 +580,9 @@ def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, 
         eval_data = (read_manifest(eval_manifest), ImageStore(eval_store_dir))
     identity = f"{data.fingerprint()}\n{fingerprint_files(init_model_dir)}"
     for name, path in sorted((products or {}).items()):
-        identity += f"\n{name}:{_fingerprint_product(Path(path), name)}"
+        if not (Path(path).is_file() or Path(path).is_dir()):
+            raise FileNotFoundError(f"preprocessing product {name!r}: {path} does not exist")
+        identity += f"\n{name}:{fingerprint_tree(path)}"
     fingerprint = hashlib.sha256(identity.encode()).hexdigest()
     run_info = {"init_model_dir": str(init_model_dir), "train_manifest": str(train_manifest),
                 "store_dir": str(store_dir), "subset_path": None if subset_path is None else str(subset_path),

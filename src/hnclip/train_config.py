@@ -25,7 +25,7 @@ from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FrameworkSettings
 
-__all__ = ["NOT_HASHED", "PROBE_RUNS", "RECIPE_KEYS", "TrainConfig", "WORKFLOW_KEYS", "override_items"]
+__all__ = ["NOT_HASHED", "PROBE_RUNS", "TrainConfig", "WORKFLOW_KEYS", "override_items"]
 
 MARGINS = ("recompute", "frozen")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -43,10 +43,6 @@ NOT_HASHED = ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")
 # run by hnclip.plan.probed_runs; all: every run).
 PROBE_RUNS = ("read", "all")
 WORKFLOW_KEYS = ("probe_runs",)
-# The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):
-# each baseline's published recipe, inside the shared budget (epochs, micro-batch, accumulation).
-RECIPE_KEYS = ("lr", "module_lr", "weight_decay", "warmup_steps", "schedule", "min_lr_ratio", "label_smoothing",
-               "grad_clip", "beta1", "beta2", "eps")
 
 
 @dataclass

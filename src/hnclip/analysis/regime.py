@@ -6,7 +6,7 @@ near-duplicates together, their captions look alike under the backbone's text to
 saturates on micro-batches that hold such pairs, the fine-tuned model could learn the details that tell
 twins apart, and the test split resolves effects of the paper's size. :data:`CONDITION_KEYS` names the
 seven conditions; :func:`regime_report` measures them from arrays and records (no model: the features
-come from :mod:`hnclip.analysis.regime_cli`), for any benchmark, real or synthetic.
+come from :mod:`hnclip.analysis.regime_job`), for any benchmark, real or synthetic.
 
 Shared definitions:
 

@@ -3,8 +3,9 @@
 A manifest is a pandas DataFrame with columns ``image_id`` (str, unique), ``image_path`` (absolute
 path of an existing file) and ``caption`` (str), rows in a stable order; adapters may add columns
 (the synthetic benchmark's ``short_caption``). Each adapter module exposes ``load_<name>(root, split)``
-(or a plain ``load``) returning that DataFrame; the registry below maps benchmark names to modules and
-imports them lazily, so a missing optional dependency of one adapter never breaks the others.
+(or a plain ``load``) returning that DataFrame; the registry below (:data:`ADAPTERS`) maps adapter names
+(a benchmark's ``adapter`` in the config) to modules and imports them lazily, so a missing optional
+dependency of one adapter never breaks the others.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["BENCHMARKS", "MANIFEST_COLUMNS", "load_benchmark", "test_variants"]
+__all__ = ["ADAPTERS", "MANIFEST_COLUMNS", "load_benchmark", "protocol_counts", "test_variants"]
 
 MANIFEST_COLUMNS = ("image_id", "image_path", "caption")
 
-# benchmark name -> adapter module (relative to this package)
-BENCHMARKS: dict[str, str] = {
+# adapter name -> its module (relative to this package)
+ADAPTERS: dict[str, str] = {
     "synthetic": ".synthetic",
     "synthetic_shift": ".synthetic",
     "docci": ".docci",
@@ -38,9 +39,17 @@ from .adapter_utils import PROTOCOL, check_count  # noqa: E402 (it imports MANIF
 def test_variants(name: str) -> dict[str, str]:
     """Test splits of other published protocols that benchmark ``name``'s adapter also reads (split name ->
     what it is), e.g. DOCCI's ``test_goal`` (GOAL's 5,100 images); empty for most benchmarks."""
-    if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
-    return dict(getattr(importlib.import_module(BENCHMARKS[name], __name__), "TEST_VARIANTS", {}))
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(ADAPTERS))}")
+    return dict(getattr(importlib.import_module(ADAPTERS[name], __name__), "TEST_VARIANTS", {}))
+
+
+def protocol_counts(name: str) -> dict:
+    """The records adapter ``name``'s protocol fixes (its ``EXPECTED_COUNTS``: per split, or per protocol and
+    split), e.g. DOCCI's 9,647 train and 5,000 test images; empty for an unknown adapter or one without."""
+    if name not in ADAPTERS:
+        return {}
+    return getattr(importlib.import_module(ADAPTERS[name], __name__), "EXPECTED_COUNTS", None) or {}
 
 
 def load_benchmark(name: str, root, split: str, expected_count=PROTOCOL) -> pd.DataFrame:
@@ -50,8 +59,8 @@ def load_benchmark(name: str, root, split: str, expected_count=PROTOCOL) -> pd.D
     ``expected_count``: the records the split must have; by default the adapter's protocol count
     (DOCCI's 5,000 test images...), ``None`` for no check (a caller checking its own count).
     """
-    if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(ADAPTERS))}")
     variants = test_variants(name)
     if split not in SPLITS and split not in variants:
         known = ", ".join([*SPLITS, *variants])
@@ -59,7 +68,7 @@ def load_benchmark(name: str, root, split: str, expected_count=PROTOCOL) -> pd.D
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"benchmark {name!r}: root folder {root} does not exist")
-    module = importlib.import_module(BENCHMARKS[name], __name__)
+    module = importlib.import_module(ADAPTERS[name], __name__)
     loader = getattr(module, "load_" + name, None) or module.load
     # the synthetic adapters have no protocol count, so they take no such argument
     if "expected_count" in inspect.signature(loader).parameters:

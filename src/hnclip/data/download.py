@@ -1,96 +1,45 @@
-"""Fetch a benchmark's (or the Long-CLIP checkpoint's) files from their publishers, pinned by a lock file.
+"""Fetch a benchmark's (or a checkpoint's) files from their publishers, pinned by a lock file.
 
 ``sources.json`` beside this module lists, per source, its licence, where its layout was learned and
-its files: a plain URL (resumable HTTP), a Hugging Face Hub file or whole dataset repository (through
-``huggingface_hub``, so its cache, offline mode and token handling apply), or a file that only a
-person can fetch (SA-1B's licence click-through). Archives are unpacked in place after their checksum
-is known, refusing members that would land outside the destination, links and special files.
-
-The lock file (JSON: ``"<source>/<path>" -> {sha256, size, source}``) records each file on its first
-download and is checked on every later call: a file whose sha256 differs stops the run, naming the
-file and both hashes. Re-hashing costs a read of every file per call (tens of seconds for DOCCI's
-7 GB archive), which is the price of knowing the bytes under a result are the bytes that were locked.
-
-The Hub token comes only from the ``HF_TOKEN`` environment variable and is never logged; plain URLs
-are fetched without any credential.
+its files: a plain URL (resumable HTTP), a Hugging Face Hub file or whole dataset repository, or a file
+that only a person can fetch (SA-1B's licence click-through). Each file is fetched
+(:mod:`hnclip.data.transport`), checked against the lock or recorded in it
+(:mod:`hnclip.data.checksum_lock`) and, for an archive, unpacked in place once its checksum is known
+(:mod:`hnclip.data.archives`).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import fnmatch
-import gzip
-import hashlib
-import http.client
 import json
 import logging
-import lzma
-import os
 import re
-import shutil
-import stat
-import tarfile
-import time
-import urllib.error
-import urllib.request
-import zipfile
-import zlib
 from pathlib import Path, PurePosixPath
 
-from tqdm import tqdm
-
+from hnclip.data.archives import unpack_archive
+from hnclip.data.checksum_lock import ChecksumLock
 from hnclip.data.roots import claim_root
-from hnclip.fileio import link_or_copy_atomic, write_json_atomic
+from hnclip.data.transport import DownloadError, download_file, download_hub_file, download_hub_snapshot
 
 __all__ = [
+    "LOCK_FILE",
     "SOURCES_FILE",
-    "ArchiveError",
-    "ChecksumLock",
-    "ChecksumMismatchError",
-    "DownloadError",
     "ManualDownloadRequired",
     "download_benchmark",
     "download_checkpoint",
-    "download_file",
-    "download_hub_file",
-    "download_hub_snapshot",
     "load_sources",
     "root_entries",
-    "sha256_file",
-    "unpack_archive",
 ]
 
 log = logging.getLogger(__name__)
 
 SOURCES_FILE = Path(__file__).with_name("sources.json")
-LOCK_VERSION = 1
 UNPACK_MARKERS = ".hnclip-unpacked"
 LOCK_FILE = "hnclip-checksums.json"  # the lock's name when it lives in the root (hnclip fetch puts it there)
-_CHUNK = 1 << 20
 _FILE_KINDS = ("url", "hub", "hub_snapshot", "manual")
-_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-# HTTP statuses worth retrying (the server may recover); any other 4xx/5xx is final
-_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
-
-
-class DownloadError(RuntimeError):
-    """A file could not be fetched."""
-
-
-class ChecksumMismatchError(DownloadError):
-    """A file's sha256 differs from the one locked (or pinned) for it."""
-
-
-class ArchiveError(DownloadError):
-    """An archive is truncated, corrupt, or holds a member that must not be unpacked."""
 
 
 class ManualDownloadRequired(DownloadError):
     """A file only a person can fetch (a licence click-through) is not in place yet."""
-
-
-class _Transient(Exception):
-    """A failure a retry that resumes the ``.part`` file may get past."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -114,397 +63,6 @@ def load_sources(path: Path = SOURCES_FILE) -> dict[str, dict]:
             if kinds[0] != "hub_snapshot" and "path" not in spec:
                 raise ValueError(f"{path}: source {name!r} file {i} has no 'path'")
     return sources
-
-
-# ---------------------------------------------------------------------------------------------------
-# checksums
-
-
-def sha256_file(path: Path) -> str:
-    path = Path(path)
-    digest = hashlib.sha256()
-    size = path.stat().st_size
-    with (
-        open(path, "rb") as f,
-        tqdm(
-            total=size, unit="B", unit_scale=True, desc=f"sha256 {path.name}", disable=size < 256 * _CHUNK
-        ) as bar,
-    ):
-        while block := f.read(_CHUNK):
-            digest.update(block)
-            bar.update(len(block))
-    return digest.hexdigest()
-
-
-class ChecksumLock:
-    """The lock file: what each downloaded file's bytes must be, and where they came from."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.files: dict[str, dict] = {}
-        if self.path.exists():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"lock file {self.path} is not valid JSON: {e}") from e
-            if data.get("version") != LOCK_VERSION or not isinstance(data.get("files"), dict):
-                raise ValueError(
-                    f"lock file {self.path}: expected version {LOCK_VERSION} with a 'files' table"
-                )
-            self.files = data["files"]
-
-    def check(self, key: str, path: Path, source: str, pinned_sha256: str | None = None,
-              revision: str | None = None) -> str:
-        """Hash ``path``; refuse it if it differs from the lock (or the pin), else record it. Returns the sha256.
-
-        ``revision``: the Hub commit the file came from, recorded beside its hash and named in every
-        refusal, because one Hub file name can stand for several files over a repository's history.
-        """
-        digest = sha256_file(path)
-        locked = self.files.get(key)
-        at = f" at revision {revision}" if revision else ""
-        if locked is not None and locked["sha256"] != digest:
-            was = f" at revision {locked['revision']}" if locked.get("revision") else ""
-            raise ChecksumMismatchError(
-                f"{path} ({key}){at}: sha256 {digest} does not match the lock file {self.path}, which records "
-                f"{locked['sha256']}{was} (from {locked.get('source')}); refusing to continue. Delete the file to "
-                "fetch it again, or remove its lock entry if the publisher changed it on purpose"
-            )
-        if pinned_sha256 is not None and pinned_sha256.lower() != digest:
-            raise ChecksumMismatchError(
-                f"{path} ({key}){at}: sha256 {digest} does not match the pinned {pinned_sha256.lower()}; refusing "
-                "to continue"
-            )
-        if locked is None:
-            self.files[key] = {
-                "sha256": digest,
-                "size": path.stat().st_size,
-                "source": source,
-                "recorded": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                **({"revision": revision} if revision else {}),
-            }
-            self.save()
-            log.info("locked %s: sha256 %s%s", key, digest, at)
-        return digest
-
-    def save(self) -> None:
-        write_json_atomic(self.path, {"version": LOCK_VERSION, "files": dict(sorted(self.files.items()))})
-
-
-# ---------------------------------------------------------------------------------------------------
-# plain URLs
-
-
-def download_file(
-    url: str,
-    dest: Path,
-    *,
-    retries: int = 5,
-    retry_wait: float = 2.0,
-    timeout: float = 60.0,
-    chunk_size: int = _CHUNK,
-) -> Path:
-    """Fetch ``url`` to ``dest`` through ``dest.part``, resuming with an HTTP Range request after a break.
-
-    A ``.part`` left by an earlier, interrupted call is resumed too. The file is renamed to ``dest``
-    only once the byte count the server announced has arrived. Raises DownloadError after
-    ``retries`` failed resumptions or on a final HTTP error (404, 403...).
-    """
-    if not url.startswith(("https://", "http://")):
-        raise ValueError(f"download_file: only http(s) URLs are fetched, got {url!r}")
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    for attempt in range(retries + 1):
-        try:
-            _fetch_into(url, part, dest.name, timeout, chunk_size)
-            os.replace(part, dest)
-            return dest
-        except _Transient as e:
-            have = part.stat().st_size if part.exists() else 0
-            if attempt == retries:
-                raise DownloadError(
-                    f"{url}: gave up after {retries + 1} attempts ({e}); {have} bytes kept in {part} for a later resume"
-                ) from e
-            log.warning(
-                "%s: %s; resuming from byte %d (attempt %d of %d)", url, e, have, attempt + 2, retries + 1
-            )
-            time.sleep(retry_wait * (2**attempt))
-    raise AssertionError("unreachable")
-
-
-def _fetch_into(url: str, part: Path, label: str, timeout: float, chunk_size: int) -> None:
-    offset = part.stat().st_size if part.exists() else 0
-    headers = {"User-Agent": "hnclip-repro", "Accept-Encoding": "identity"}
-    if offset:
-        headers["Range"] = f"bytes={offset}-"
-    try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
-    except urllib.error.HTTPError as e:
-        if e.code == 416 and offset:
-            # the range starts at or past the end: the .part is whole if its size is the file's size
-            total = _content_range_total(e.headers.get("Content-Range"))
-            if total == offset:
-                return
-            part.unlink()
-            raise _Transient(
-                f"HTTP 416 with {offset} bytes on disk but a total of {total}; restarting"
-            ) from e
-        if e.code in _RETRY_STATUS:
-            raise _Transient(f"HTTP {e.code} {e.reason}") from e
-        raise DownloadError(f"{url}: HTTP {e.code} {e.reason}") from e
-    except (urllib.error.URLError, OSError) as e:
-        raise _Transient(f"connection failed: {e}") from e
-    with response:
-        length = response.headers.get("Content-Length")
-        length = int(length) if length is not None else None
-        if offset and response.status == 206:
-            start = _content_range_start(response.headers.get("Content-Range"))
-            if start != offset:
-                part.unlink()
-                raise _Transient(f"server resumed at byte {start}, not {offset}; restarting")
-            mode = "ab"
-        else:
-            if offset:
-                log.info("%s: server ignored the Range request; fetching from the start", url)
-            offset, mode = 0, "wb"
-        total = offset + length if length is not None else None
-        try:
-            with (
-                open(part, mode) as f,
-                tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc=label) as bar,
-            ):
-                while chunk := response.read(chunk_size):
-                    f.write(chunk)
-                    bar.update(len(chunk))
-        except (http.client.IncompleteRead, ConnectionError, TimeoutError) as e:
-            raise _Transient(f"connection broke: {e!r}") from e
-    size = part.stat().st_size
-    if total is not None and size != total:
-        raise _Transient(f"received {size} of {total} bytes")
-
-
-def _content_range_total(value: str | None) -> int | None:
-    match = re.match(r"bytes [\d*-]+/(\d+)", value or "")
-    return int(match.group(1)) if match else None
-
-
-def _content_range_start(value: str | None) -> int | None:
-    match = re.match(r"bytes (\d+)-", value or "")
-    return int(match.group(1)) if match else None
-
-
-# ---------------------------------------------------------------------------------------------------
-# Hugging Face Hub
-
-
-def _hub_options() -> dict:
-    """Read at call time (not import time) so HF_HUB_CACHE / HF_HUB_OFFLINE set later still apply."""
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
-    return {
-        "cache_dir": os.environ.get("HF_HUB_CACHE") or None,
-        "local_files_only": offline,
-        # False, not None: None would let huggingface_hub fall back to a token stored on disk
-        "token": os.environ.get("HF_TOKEN") or False,
-    }
-
-
-def download_hub_file(
-    repo_id: str, filename: str, dest: Path, *, repo_type: str = "dataset", revision: str | None = None
-) -> tuple[Path, str]:
-    """One Hub file into the Hub cache, then hard-linked (or copied) to ``dest``; returns (dest, provenance)."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        cached = hf_hub_download(
-            repo_id=repo_id, filename=filename, repo_type=repo_type, revision=revision, **_hub_options()
-        )
-    except Exception as e:  # huggingface_hub raises many types (offline, gated, not found, HTTP)
-        raise DownloadError(
-            f"Hub {repo_type} {repo_id}: cannot fetch {filename!r}: {type(e).__name__}: {e}"
-        ) from e
-    cached = Path(cached)
-    _place(cached, Path(dest))
-    return Path(dest), f"hf://{repo_type}s/{repo_id}@{_commit_of(cached)}/{filename}"
-
-
-def download_hub_snapshot(
-    repo_id: str,
-    dest: Path,
-    *,
-    repo_type: str = "dataset",
-    revision: str | None = None,
-    allow_patterns: list[str] | None = None,
-    replace: bool = False,
-) -> dict[str, str]:
-    """A whole Hub repository placed under ``dest``; returns {relative path: provenance} of the files placed.
-
-    Files already under ``dest`` are kept (a benchmark's snapshot is placed once) unless ``replace``:
-    then the snapshot's files replace them, so another revision's bytes reach the lock check."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        folder = snapshot_download(
-            repo_id=repo_id,
-            repo_type=repo_type,
-            revision=revision,
-            allow_patterns=allow_patterns,
-            **_hub_options(),
-        )
-    except Exception as e:
-        raise DownloadError(
-            f"Hub {repo_type} {repo_id}: cannot fetch the repository: {type(e).__name__}: {e}"
-        ) from e
-    folder = Path(folder)
-    placed = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        if not path.is_file() or rel.startswith(".cache/"):
-            continue
-        # the cached snapshot folder also holds files an earlier call fetched with other patterns
-        if allow_patterns is not None and not any(fnmatch.fnmatch(rel, pat) for pat in allow_patterns):
-            continue
-        target = Path(dest) / rel
-        if replace or not target.exists():
-            _place(path, target)
-        placed[rel] = f"hf://{repo_type}s/{repo_id}@{folder.name}/{rel}"
-    if not placed:
-        raise DownloadError(f"Hub {repo_type} {repo_id}: the snapshot at {folder} holds no file")
-    return placed
-
-
-def _commit_of(cached: Path) -> str:
-    parts = cached.parts
-    return parts[parts.index("snapshots") + 1] if "snapshots" in parts else "unknown"
-
-
-def _place(cached: Path, dest: Path) -> None:
-    """Hard-link the cache blob (no second copy of a multi-GB file); copy when the link is impossible."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    link_or_copy_atomic(cached.resolve(), dest)
-
-
-# ---------------------------------------------------------------------------------------------------
-# archives
-
-
-def unpack_archive(
-    archive: Path, dest: Path, *, into: str = ".", members: str | None = None, flatten: bool = False
-) -> int:
-    """Unpack a zip or tar(.gz/.bz2/.xz) under ``dest/into``; returns the number of files written.
-
-    ``members`` keeps only files whose base name matches the glob; ``flatten`` drops their folders.
-    Refused (ArchiveError naming the archive and member): absolute names, ``..``, links, devices, and
-    archives that end early or fail their CRC. macOS metadata (``__MACOSX/``, ``._*``) is skipped and
-    counted in the log.
-    """
-    archive, dest = Path(archive), Path(dest)
-    target_root = (dest / into).resolve()
-    target_root.mkdir(parents=True, exist_ok=True)
-    lowered = archive.name.lower()
-    if lowered.endswith(".zip"):
-        return _unpack_zip(archive, target_root, members, flatten)
-    if lowered.endswith(_TAR_SUFFIXES):
-        return _unpack_tar(archive, target_root, members, flatten)
-    raise ArchiveError(f"{archive}: unknown archive type (expected .zip or one of {_TAR_SUFFIXES})")
-
-
-def _member_target(archive: Path, name: str, target_root: Path, members: str | None, flatten: bool):
-    """Where member ``name`` goes, ``None`` to skip it; raises for names that escape ``target_root``."""
-    pure = PurePosixPath(name.replace("\\", "/"))
-    parts = [p for p in pure.parts if p not in ("", ".")]
-    if pure.is_absolute() or ".." in parts or (parts and ":" in parts[0]):
-        raise ArchiveError(
-            f"{archive}: member {name!r} would be written outside {target_root}; refusing to unpack"
-        )
-    if not parts or "__MACOSX" in parts or parts[-1].startswith("._"):
-        return None
-    if members is not None and not fnmatch.fnmatchcase(parts[-1], members):
-        return None
-    target = target_root.joinpath(*(parts[-1:] if flatten else parts))
-    # a folder already under target_root may be a symlink pointing elsewhere
-    if not target.parent.resolve().is_relative_to(target_root) and target.parent.exists():
-        raise ArchiveError(f"{archive}: member {name!r} resolves outside {target_root}; refusing to unpack")
-    return target
-
-
-def _write_member(source, target: Path, target_root: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.parent.resolve().is_relative_to(target_root):
-        raise ArchiveError(f"{target} resolves outside {target_root}; refusing to unpack")
-    tmp = target.with_name(target.name + ".unpacking")
-    with open(tmp, "wb") as out:
-        shutil.copyfileobj(source, out, _CHUNK)
-    os.replace(tmp, target)
-
-
-def _unpack_tar(archive: Path, target_root: Path, members: str | None, flatten: bool) -> int:
-    written, skipped, current = 0, 0, None
-    try:
-        # "r:*" reads gz through GzipFile, which checks the CRC and length trailer when drained below
-        with tarfile.open(archive, "r:*") as tar, tqdm(desc=f"unpack {archive.name}", unit="file") as bar:
-            while (member := tar.next()) is not None:
-                current = member.name
-                if not (member.isfile() or member.isdir()):
-                    kind = "link" if member.issym() or member.islnk() else "special file"
-                    raise ArchiveError(f"{archive}: member {member.name!r} is a {kind}; refusing to unpack")
-                target = _member_target(archive, member.name, target_root, members, flatten)
-                if target is None:
-                    skipped += member.isfile()
-                    continue
-                if member.isdir():
-                    if not flatten:
-                        target.mkdir(parents=True, exist_ok=True)
-                    continue
-                with tar.extractfile(member) as source:
-                    _write_member(source, target, target_root)
-                written += 1
-                bar.update()
-            current = "<end of archive>"
-            while tar.fileobj.read(_CHUNK):
-                pass
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as e:
-        raise ArchiveError(
-            f"{archive}: truncated or corrupt archive (at member {current!r}): {type(e).__name__}: {e}"
-        ) from e
-    _log_unpacked(archive, written, skipped)
-    return written
-
-
-def _unpack_zip(archive: Path, target_root: Path, members: str | None, flatten: bool) -> int:
-    written, skipped, current = 0, 0, None
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            for info in tqdm(zf.infolist(), desc=f"unpack {archive.name}", unit="file"):
-                current = info.filename
-                if stat.S_ISLNK(info.external_attr >> 16):
-                    raise ArchiveError(f"{archive}: member {info.filename!r} is a link; refusing to unpack")
-                target = _member_target(archive, info.filename, target_root, members, flatten)
-                if target is None:
-                    skipped += not info.is_dir()
-                    continue
-                if info.is_dir():
-                    if not flatten:
-                        target.mkdir(parents=True, exist_ok=True)
-                    continue
-                with zf.open(info) as source:
-                    _write_member(source, target, target_root)
-                written += 1
-    except (zipfile.BadZipFile, EOFError, zlib.error) as e:
-        raise ArchiveError(
-            f"{archive}: truncated or corrupt zip archive (at member {current!r}): {type(e).__name__}: {e}"
-        ) from e
-    _log_unpacked(archive, written, skipped)
-    return written
-
-
-def _log_unpacked(archive: Path, written: int, skipped: int) -> None:
-    log.info(
-        "unpacked %s: %d files written, %d skipped (filtered or macOS metadata)",
-        archive.name,
-        written,
-        skipped,
-    )
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -36,7 +36,9 @@ from numpy.lib.format import open_memmap
 from PIL import Image
 from tqdm import tqdm
 
-__all__ = ["ImageStore", "build_store", "file_sha256", "manifest_digest", "rebuild_hint", "resize_center_crop",
+from hnclip.hashing import sha256_file
+
+__all__ = ["ImageStore", "build_store", "manifest_digest", "rebuild_hint", "resize_center_crop",
            "to_model_input", "write_store"]
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,6 @@ IMAGES_FILE = "images.npy"
 INDEX_FILE = "index.json"
 RESAMPLE = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 _FLUSH_EVERY = 1024  # rows between msyncs, so dirty pages are written back while the build runs
-_HASH_CHUNK = 16 << 20
 
 
 def resize_center_crop(image: Image.Image, image_size: int, resample: str = "bicubic") -> Image.Image:
@@ -167,14 +168,6 @@ def _fill(images: np.ndarray, arrays, digest) -> int:
     return row + 1
 
 
-def file_sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def rebuild_hint(root) -> str:
     """What to do about a damaged store: it is never repaired in place (its rows could not be trusted),
     and Snakemake rebuilds a missing one, with every job that read it, on the next run."""
@@ -242,7 +235,7 @@ class ImageStore:
         if not self.images_sha256:
             log.warning("image store %s records no checksum (built by an older version): size checked only", path)
             return False
-        actual = file_sha256(path)
+        actual = sha256_file(path)
         if actual != self.images_sha256:
             raise ValueError(f"image store file {path} is corrupted: sha256 {actual}, but {self.root / INDEX_FILE} "
                              f"recorded {self.images_sha256} when it was built; {rebuild_hint(self.root)}")

@@ -24,13 +24,9 @@ import logging
 import re
 from pathlib import Path
 
-from hnclip.data.download import (
-    LOCK_FILE,
-    ChecksumMismatchError,
-    download_checkpoint,
-    load_sources,
-    sha256_file,
-)
+from hnclip.data.checksum_lock import ChecksumMismatchError
+from hnclip.data.download import LOCK_FILE, download_checkpoint, load_sources
+from hnclip.hashing import sha256_file
 
 __all__ = ["HF_SCHEME", "fetch_weights", "parse_hub_source"]
 
@@ -62,7 +58,7 @@ def fetch_weights(source, download_dir, *, revision: str | None = None, sha256: 
     if not text.startswith(HF_SCHEME):
         path = Path(text).expanduser()
         if sha256 is not None and path.is_file():
-            digest = sha256_file(path)
+            digest = sha256_file(path, progress=True)
             if digest != sha256.lower():
                 raise ChecksumMismatchError(f"{path}: sha256 {digest} does not match the pinned {sha256.lower()}; "
                                             "refusing to continue")

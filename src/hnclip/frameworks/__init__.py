@@ -16,11 +16,7 @@ from . import settings  # noqa: F401  (runs the built-in frameworks' registratio
 from .registry import framework_entry, framework_names, get_framework_class, register_framework
 
 __all__ = ["Batch", "Framework", "build_framework", "framework_entry", "framework_names", "get_framework_class",
-           "list_frameworks", "load_framework", "register_framework", "save_framework"]
-
-
-def list_frameworks() -> list[str]:
-    return list(framework_names())
+           "load_framework", "register_framework", "save_framework"]
 
 
 def build_framework(cfg, model):

@@ -7,7 +7,7 @@
 - :mod:`.attention` Linear-based attention; :mod:`.adapters` LoRA/DoRA; :mod:`.io` save/load.
 """
 
-from .adapters import apply_adapters, count_trainable_parameters, is_adapted, merge_adapters
+from .adapters import apply_adapters, is_adapted, merge_adapters
 from .attention import LinearAttention, convert_attention_to_linear, convert_attention_to_native
 from .checkpoints import load_longclip_checkpoint, load_openai_checkpoint
 from .dual_encoder import DualEncoder
@@ -23,7 +23,6 @@ __all__ = [
     "apply_adapters",
     "convert_attention_to_linear",
     "convert_attention_to_native",
-    "count_trainable_parameters",
     "create_model",
     "get_model_config",
     "is_adapted",

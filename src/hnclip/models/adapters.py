@@ -15,8 +15,7 @@ from torch import nn
 from .attention import convert_attention_to_linear, convert_attention_to_native
 from .dual_encoder import DualEncoder
 
-__all__ = ["ADAPTER_METHODS", "DEFAULT_TARGET_MODULES", "apply_adapters", "count_trainable_parameters",
-           "is_adapted", "merge_adapters"]
+__all__ = ["ADAPTER_METHODS", "DEFAULT_TARGET_MODULES", "apply_adapters", "is_adapted", "merge_adapters"]
 
 ADAPTER_METHODS = ("lora", "dora")
 # every Linear of a transformer block: attention q/k/v/out and the MLP's two layers
@@ -28,10 +27,6 @@ def is_adapted(model: nn.Module) -> bool:
     # imported, no model can be a PeftModel
     peft = sys.modules.get("peft")
     return peft is not None and isinstance(model, peft.PeftModel)
-
-
-def count_trainable_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def apply_adapters(model: DualEncoder, method: str = "lora", r: int = 16, alpha: int = 32,

@@ -82,7 +82,7 @@ def get_model_config(name: str) -> dict:
     """A deep copy of config ``name`` (callers may edit it without touching the registry)."""
     registry = _load_registry()
     if name not in registry:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(registry))}")
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(list_models())}")
     return copy.deepcopy(registry[name])
 
 

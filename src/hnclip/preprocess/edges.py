@@ -29,7 +29,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
-__all__ = ["EdgeIndex", "build_edges", "canny_edges", "edge_input"]
+__all__ = ["EdgeIndex", "build_edges", "canny_edges"]
 
 IMAGES_FILE = "images.npy"
 CROPS_FILE = "crops.npy"
@@ -52,13 +52,6 @@ def canny_edges(rgb: np.ndarray, low: float = DEFAULT_LOW, high: float = DEFAULT
     if blur_ksize:
         grey = cv2.GaussianBlur(grey, (blur_ksize, blur_ksize), 0)
     return cv2.Canny(grey, low, high, apertureSize=3, L2gradient=False)
-
-
-def edge_input(edges: np.ndarray, mean, std, device=None):
-    """float32 [B, 3, S, S] model input of uint8 edge maps [B, S, S] (replicated to three channels)."""
-    from hnclip.data.image_store import to_model_input
-
-    return to_model_input(np.repeat(edges[..., None], 3, axis=-1), mean, std, device)
 
 
 def _fill(target: np.ndarray, source: np.ndarray, desc: str, low, high, blur_ksize) -> None:

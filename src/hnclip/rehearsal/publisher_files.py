@@ -32,7 +32,6 @@ __all__ = [
     "write_dci",
     "write_docci",
     "write_goal_split",
-    "write_long_dci",
     "write_urban1k",
     "write_vg",
     "zip_archive",
@@ -106,23 +105,6 @@ def write_goal_split(path, records: list) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ Long-DCI
-def write_long_dci(root, rows: list[tuple[str, str]], *, image_dir: str = "photos",
-                   image: ImageFor | None = None) -> Path:
-    """``dci_long.csv`` as TULIP's ``dci_long_part.py`` writes it (pandas, tab-separated, no index) + photos."""
-    import pandas as pd
-
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"filepath": [r[0] for r in rows], "title": [r[1] for r in rows]}).to_csv(
-        root / "dci_long.csv", index=False, sep="\t")
-    if image_dir is not None:
-        (root / image_dir).mkdir(parents=True, exist_ok=True)
-        image = image or (lambda i: Image.new("RGB", (9, 9), (0, i * 50, 0)))
-        for i, (name, _) in enumerate(rows):
-            _save_jpeg(image(i), root / image_dir / name)
-    return root
-
-
 def long_dci_csv(rows: list[tuple[str, str]]) -> bytes:
     """The bytes of ``dci_long.csv`` for ``rows`` (what the Hub dataset holds)."""
     import pandas as pd

@@ -10,7 +10,7 @@
   synchronisation (the global term over gathered features is :class:`hnclip.losses.HNClipLoss`).
 """
 
-from .batches import MicroBatchImages, TrainingSet, epoch_order, fingerprint_files
+from .batches import MicroBatchImages, TrainingSet, epoch_order
 from .checkpoint import (
     CHECKPOINT_NAME,
     capture_rng_state,
@@ -46,7 +46,6 @@ __all__ = [
     "capture_rng_state",
     "describe_recipe",
     "epoch_order",
-    "fingerprint_files",
     "is_no_decay",
     "load_checkpoint",
     "lr_multiplier",

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["MicroBatchImages", "TrainingSet", "epoch_order", "fingerprint_files"]
+__all__ = ["MicroBatchImages", "TrainingSet", "epoch_order"]
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
@@ -44,18 +43,6 @@ class TrainingSet:
         for image_id, caption in zip(self.image_ids, self.captions, strict=True):
             digest.update(f"{image_id}\t{caption}\n".encode())
         return digest.hexdigest()
-
-
-def fingerprint_files(directory) -> str:
-    """sha256 over the names and bytes of a folder's files (the initial model: ~1.7 GB for ViT-L, ~2 s)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).iterdir()):
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0")
-            with path.open("rb") as handle:
-                for block in iter(lambda h=handle: h.read(1 << 24), b""):
-                    digest.update(block)
-    return digest.hexdigest()
 
 
 class MicroBatchImages(torch.utils.data.Dataset):

@@ -39,7 +39,7 @@ Two kinds of columns:
   ``infonce_micro``, each micro-batch's standard InfoNCE (:mod:`hnclip.dynamics_log`), which says which
   of them saturated;
 - probed steps (:class:`GradientProbe`): gradient norms, their ratio and cosine, and the exact-zero
-  measurements (:func:`exact_zero_flags`, :func:`is_zero_norm`): for each micro-batch, whether the
+  measurements (:func:`exact_zero_flags`, :func:`zero_norm_flags`): for each micro-batch, whether the
   standard InfoNCE's loss, its positive-logit gradient, its feature gradient and its parameter
   gradient's norm are exactly 0.0 when computed in fp32 and in bf16. A column ``zero_<quantity>_<dtype>``
   is the share of the step's micro-batches where that quantity is exactly zero.
@@ -71,7 +71,7 @@ from hnclip.dynamics_log import (
 )
 
 __all__ = ["CHUNK", "DYNAMICS_COLUMNS", "EXACT_ZERO_COLUMNS", "EXACT_ZERO_DTYPES", "EXACT_ZERO_QUANTITIES",
-           "SATURATION_LOSS", "GradientProbe", "exact_zero_flags", "is_zero_norm", "pair_sums",
+           "SATURATION_LOSS", "GradientProbe", "exact_zero_flags", "pair_sums",
            "sparse_embeddings", "step_saturation", "zero_norm_flags"]
 
 EXACT_ZERO_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -122,8 +122,11 @@ def exact_zero_flags(image_features: torch.Tensor, text_features: torch.Tensor, 
 
 
 def zero_norm_flags(amaxes: list[float]) -> dict[str, bool]:
-    """:func:`is_zero_norm` in every dtype of :data:`EXACT_ZERO_DTYPES` from each gradient's largest
-    magnitude: torch squares each element (rounded to the dtype) in fp32 and sums non-negative terms,
+    """Whether the gradients' global L2 norm, as torch computes it in each dtype of :data:`EXACT_ZERO_DTYPES`
+    (``torch.linalg.vector_norm`` of each gradient rounded to the dtype, what ``clip_grad_norm_`` logs; no
+    rescaling, so it underflows to 0.0 once every element is below ~2.6e-23 though the gradient is not
+    zero), is exactly 0.0, from each gradient's largest magnitude (``amaxes``; none: every norm is zero):
+    torch squares each element (rounded to the dtype) in fp32 and sums non-negative terms,
     so the norm is 0.0 exactly when the largest rounded element's fp32 square is (rounding is monotone).
     One max-abs pass per gradient instead of a norm per dtype (and a bf16 copy)."""
     if not amaxes:
@@ -136,18 +139,6 @@ def _amax(grad: torch.Tensor) -> torch.Tensor:
     """max |grad| as a 0-d fp32 tensor (min and max: the inf-norm kernel is ~10x slower on a CPU)."""
     low, high = torch.aminmax(grad.detach().reshape(-1))
     return torch.maximum(-low, high).float()
-
-
-def is_zero_norm(grads, dtype: torch.dtype) -> bool:
-    """Whether the global L2 norm of ``grads``, as torch computes it in ``dtype``, is exactly 0.0.
-
-    Each gradient is rounded to ``dtype`` and its norm taken with ``torch.linalg.vector_norm`` (what
-    ``clip_grad_norm_`` logs): no rescaling, so the norm underflows to 0.0 once every element is below
-    ~2.6e-23 even though the gradient itself is not zero. ``None`` entries (parameters the loss does
-    not reach) count as zero.
-    """
-    norms = [torch.linalg.vector_norm(g.detach().to(dtype)) for g in grads if g is not None]
-    return not norms or bool(torch.linalg.vector_norm(torch.stack(norms)) == 0)
 
 
 CHUNK = 1 << 16  # float32 elements per partial sum on a CPU (its BLAS dot drifts by ~1e-4 over 4e7)

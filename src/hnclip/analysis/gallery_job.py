@@ -1,4 +1,5 @@
-"""``hnclip gallery``: HN-CLIP vs the strongest non-HN baseline on the main experiment's first benchmark.
+"""The job of ``hnclip gallery``: HN-CLIP vs the strongest non-HN baseline on the main experiment's
+first benchmark.
 
 Glue only: it picks the two runs from the main spec and its evaluation records, encodes the benchmark's
 test split with each model and hands features plus an image-store reader to

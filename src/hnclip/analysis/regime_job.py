@@ -1,4 +1,5 @@
-"""``hnclip regime``: encode what the regime conditions need and write ``results/regime/<benchmark>.json``.
+"""The job of ``hnclip regime``: encode what the regime conditions need and write
+``results/regime/<benchmark>.json``.
 
 Glue only (models, encoding, files); every number is computed by :mod:`hnclip.analysis.regime` from
 the arrays this module hands it.
@@ -60,7 +61,7 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
                main_spec: Path | None = None, settings=None, device: str = "auto",
                caption_column: str = "caption") -> dict:
     from hnclip.analysis.bootstrap import BootstrapSettings
-    from hnclip.analysis.geometry_cli import encode_captions
+    from hnclip.analysis.geometry_job import encode_captions
     from hnclip.analysis.records import load_eval, load_spec
     from hnclip.analysis.regime import BASELINE_METHOD, HN_METHOD, load_plain_runs, regime_report
     from hnclip.data.image_store import ImageStore

@@ -1,4 +1,5 @@
-"""``hnclip geometry``: encode a split's captions with a model's text tower and measure their geometry.
+"""The job of ``hnclip geometry``: encode a split's captions with a model's text tower and measure
+their geometry.
 
 Glue only (model loading, encoding, files); the statistics live in :mod:`hnclip.analysis.geometry` and
 the figure in :mod:`hnclip.analysis.figures`, both testable without a model.

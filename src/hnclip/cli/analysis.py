@@ -1,0 +1,164 @@
+"""Verbs of ``workflow/rules/analysis.smk``: the experiments' tables and figures, caption geometry, the
+premise measurements, the regime conditions and the retrieval gallery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hnclip.cli.common import SPEC_HELP, add_verb, caption, run_folders, set_threads, verify_stores
+
+
+def add_geometry(sub) -> None:
+    p = add_verb(sub, "geometry", cmd_geometry, "caption geometry of a benchmark under a model's text encoder")
+    p.add_argument("--model", required=True)
+    p.add_argument("--manifest", required=True)
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--batch-size", type=int, required=True, help="captions per batch (geometry.batch_size)")
+    p.add_argument("--n-batches", type=int, required=True, help="random batches (geometry.n_batches)")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out-json", required=True)
+    p.add_argument("--out-figure", required=True)
+
+
+def cmd_geometry(args) -> None:
+    from hnclip.analysis.geometry_job import run_geometry
+
+    set_threads(args.threads)
+    run_geometry(model_dir=Path(args.model), manifest=Path(args.manifest), benchmark=args.benchmark,
+                 batch_size=args.batch_size, n_batches=args.n_batches, seed=args.seed,
+                 out_json=Path(args.out_json), out_figure=Path(args.out_figure))
+
+
+def add_table(sub) -> None:
+    p = add_verb(sub, "table", cmd_table, "one experiment's retrieval table")
+    p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
+    p.add_argument("--out-prefix", required=True)
+
+
+def cmd_table(args) -> None:
+    from hnclip.analysis.records import load_records, load_run_summaries, load_spec
+    from hnclip.analysis.tables import build_table, write_table
+
+    spec = load_spec(args.spec)
+    table = build_table(spec, load_records(spec), summaries=load_run_summaries(spec))
+    write_table(table, args.out_prefix, caption=caption(spec))
+
+
+def add_table_epochs(sub) -> None:
+    p = add_verb(sub, "table-epochs", cmd_table_epochs, "retrieval per epoch of the main runs")
+    p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
+    p.add_argument("--out-prefix", required=True)
+
+
+def cmd_table_epochs(args) -> None:
+    from hnclip.analysis.records import load_run_summaries, load_spec
+    from hnclip.analysis.tables import build_epochs_table, write_table
+
+    spec = load_spec(args.spec)
+    table = build_epochs_table(spec, summaries=load_run_summaries(spec))
+    write_table(table, args.out_prefix, caption="R@1 per epoch: " + caption(spec))
+
+
+def add_table_cost(sub) -> None:
+    p = add_verb(sub, "table-cost", cmd_table_cost, "training cost per run")
+    p.add_argument("--summaries", nargs="+", required=True)
+    p.add_argument("--benchmarks", nargs="*", default=[])
+    p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
+    p.add_argument("--gamma", type=float, required=True,
+                   help="gamma of the reference (HN-CLIP) runs the time ratio divides by (config gamma)")
+    p.add_argument("--out-prefix", required=True)
+
+
+def cmd_table_cost(args) -> None:
+    from hnclip.analysis.tables import build_cost_table, write_table
+
+    table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale,
+                             reference_gamma=args.gamma)
+    write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
+
+
+def add_figure(sub) -> None:
+    p = add_verb(sub, "figure", cmd_figure, "one figure of the paper")
+    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence"])
+    p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
+    p.add_argument("--out-prefix", required=True)
+
+
+def cmd_figure(args) -> None:
+    from hnclip.analysis import figures
+
+    draw = {
+        "dynamics": figures.plot_dynamics,
+        "fractions": figures.plot_fractions,
+        "gamma_sweep": figures.plot_gamma_sweep,
+        "epochs": figures.plot_epochs,
+        "convergence": figures.plot_convergence,
+    }[args.name]
+    draw(args.spec, args.out_prefix)
+
+
+def add_gallery(sub) -> None:
+    p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
+    p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
+    p.add_argument("--captions", type=int, required=True, help="query captions shown (report.gallery_captions)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out-prefix", required=True)
+
+
+def cmd_gallery(args) -> None:
+    from hnclip.analysis.gallery_job import run_gallery
+
+    set_threads(args.threads)
+    run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix)
+
+
+def add_premise(sub) -> None:
+    p = add_verb(sub, "premise", cmd_premise,
+                 "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs")
+    p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files")
+    p.add_argument("--gamma", type=float, required=True, help="gamma of the HN and HN-CLIP runs to use (config gamma)")
+    p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
+
+
+def cmd_premise(args) -> None:
+    from hnclip.analysis.premise import premise_report
+    from hnclip.fileio import write_json_atomic
+
+    write_json_atomic(Path(args.out), premise_report(run_folders(args.runs), gamma=args.gamma))
+
+
+def add_regime(sub) -> None:
+    p = add_verb(sub, "regime", cmd_regime, "the seven conditions of the paper's regime on one benchmark "
+                                            "(hnclip.analysis.regime)")
+    p.add_argument("--benchmark", required=True, help="the benchmark whose test split is judged")
+    p.add_argument("--backbone", required=True, help="model folder of the backbone (caption cosines, zero-shot)")
+    p.add_argument("--train-manifest", required=True, help="training manifest the plain runs trained on")
+    p.add_argument("--test-manifest", required=True)
+    p.add_argument("--test-images", required=True, help="image store of the test manifest")
+    p.add_argument("--zeroshot", required=True, help="the backbone's evaluation record on the test split")
+    p.add_argument("--runs", nargs="+", required=True,
+                   help="plain fine-tuning run folders (or their summary.json): gamma 0, no token term, full data")
+    p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluation records on the benchmark")
+    p.add_argument("--main-spec", default=None, help="spec of the main experiment (condition 7's comparison)")
+    p.add_argument("--confidence", type=float, required=True, help="interval level (statistics.confidence)")
+    p.add_argument("--resamples", type=int, required=True, help="bootstrap resamples (statistics.resamples)")
+    p.add_argument("--bootstrap-seed", type=int, required=True, help="bootstrap seed (statistics.seed)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", required=True, help="JSON to write (results/regime/<benchmark>.json)")
+
+
+def cmd_regime(args) -> None:
+    from hnclip.analysis.bootstrap import BootstrapSettings
+    from hnclip.analysis.regime_job import run_regime
+
+    set_threads(args.threads)
+    verify_stores(args.test_images)
+    run_regime(benchmark=args.benchmark, backbone=Path(args.backbone), train_manifest=Path(args.train_manifest),
+               test_manifest=Path(args.test_manifest), test_images=Path(args.test_images),
+               zeroshot_eval=Path(args.zeroshot), run_dirs=run_folders(args.runs),
+               eval_paths=[Path(p) for p in args.evals], out_json=Path(args.out),
+               main_spec=Path(args.main_spec) if args.main_spec else None,
+               settings=BootstrapSettings(args.confidence, args.resamples, args.bootstrap_seed),
+               device=args.device)
