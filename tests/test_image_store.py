@@ -132,9 +132,21 @@ def test_parallel_build_equals_serial_build(manifest, tmp_path):
     np.testing.assert_array_equal(parallel.read(range(len(serial))), serial.read(range(len(serial))))
 
 
-def test_build_rejects_duplicate_ids_and_unknown_resample(manifest, tmp_path):
-    with pytest.raises(ValueError, match="'square'"):
-        build_store(pd.concat([manifest, manifest.iloc[[2]]]), tmp_path / "store", SIZE)
+def test_build_stores_a_repeated_id_once_and_rejects_one_naming_two_images(manifest, tmp_path):
+    # a test split of your own captions lists an image once per caption: one store row, and the digest of
+    # the rows stored, as for a manifest that lists it once
+    from hnclip.data.image_store import manifest_digest
+
+    build_store(pd.concat([manifest, manifest.iloc[[2]]]), tmp_path / "store", SIZE)
+    store = ImageStore(tmp_path / "store")
+    assert store.image_ids == [str(i) for i in manifest["image_id"]]
+    assert store.manifest_sha256 == manifest_digest(manifest)
+    other = manifest.iloc[[2]].assign(image_path=manifest["image_path"].iloc[0])
+    with pytest.raises(ValueError, match="image_id 'square' with several image paths"):
+        build_store(pd.concat([manifest, other]), tmp_path / "store2", SIZE)
+
+
+def test_build_rejects_an_unknown_resample(manifest, tmp_path):
     with pytest.raises(ValueError, match="lanczos"):
         build_store(manifest, tmp_path / "store", SIZE, resample="lanczos")
 

@@ -107,6 +107,34 @@ def _fail(key: str, message: str):
     raise ConfigError(f"config key {key}: {message}")
 
 
+_OWN_FILES = {"table": "files", "webdataset": "shards"}  # your own captions: adapter -> its splits' key
+
+
+def _check_own_captions(name: str, bench: dict) -> None:
+    """Adapters table and webdataset need their block, whose files or shards list exactly the splits."""
+    adapter = bench["adapter"]
+    for other in _OWN_FILES:
+        if other != adapter and other in bench:
+            _fail(f"benchmarks.{name}.{other}", f"only for adapter {other} (this benchmark's adapter is {adapter!r})")
+    if adapter not in _OWN_FILES:
+        return
+    key = f"benchmarks.{name}.{adapter}"
+    files = (bench.get(adapter) or {}).get(_OWN_FILES[adapter]) or {}
+    if not files:
+        _fail(f"{key}.{_OWN_FILES[adapter]}", f"required for adapter {adapter}: each split's "
+                                              f"{'table file' if adapter == 'table' else 'shards'}, "
+                                              "e.g. {train: ..., test: ...} (config/README.md, Your own captions)")
+    splits = bench.get("splits", ["train", "test"])
+    for split in splits:
+        if split not in files:
+            _fail(f"{key}.{_OWN_FILES[adapter]}", f"has no {split!r} entry, but benchmarks.{name}.splits lists "
+                                                  f"{split!r} (set splits: {sorted(files)} if that is all there is)")
+    for split in files:
+        if split not in splits:
+            _fail(f"{key}.{_OWN_FILES[adapter]}.{split}", f"split {split!r} is not in benchmarks.{name}.splits "
+                                                          f"{splits}; add it there or remove it here")
+
+
 def _unknown(kind: str, name: str, known) -> str:
     """``unknown method 'hnclp'; did you mean 'hnclip'?`` (or the known names when none is close)."""
     return f"unknown {kind} {name!r}; {did_you_mean(name, known)}"
@@ -120,6 +148,7 @@ def check_config(config: dict) -> None:
     """Cross-reference checks the JSON schema cannot express; each error names the offending key."""
     benchmarks, methods = config["benchmarks"], config["methods"]
     for name, bench in benchmarks.items():
+        _check_own_captions(name, bench)
         train_set = bench.get("train_set")
         if train_set is not None:
             if train_set not in benchmarks:

@@ -22,6 +22,7 @@ shell.prefix(
     + ("" if _use_conda else f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 )
 from hnclip import plan, protocols  # noqa: E402
+from hnclip.data import own  # noqa: E402
 from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.train_config import override_items  # noqa: E402
@@ -186,6 +187,19 @@ def get_train_launcher():
     if gpus <= 1:
         return "python -m hnclip"
     return f"torchrun --standalone --nproc-per-node {gpus} -m hnclip"
+
+
+def get_own_files(wildcards):
+    """Your own captions' tables or shards (adapters table and webdataset): inputs of the fetch rule, so an
+    edited one fetches and prepares the benchmark again; none for the other adapters."""
+    name = wildcards.benchmark
+    bench = config["benchmarks"][name]
+    if bench["adapter"] not in own.ADAPTERS:
+        return []
+    files = own.split_files(
+        bench["adapter"], bench["root"], bench[bench["adapter"]], name
+    )
+    return sorted({str(p) for paths in files.values() for p in paths})
 
 
 def get_resources(kind):

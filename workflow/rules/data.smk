@@ -2,6 +2,8 @@
 
 
 rule fetch_benchmark:
+    input:
+        get_own_files,
     output:
         "results/data/{benchmark}/source.json",
     log:

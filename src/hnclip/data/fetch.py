@@ -2,8 +2,10 @@
 
 Every writer first claims the root (:func:`hnclip.data.roots.claim_root`): a folder holding files
 hnclip did not make is refused before anything is written. Synthetic benchmarks are rendered; real ones are downloaded (or, when the root already holds a complete
-copy, verified against the checksum lock). The source record is what `hnclip prepare` reads, so the
-adapter and root a manifest came from are never guessed twice.
+copy, verified against the checksum lock). Your own captions (adapters ``table`` and ``webdataset``) are
+neither: their files are only checked to be there and recorded (path, size, modification time), and
+nothing is written into their root. The source record is what `hnclip prepare` reads, so the adapter,
+root and (your own captions) config block a manifest came from are never guessed twice.
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SYNTHETIC_ADAPTERS = ("synthetic", "synthetic_shift")
+OWN_ADAPTERS = ("table", "webdataset")  # hnclip.data.own: files a person already has
 
 
 def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict) -> dict:
     root = Path(root)
-    if adapter in SYNTHETIC_ADAPTERS:
+    extra = {}
+    if adapter in OWN_ADAPTERS:
+        block = settings.get(adapter) or {}
+        origin = {"kind": "own files", "files": own_files_record(benchmark, adapter, root, block)}
+        extra = {"adapter_settings": block}
+    elif adapter in SYNTHETIC_ADAPTERS:
         from hnclip.data.synthetic import generate_synthetic
 
         gen = settings.get("synthetic", {})
@@ -42,5 +50,24 @@ def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict) ->
         "root": str(root.resolve()),
         "expected_counts": settings.get("expected_counts", {}),
         "origin": origin,
+        **extra,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
+
+
+def own_files_record(benchmark: str, adapter: str, root: Path, block: dict) -> dict[str, list[dict]]:
+    """Split -> [{path, bytes, mtime}] of your own captions' files; a missing root or file is an error
+    naming the config key it came from. Reads nothing but the files' sizes and times."""
+    from hnclip.data.own import split_files
+
+    key = f"benchmarks.{benchmark}.{adapter}.{'files' if adapter == 'table' else 'shards'}"
+    if not root.is_dir():
+        raise FileNotFoundError(f"benchmark {benchmark!r}: root folder {root} (benchmarks.{benchmark}.root) "
+                                "does not exist")
+    record = {}
+    for split, paths in split_files(adapter, root, block, benchmark).items():
+        for path in paths:
+            if not path.is_file():
+                raise FileNotFoundError(f"benchmark {benchmark!r}: {path} ({key}.{split}) does not exist")
+        record[split] = [{"path": str(p), "bytes": p.stat().st_size, "mtime": p.stat().st_mtime} for p in paths]
+    return record

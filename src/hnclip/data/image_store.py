@@ -91,7 +91,9 @@ def build_store(manifest: pd.DataFrame, out_dir, image_size: int, resample: str 
                 workers: int = 1) -> None:
     """Write ``out_dir/images.npy`` (uint8 [N, image_size, image_size, 3]) and ``out_dir/index.json``.
 
-    Rows follow the manifest. Memory stays flat in N: images are written one at a time into a
+    Rows follow the manifest, one per distinct ``image_id`` (first appearance): a test split listing an
+    image once per caption (your own captions) stores it once; the rows of one id must name one image.
+    Memory stays flat in N: images are written one at a time into a
     memory-mapped file. ``workers`` > 1 decodes in that many spawned processes (decoding dominates);
     rows still land in manifest order. The array is written under a temporary name and ``index.json``
     last, so a store with an index is always complete.
@@ -105,10 +107,14 @@ def build_store(manifest: pd.DataFrame, out_dir, image_size: int, resample: str 
         raise ValueError(f"image_size must be a positive int, got {image_size!r}")
     if len(manifest) == 0:
         raise ValueError("manifest for the image store has no rows")
+    repeated = manifest["image_id"].duplicated()
+    if repeated.any():
+        paths = manifest.groupby("image_id", sort=False)["image_path"].nunique()
+        if (paths > 1).any():
+            raise ValueError(f"manifest for the image store lists image_id {paths.index[paths > 1][0]!r} with "
+                             "several image paths")
+        manifest = manifest[~repeated]
     image_ids = [str(i) for i in manifest["image_id"]]
-    duplicated = manifest["image_id"][manifest["image_id"].duplicated()]
-    if len(duplicated):
-        raise ValueError(f"manifest for the image store repeats image_id {duplicated.iloc[0]!r}")
 
     tasks = [(str(p), i, image_size, resample) for i, p in zip(image_ids, manifest["image_path"], strict=True)]
     if workers > 1:

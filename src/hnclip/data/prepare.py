@@ -10,6 +10,8 @@ from hnclip.data.adapter_utils import PROTOCOL
 
 log = logging.getLogger(__name__)
 
+ORIGINALS_DIR = "originals"  # <split>_images/originals/: images unpacked from WebDataset shards
+
 
 def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path, store_dir: Path) -> None:
     from hnclip.data.image_store import build_store
@@ -18,8 +20,12 @@ def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path
     expected = source.get("expected_counts", {}).get(split)
     # the config's count, when it gives one, replaces the adapter's protocol count (a documented subset,
     # a rehearsal's fixtures) and is checked here, naming the config key; else the protocol's is checked
+    # your own captions (hnclip.data.own): the config block the source record carries, and a folder
+    # inside the prepared split's store for the images unpacked from WebDataset shards
     manifest = load_benchmark(source["adapter"], source["root"], split,
-                              expected_count=PROTOCOL if expected is None else None)
+                              expected_count=PROTOCOL if expected is None else None,
+                              settings=source.get("adapter_settings"), work_dir=Path(store_dir) / ORIGINALS_DIR,
+                              benchmark=source.get("benchmark", source["adapter"]))
     if expected is not None and len(manifest) != expected:
         raise ValueError(
             f"benchmark {source['benchmark']!r} split {split!r} under {source['root']}: found {len(manifest)} "
