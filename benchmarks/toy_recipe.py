@@ -6,7 +6,9 @@ of a grid, with the embedded default's every other setting, and scored on the sy
 with the best mean of i2t and t2i R@1 at the last epoch is the toy's Long-CLIP rate. Every other
 method keeps its ratio to Long-CLIP's rate in ``config/paper.yaml`` (the authors' recipes: GOAL and
 StructXLIP 5x, the adapters 100x, FineLIP's aggregators 200x), so no method is tuned on its own and
-none toward HN. The printed table is what ``config/config.yaml`` and benchmarks/README.md record.
+none toward HN; a method whose val R@1 after the budget at that rate is below the zero-shot backbone's
+(it diverged) steps its rate down 10x until it is not (``--method`` trains another method's run at the
+given rates to check it). The printed table is what ``config/config.yaml`` and benchmarks/README.md record.
 
 Needs a results folder with the backbone and the prepared train and val splits, e.g. after
 
@@ -32,6 +34,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from hnclip import plan  # noqa: E402
 from hnclip.config_loading import load_config  # noqa: E402
+from hnclip.frameworks.registry import framework_entry  # noqa: E402
 
 
 def overrides_at(config: dict, benchmark: str, lr: float, method: str = "longclip") -> list[str]:
@@ -71,6 +74,9 @@ def main(argv=None) -> int:
                    "--eval-manifest", str(data / "val.csv"), "--eval-images", str(data / "val_images"),
                    "--out", str(run_dir), "--checkpoint-dir", str(out / "checkpoints" / f"lr{lr:g}"),
                    "--threads", "2"]
+        framework = config["methods"][args.method]["framework"]
+        for product in framework_entry(framework).products:  # GOAL's segments, StructXLIP's edges too
+            command += ["--product", f"{product}={data / f'train_{product}'}"]
         for item in overrides_at(config, args.benchmark, lr, args.method):
             command += ["--set", item]
         print(f"lr {lr:g}: training ({run_dir})", flush=True)
