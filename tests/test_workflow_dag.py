@@ -74,7 +74,7 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     assert counts["table"] == 7 and counts["spec"] == 7  # one per experiment
     assert counts["spec_protocols"] == 1
     assert counts["convert_backbone"] == 1 and "pretrain_backbone" not in counts
-    assert counts["report"] == 1
+    assert counts["report"] == 1 and counts["claims"] == 1
     # the regime conditions of every test benchmark with plain Long-CLIP FT runs (trained on it or its train set)
     assert counts["regime"] == 4
     assert elapsed < 30, f"paper DAG dry run took {elapsed:.1f} s"
@@ -97,6 +97,8 @@ def test_embedded_default_expands_every_experiment(tmp_path):
     assert counts["table_protocols"] == 1 and counts["spec_protocols"] == 1
     # the regime conditions of the one benchmark with plain runs (synthetic_shift has no train set)
     assert counts["regime"] == 1
+    # the claims judged once, into results/claims.json, then the report renders them
+    assert counts["claims"] == 1 and counts["report"] == 1
 
 
 def test_a_plain_snakemake_call_at_the_repository_root_loads_the_default_profile(tmp_path):

@@ -18,7 +18,6 @@ import jinja2
 import markupsafe
 import yaml
 
-from hnclip import plan
 from hnclip.analysis.claims import VERDICTS
 from hnclip.analysis.premise import PAPER_GEOMETRY
 from hnclip.analysis.table_format import read_table_csv, scale_label
@@ -413,76 +412,35 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     return out_html
 
 
-def _epochs_table(specs: Mapping[str, Mapping]):
-    """The main runs' per-epoch retrieval, when every run logged it (``train.eval_every_epoch``)."""
-    from hnclip.analysis.tables import build_epochs_table, epoch_cells
-
-    spec = specs.get("main")
-    if not spec:
-        return None
-    cells = epoch_cells(spec)
-    if not cells or not all(Path(c["run_dir"], "epochs.csv").is_file() for c in cells):
-        return None
-    return build_epochs_table(spec)
-
-
-def _caption_words(specs: Mapping[str, Mapping], records: Iterable[Mapping]) -> dict[str, float]:
-    """Mean caption length (words) per benchmark label, from the evaluation records that carry it."""
-    words = {r["eval_benchmark"]: r["mean_caption_words"] for r in records if r.get("mean_caption_words")}
-    return {c["group"]: float(words[c["eval_benchmark"]]) for spec in specs.values() for c in spec["cells"]
-            if c["eval_benchmark"] in words and " -> " not in str(c["group"])}
-
-
-def _load_premise(premise) -> dict | None:
-    if premise is None or isinstance(premise, Mapping):
-        return dict(premise) if premise else None
-    return json.loads(Path(premise).read_text())
-
-
 def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[str, Mapping],
                              tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
-                             premise=None, regime: Iterable[Path] = ()) -> Path:
+                             premise=None, regime: Iterable[Path] = (), claims=None,
+                             evals: Iterable | None = None) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
-    Tables and figures are named by their file stem; claims are judged on tables rebuilt from the
-    specs' evaluation records (cheap, and independent of the table files' formatting), on the main runs'
-    per-epoch logs, and on the dynamics logs of the reference method's runs (the specs' ``roles.reference``,
-    HN-CLIP's key) at the config's gamma (the specs' ``gamma``), found by key whatever their label.
-    ``premise``: the §2.4 / appendix C measurements, a dict or a JSON file (None: those claims say "no data").
-    ``regime``: ``results/regime/<benchmark>.json`` files (:mod:`hnclip.analysis.regime`).
+    Tables and figures are named by their file stem. ``claims``: the verdicts and power notes to show,
+    ``results/claims.json`` (``hnclip claims``, :mod:`hnclip.analysis.claims.files`) or its dict; None
+    judges them here from the same files the same way (:func:`~hnclip.analysis.claims.files.judge_from_files`:
+    the specs' evaluation records, the main runs' per-epoch logs, the reference method's dynamics logs).
+    ``premise``: the §2.4 / appendix C measurements, a dict or a JSON file (None: no premise rows).
+    ``regime``: ``results/regime/<benchmark>.json`` files (:mod:`hnclip.analysis.regime`). ``evals``: the
+    evaluation records a rule declared (given, every record the specs read must be among them).
     """
-    from hnclip.analysis.claims import evaluate_claims
-    from hnclip.analysis.records import load_dynamics, load_records, load_summary
+    from hnclip.analysis.claims.files import judge_from_files, load_claims, load_premise, spec_records
+    from hnclip.analysis.records import load_summary
     from hnclip.analysis.regime import load_regime
-    from hnclip.analysis.tables import build_table
 
     specs = {name: spec for name, spec in (specs or {}).items() if spec}
-    records, seen = [], set()
-    built = {}
-    for name, spec in specs.items():
-        spec_records = load_records(spec)
-        built[name] = build_table(spec, spec_records)
-        for r in spec_records:
-            key = json.dumps([r["run"], r["eval_benchmark"]], sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                records.append(r)
-    dynamics = {}
-    for path in plan.report_run_logs(specs)["dynamics"]:  # the report rule's declared inputs
-        run_dir = Path(path).parent
-        label = str(run_dir.as_posix()).removeprefix("results/runs/")
-        if Path(path).is_file():
-            dynamics[label] = load_dynamics(run_dir)
-    epochs = _epochs_table(specs)
-    if epochs is not None:
-        built["epochs"] = epochs
-    premise = _load_premise(premise)
-    claims = evaluate_claims(built, scale, specs=specs, records=records, premise=premise,
-                             caption_words=_caption_words(specs, records), dynamics=dynamics)
-    from hnclip.analysis.claims import power_notes
-
-    power, power_reference = power_notes(built.get("main"), specs.get("main"))
+    _, records = spec_records(specs, declared=evals)
+    premise = load_premise(premise)
+    if claims is None:
+        judged = judge_from_files(scale, specs, premise, evals=evals)
+    elif isinstance(claims, Mapping):
+        judged = claims
+    else:
+        judged = load_claims(claims)
+    power = judged["power"]
     regime_results = {}
     for path in regime:
         data = load_regime(path)
@@ -494,7 +452,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         out_html,
         tables={Path(p).stem: _strip_suffix(p) for p in tables},
         figures={Path(p).stem: Path(p) for p in figures},
-        claims=claims,
+        claims=list(judged["claims"]),
         provenance=[load_summary(p) for p in summaries],
         geometry=geometry_results,
         scale=scale,
@@ -503,7 +461,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         records=records,
         specs=specs,
         premise=premise,
-        power=power,
-        power_reference=power_reference,
+        power=power["notes"],
+        power_reference=power["reference"],
         regime=regime_results,
     )

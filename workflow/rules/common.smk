@@ -95,9 +95,25 @@ def spec_path(experiment):
     return f"results/specs/{experiment}.json"
 
 
+def get_claims_inputs():
+    """Everything `hnclip claims` reads: the experiments' specs, the evaluation records their cells point
+    to, the premise measurements and the run logs the claims read beside them (per-epoch claims,
+    gradient-ratio peak). The report declares the first three from here too."""
+    specs = {e: plan.experiment_spec(config, e) for e in config["experiments"]}
+    return {
+        "specs": [spec_path(e) for e in config["experiments"]],
+        "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
+        "premise": "results/premise.json",
+        "run_logs": [p for logs in plan.report_run_logs(specs).values() for p in logs],
+    }
+
+
 def get_report_inputs():
-    """Everything the report shows; an experiment absent from the config drops its spec, table and
-    figures, and a config without runs drops the cost table."""
+    """Everything the report shows: the claims' verdicts (results/claims.json), the specs, evaluation
+    records and premise measurements the claims were judged on, and every table, figure, geometry, run
+    summary and regime file; an experiment absent from the config drops its spec, table and figures, and
+    a config without runs drops the cost table."""
+    claims = get_claims_inputs()
     tables = [f"results/tables/{e}.csv" for e in config["experiments"]]
     if RUNS:
         tables.append("results/tables/cost.csv")
@@ -118,17 +134,15 @@ def get_report_inputs():
     geometry = [f"results/geometry/{b}.json" for b in BENCHMARKS]
     figures += [f"results/figures/geometry_{b}.png" for b in BENCHMARKS]
     return {
-        "specs": [spec_path(e) for e in config["experiments"]],
+        "claims": "results/claims.json",
+        "specs": claims["specs"],
+        "evals": claims["evals"],
+        "premise": claims["premise"],
         "tables": tables,
         "figures": figures,
         "geometry": geometry,
         "summaries": get_summaries(),
-        "premise": "results/premise.json",
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
-        # the run logs the report reads beside its tables (per-epoch claims, gradient-ratio peak)
-        **plan.report_run_logs(
-            {e: plan.experiment_spec(config, e) for e in config["experiments"]}
-        ),
     }
 
 

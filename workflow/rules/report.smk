@@ -1,4 +1,23 @@
 # The deliverable: one self-contained HTML report of every table, figure and claim, with provenance.
+# The claims are judged first, into results/claims.json, from the files they read (all declared); the
+# report renders those verdicts and judges nothing itself.
+
+
+rule claims:
+    input:
+        unpack(lambda w: get_claims_inputs()),
+    output:
+        "results/claims.json",
+    log:
+        "results/logs/claims.log",
+    localrule: True
+    conda:
+        "../../envs/report.yaml"
+    params:
+        scale=config["scale"],
+    shell:
+        "python -m hnclip claims --scale {params.scale} --specs {input.specs} --evals {input.evals} "
+        "--premise {input.premise} --run-logs {input.run_logs} --out {output} 2> {log}"
 
 
 rule report:
@@ -16,6 +35,7 @@ rule report:
         scale=config["scale"],
     shell:
         "python -m hnclip report --title {params.title:q} --scale {params.scale} --specs {input.specs} "
+        "--evals {input.evals} --claims {input.claims} "
         "--tables {input.tables} --figures {input.figures} --geometry {input.geometry} "
         "--summaries {input.summaries} --premise {input.premise} --regime {input.regime} "
         "--out {output} 2> {log}"

@@ -1,7 +1,7 @@
 """The ``hnclip`` command: one verb per workflow step, so every Snakemake rule is a single call.
 
 One module per file of ``workflow/rules/`` (:mod:`.data`, :mod:`.backbone`, :mod:`.train`,
-:mod:`.evaluate`, :mod:`.analysis`, :mod:`.convergence`, :mod:`.protocols`, :mod:`.report`,
+:mod:`.evaluate`, :mod:`.analysis`, :mod:`.convergence`, :mod:`.protocols`, :mod:`.report` (claims and report),
 :mod:`.rehearsal`, :mod:`.export`; what several share in :mod:`.common`), plus :mod:`.plan`, the verb run before
 submitting. Each verb's arguments (``add_<verb>``) sit beside its command (``cmd_<verb>``).
 
@@ -42,7 +42,7 @@ VERBS = (
     convergence.add_table_convergence,
     protocols.add_table_protocols,
     analysis.add_table_cost, analysis.add_figure, analysis.add_gallery, analysis.add_premise, analysis.add_regime,
-    report.add_report,
+    report.add_claims, report.add_report,
     rehearsal.add_rehearsal_files,
     export.add_export, export.add_push,
     plan.add_plan,

@@ -1,4 +1,4 @@
-"""The verb of ``workflow/rules/report.smk``: the self-contained HTML report."""
+"""The verbs of ``workflow/rules/report.smk``: the claims' verdicts, then the self-contained HTML report."""
 
 from __future__ import annotations
 
@@ -6,12 +6,52 @@ from pathlib import Path
 
 from hnclip.cli.common import add_verb
 
+SCALES = ["toy", "paper", "rehearsal"]
+
+
+def _load_specs(paths, verb: str) -> dict:
+    from hnclip.analysis.records import load_spec
+
+    specs = {}
+    for path in paths:
+        spec = load_spec(path)
+        if spec["experiment"] in specs:
+            raise SystemExit(f"hnclip {verb}: two specs of experiment {spec['experiment']!r} (second: {path})")
+        specs[spec["experiment"]] = spec
+    return specs
+
+
+def add_claims(sub) -> None:
+    p = add_verb(sub, "claims", cmd_claims,
+                 "judge the paper's claims on the runs' evaluations and logs (results/claims.json)")
+    p.add_argument("--scale", choices=SCALES, required=True)
+    p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments judged")
+    p.add_argument("--evals", nargs="*", default=[],
+                   help="the evaluation records the specs' cells point to (each one the specs read must be here)")
+    p.add_argument("--premise", default=None,
+                   help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
+    p.add_argument("--run-logs", nargs="*", default=[],
+                   help="the runs' epochs.csv / dynamics.csv the claims read (hnclip.plan.report_run_logs)")
+    p.add_argument("--out", required=True, help="claims.json: the verdicts and the power notes")
+
+
+def cmd_claims(args) -> None:
+    from hnclip.analysis.claims.files import judge_from_files, write_claims
+
+    judged = judge_from_files(args.scale, _load_specs(args.specs, "claims"),
+                              Path(args.premise) if args.premise else None,
+                              evals=args.evals, run_logs=args.run_logs)
+    write_claims(args.out, judged)
+
 
 def add_report(sub) -> None:
     p = add_verb(sub, "report", cmd_report, "render the self-contained HTML report")
     p.add_argument("--title", required=True)
-    p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
+    p.add_argument("--scale", choices=SCALES, required=True)
     p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments shown")
+    p.add_argument("--evals", nargs="*", default=[],
+                   help="the evaluation records the specs' cells point to (run counts, paper vs ours)")
+    p.add_argument("--claims", required=True, help="claims.json of hnclip claims: the verdicts shown")
     p.add_argument("--tables", nargs="*", default=[])
     p.add_argument("--figures", nargs="*", default=[])
     p.add_argument("--geometry", nargs="*", default=[])
@@ -24,19 +64,12 @@ def add_report(sub) -> None:
 
 
 def cmd_report(args) -> None:
-    from hnclip.analysis.records import load_spec
     from hnclip.report import render_report_from_files
 
-    specs = {}
-    for path in args.specs:
-        spec = load_spec(path)
-        if spec["experiment"] in specs:
-            raise SystemExit(f"hnclip report: two specs of experiment {spec['experiment']!r} (second: {path})")
-        specs[spec["experiment"]] = spec
     render_report_from_files(
-        out_html=Path(args.out), title=args.title, scale=args.scale, specs=specs,
+        out_html=Path(args.out), title=args.title, scale=args.scale, specs=_load_specs(args.specs, "report"),
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
-        regime=[Path(p) for p in args.regime],
+        regime=[Path(p) for p in args.regime], claims=Path(args.claims), evals=args.evals,
     )
