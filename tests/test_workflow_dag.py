@@ -318,3 +318,32 @@ def test_exports_target_exports_the_main_models_in_the_configured_formats_and_is
     default = dry_run(tmp_path)
     counts = job_counts(default.stdout + default.stderr)
     assert counts["train"] == 31 and "export" not in counts
+
+
+def test_the_claims_rule_declares_every_file_hnclip_claims_reads_and_the_report_renders_its_output(tmp_path):
+    from hnclip import plan
+    from hnclip.config_loading import load_config
+
+    config = load_config(MICRO)
+    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "results/report.html", "--configfile", str(MICRO))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    claims = [line for line in proc.stdout.splitlines() if "python -m hnclip claims" in line]
+    report = [line for line in proc.stdout.splitlines() if "python -m hnclip report" in line]
+    assert len(claims) == len(report) == 1
+    specs = {e: plan.experiment_spec(config, e) for e in config["experiments"]}
+    words = claims[0].split()
+
+    def passed(flag):  # the paths after one flag, up to the next
+        start = words.index(flag) + 1
+        return next((words[start:i] for i in range(start, len(words)) if words[i].startswith("--")), words[start:])
+
+    assert set(passed("--evals")) == {c["eval_path"] for s in specs.values() for c in s["cells"]}
+    logs = plan.report_run_logs(specs)
+    assert logs["epochs"] and logs["dynamics"]
+    assert set(passed("--run-logs")) == set(logs["epochs"] + logs["dynamics"])
+    assert passed("--premise") == ["results/premise.json"] and "--out results/claims.json" in claims[0]
+    assert "--claims results/claims.json" in report[0]
+    # the rule's inputs are the command's: Snakemake lists them for the job
+    block = proc.stdout.split("rule claims:\n", 1)[1].split("\n\n", 1)[0]
+    inputs = set(re.search(r"^\s+input: ([^\n]+)", block, flags=re.M).group(1).split(", "))
+    assert inputs == {*passed("--specs"), *passed("--evals"), *passed("--run-logs"), "results/premise.json"}
