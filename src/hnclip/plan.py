@@ -536,8 +536,8 @@ def epoch_cells(spec: dict) -> list[dict]:
 
 
 def report_run_logs(specs: dict) -> dict[str, list[str]]:
-    """The run logs the report reads beside its tables, as the report rule declares them: ``epochs``, the
-    main runs' ``epochs.csv`` (the per-epoch claims), and ``dynamics``, the ``dynamics.csv`` of the
+    """The run logs the claims read beside the evaluation records, as the claims rule declares them:
+    ``epochs``, the main runs' ``epochs.csv`` (the per-epoch claims), and ``dynamics``, the ``dynamics.csv`` of the
     reference method's runs (``roles.reference``) at the config's gamma (the gradient-ratio peak), found
     by method key. A spec without ``gamma`` (hand-made) takes every gamma > 0."""
     epochs = [f"{c['run_dir']}/epochs.csv" for c in epoch_cells(specs["main"])] if specs.get("main") else []
