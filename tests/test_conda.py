@@ -20,9 +20,10 @@ import yaml
 from checkout import REPO, copy_checkout, user_env
 
 TARGETS = ["results/data/synthetic/subsets/f0.5_s0.txt", "results/backbone/init"]
-# what the report env's verbs import (table, table-epochs, table-cost, figure, report): checked directly,
-# since running them needs trained runs
-REPORT_IMPORTS = "import hnclip.cli, hnclip.analysis.tables, hnclip.analysis.figures, hnclip.report"
+# what the report env's verbs import (table, table-epochs, table-cost, figure, claims, report): checked
+# directly, since running them needs trained runs
+REPORT_IMPORTS = ("import hnclip.cli, hnclip.analysis.tables, hnclip.analysis.figures, hnclip.analysis.claims.files, "
+                  "hnclip.report")
 
 
 @pytest.fixture(scope="module")
