@@ -10,7 +10,6 @@ from hnclip.losses import contrastive_loss
 from hnclip.models import (
     DualEncoder,
     apply_adapters,
-    count_trainable_parameters,
     create_model,
     is_adapted,
     merge_adapters,
@@ -19,6 +18,10 @@ from hnclip.models import (
 # micro: per tower one block of width 32 with q/k/v/out 32->32 and an MLP 32->128->32
 MICRO_LINEARS = [(32, 32)] * 4 + [(32, 128), (128, 32)]  # (in, out) per adapted Linear, per tower
 TOWERS = 2
+
+
+def count_trainable_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def _lora_count(r):
