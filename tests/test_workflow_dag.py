@@ -346,4 +346,7 @@ def test_the_claims_rule_declares_every_file_hnclip_claims_reads_and_the_report_
     # the rule's inputs are the command's: Snakemake lists them for the job
     block = proc.stdout.split("rule claims:\n", 1)[1].split("\n\n", 1)[0]
     inputs = set(re.search(r"^\s+input: ([^\n]+)", block, flags=re.M).group(1).split(", "))
-    assert inputs == {*passed("--specs"), *passed("--evals"), *passed("--run-logs"), "results/premise.json"}
+    # and each main run's epoch_ranks.csv, read beside its epochs.csv (no flag: found by the run folder)
+    epoch_ranks = {p.removesuffix("epochs.csv") + "epoch_ranks.csv" for p in logs["epochs"]}
+    assert epoch_ranks and inputs == {*passed("--specs"), *passed("--evals"), *passed("--run-logs"),
+                                      "results/premise.json", *epoch_ranks}

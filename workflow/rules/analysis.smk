@@ -44,6 +44,8 @@ rule table_epochs:
     input:
         spec=spec_path("main"),
         epochs=[f"{d}/epochs.csv" for d in spec_runs("main")],
+        # the per-epoch intervals read each run's per-query outcomes beside its epochs.csv
+        epoch_ranks=[f"{d}/epoch_ranks.csv" for d in spec_runs("main")],
         summaries=run_summaries("main"),
     output:
         report(

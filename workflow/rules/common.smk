@@ -105,6 +105,11 @@ def get_claims_inputs():
         "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
         "premise": "results/premise.json",
         "run_logs": [p for logs in plan.report_run_logs(specs).values() for p in logs],
+        # read beside each epochs.csv (hnclip.analysis.records.load_epoch_outcomes), found by its run folder
+        "epoch_ranks": [
+            p.removesuffix("epochs.csv") + "epoch_ranks.csv"
+            for p in plan.report_run_logs(specs)["epochs"]
+        ],
     }
 
 

@@ -15,6 +15,7 @@ rule train:
         summary="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/summary.json",
         dynamics="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/dynamics.csv",
         epochs="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/epochs.csv",
+        epoch_ranks="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/epoch_ranks.csv",
         model=directory(
             "results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model"
         ),

@@ -2,9 +2,9 @@
 
 What is read: the experiment specs, the evaluation records their cells point to, the
 premise measurements (``results/premise.json``) and the run logs :func:`hnclip.plan.report_run_logs` names
-(the main runs' ``epochs.csv``, the reference method's ``dynamics.csv``). One file is read undeclared: each
-main run's ``epoch_ranks.csv`` beside its ``epochs.csv`` (the per-epoch intervals), which the train rule
-writes but does not declare as an output (runs made before it was logged lack it).
+(the main runs' ``epochs.csv``, the reference method's ``dynamics.csv``), and each main run's
+``epoch_ranks.csv`` beside its ``epochs.csv`` (the per-epoch intervals), found by the run folder: the train
+rule declares it as an output and the claims rule as an input, without a flag of its own.
 The tables the claims judge are rebuilt from the records (cheap, and independent of the table files'
 formatting). The report renders the verdicts this writes; it judges nothing itself.
 
