@@ -100,15 +100,15 @@ def get_claims_inputs():
     to, the premise measurements and the run logs the claims read beside them (per-epoch claims,
     gradient-ratio peak). The report declares the first three from here too."""
     specs = {e: plan.experiment_spec(config, e) for e in config["experiments"]}
+    run_logs = plan.report_run_logs(specs)
     return {
         "specs": [spec_path(e) for e in config["experiments"]],
         "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
         "premise": "results/premise.json",
-        "run_logs": [p for logs in plan.report_run_logs(specs).values() for p in logs],
+        "run_logs": [p for logs in run_logs.values() for p in logs],
         # read beside each epochs.csv (hnclip.analysis.records.load_epoch_outcomes), found by its run folder
         "epoch_ranks": [
-            p.removesuffix("epochs.csv") + "epoch_ranks.csv"
-            for p in plan.report_run_logs(specs)["epochs"]
+            p.removesuffix("epochs.csv") + "epoch_ranks.csv" for p in run_logs["epochs"]
         ],
     }
 
