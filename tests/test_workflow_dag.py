@@ -54,7 +54,9 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     #   4 x 4 = 16 (134). The zero-shot backbone on the 4 test benchmarks: 4 more (evaluate_zeroshot).
     # Protocol variants (DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty): 3 splits prepared, each
     #   scored for the 7 main methods (21) and the backbone (3).
-    # Specs: one file per experiment (7), written by the spec rule and read by its table and figures, and
+    # Retention: the 21 main runs (7 methods x DOCCI, DCI, VG) on COCO 5k and Flickr30k 1k: 42 more
+    #   evaluations (176), no new run; the backbone on both: 2 more zero-shot evaluations (6).
+    # Specs: one file per experiment (8), written by the spec rule and read by its table and figures, and
     #   the protocol table's (spec_protocols, 1).
     start = time.perf_counter()
     proc = dry_run(tmp_path, "--configfile", str(PAPER))
@@ -62,16 +64,16 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts["train"] == 93
-    assert counts["evaluate"] == 134
-    assert counts["evaluate_zeroshot"] == 4
+    assert counts["evaluate"] == 176
+    assert counts["evaluate_zeroshot"] == 6
     assert counts["prepare_protocol_split"] == 3
     assert counts["evaluate_protocol"] == 21 and counts["evaluate_protocol_zeroshot"] == 3
     assert counts["table_protocols"] == 1 and counts["table_convergence"] == 1
     assert counts["segments"] == 3 and counts["edges"] == 3  # GOAL/StructXLIP products per train set
-    assert counts["fetch_benchmark"] == 5  # docci, dci, long_dci, urban1k, vg
-    assert counts["prepare"] == 7  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k
+    assert counts["fetch_benchmark"] == 7  # docci, dci, long_dci, urban1k, vg, coco, flickr30k
+    assert counts["prepare"] == 9  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k, coco, flickr30k
     assert counts["subset"] == 9  # 3 fractions < 1 x 3 train sets, seed 0
-    assert counts["table"] == 7 and counts["spec"] == 7  # one per experiment
+    assert counts["table"] == 8 and counts["spec"] == 8  # one per experiment
     assert counts["spec_protocols"] == 1
     assert counts["convert_backbone"] == 1 and "pretrain_backbone" not in counts
     assert counts["report"] == 1 and counts["claims"] == 1
