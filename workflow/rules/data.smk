@@ -16,7 +16,9 @@ rule fetch_benchmark:
         root=lambda w: config["benchmarks"][w.benchmark]["root"],
         adapter=lambda w: config["benchmarks"][w.benchmark]["adapter"],
         settings=lambda w: json.dumps(config["benchmarks"][w.benchmark]),
-        files_of=lambda w, input: f"--files-of {input.files_of}" if input.files_of else "",
+        files_of=lambda w, input: (
+            f"--files-of {input.files_of}" if input.files_of else ""
+        ),
     shell:
         "python -m hnclip fetch --benchmark {wildcards.benchmark} --adapter {params.adapter} "
         "--root {params.root} --settings {params.settings:q} {params.files_of} --out {output} 2> {log}"
