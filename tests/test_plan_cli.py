@@ -278,9 +278,9 @@ def test_profile_runtime_below_the_longest_run_is_flagged(paper, tmp_path):
 
 def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     config = load_config(PAPER)  # the real paper grid, whatever it holds today
-    # evaluations of runs, of the zero-shot backbone on each test benchmark of the main table, and of the
-    # protocol table's test-split variants (its paper-split cells are evaluations counted already)
-    zeroshot = len(config["experiments"]["main"]["benchmarks"])
+    # evaluations of runs, of the zero-shot backbone on each test benchmark of the main and retention
+    # tables, and of the protocol table's test-split variants (its paper-split cells are counted already)
+    zeroshot = len(config["experiments"]["main"]["benchmarks"]) + len(config["experiments"]["retention"]["benchmarks"])
     variants = {c["eval_path"] for c in protocols.protocol_spec(config)["cells"] if c["split"] != "test"}
     assert variants  # DOCCI, DCI and Long-DCI each have one
     runs = len(plan.all_runs(config))
