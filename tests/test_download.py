@@ -506,3 +506,62 @@ def test_hub_token_comes_from_env_and_is_never_logged(hub_cache, tmp_path, monke
             download_benchmark("long_dci", tmp_path / "l", tmp_path / "lock.json")
     assert secret not in caplog.text and secret not in str(info.value)
     assert secret not in (tmp_path / "lock.json").read_text()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Karpathy's splits (coco, flickr30k): the sources table's files served from the loopback server
+
+
+def _karpathy_zip() -> tuple[bytes, dict]:
+    """caption_datasets.zip with the three split files at its top level, as Karpathy's page serves it."""
+    files = {name: json.dumps({"images": [], "dataset": name}).encode()
+             for name in ("dataset_coco.json", "dataset_flickr8k.json", "dataset_flickr30k.json")}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buf.getvalue(), files
+
+
+def _served(sources: dict, name: str, server) -> dict:
+    """Source ``name`` of the real table with each URL's host replaced by the loopback server."""
+    entry = json.loads(json.dumps(sources[name]))
+    for spec in entry["files"]:
+        if "url" in spec:
+            spec["url"] = server.url + "/" + spec["url"].rsplit("/", 1)[1]
+    return {name: entry}
+
+
+def test_coco_fetches_karpathys_archive_and_val2014_unpacking_only_its_split_file(tmp_path, server):
+    sources = load_sources()
+    assert sources["coco"]["files"][0]["url"] == "https://cs.stanford.edu/people/karpathy/deepimagesent/caption_datasets.zip"
+    assert sources["coco"]["files"][1]["url"] == "http://images.cocodataset.org/zips/val2014.zip"
+    archive, inner = _karpathy_zip()
+    photo = _tiny_jpeg(3)
+    val = io.BytesIO()
+    with zipfile.ZipFile(val, "w") as zf:
+        zf.writestr("val2014/COCO_val2014_000000000011.jpg", photo)
+    server.files["/caption_datasets.zip"], server.files["/val2014.zip"] = archive, val.getvalue()
+    dest = tmp_path / "coco"
+    download_benchmark("coco", dest, tmp_path / "lock.json", sources=_served(sources, "coco", server), retry_wait=0)
+    assert (dest / "dataset_coco.json").read_bytes() == inner["dataset_coco.json"]
+    assert not (dest / "dataset_flickr30k.json").exists() and not (dest / "dataset_flickr8k.json").exists()
+    assert (dest / "val2014" / "COCO_val2014_000000000011.jpg").read_bytes() == photo
+    lock = json.loads((tmp_path / "lock.json").read_text())["files"]
+    assert lock["coco/caption_datasets.zip"]["sha256"] == _sha(archive)
+    assert lock["coco/val2014.zip"]["sha256"] == _sha(val.getvalue())
+
+
+def test_flickr30k_needs_its_photos_by_hand_and_fetches_karpathys_file(tmp_path, server):
+    sources = load_sources()
+    archive, inner = _karpathy_zip()
+    server.files["/caption_datasets.zip"] = archive
+    served = _served(sources, "flickr30k", server)
+    dest = tmp_path / "f30k"
+    with pytest.raises(ManualDownloadRequired, match="flickr30k-images.tar.gz is missing.*request form"):
+        download_benchmark("flickr30k", dest, tmp_path / "lock.json", sources=served, retry_wait=0)
+    (dest / "flickr30k-images").mkdir(parents=True, exist_ok=True)
+    (dest / "flickr30k-images" / "1000092795.jpg").write_bytes(_tiny_jpeg(4))
+    download_benchmark("flickr30k", dest, tmp_path / "lock.json", sources=served, retry_wait=0)
+    assert (dest / "dataset_flickr30k.json").read_bytes() == inner["dataset_flickr30k.json"]
+    assert not (dest / "dataset_coco.json").exists()

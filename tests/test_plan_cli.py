@@ -278,9 +278,9 @@ def test_profile_runtime_below_the_longest_run_is_flagged(paper, tmp_path):
 
 def test_hnclip_plan_verb_prints_the_paper_plan_in_seconds(tmp_path):
     config = load_config(PAPER)  # the real paper grid, whatever it holds today
-    # evaluations of runs, of the zero-shot backbone on each test benchmark of the main table, and of the
-    # protocol table's test-split variants (its paper-split cells are evaluations counted already)
-    zeroshot = len(config["experiments"]["main"]["benchmarks"])
+    # evaluations of runs, of the zero-shot backbone on each test benchmark of the main and retention
+    # tables, and of the protocol table's test-split variants (its paper-split cells are counted already)
+    zeroshot = len(config["experiments"]["main"]["benchmarks"]) + len(config["experiments"]["retention"]["benchmarks"])
     variants = {c["eval_path"] for c in protocols.protocol_spec(config)["cells"] if c["split"] != "test"}
     assert variants  # DOCCI, DCI and Long-DCI each have one
     runs = len(plan.all_runs(config))
@@ -353,8 +353,9 @@ def test_configfiles_layer_key_by_key_as_snakemake_layers_them():
     # longclip s1
     assert len(plan.all_runs(config)) == 7 + 6 + 2 + 3 + 1 + 1 + 1
     # evaluations: one per run on its train set's benchmark (DCI's run on DOCCI, VG's on Urban-1K), plus
-    # the transfer pairs off DOCCI (DOCCI -> DCI, DOCCI -> Long-DCI)
-    assert len(plan.all_evaluations(config)) == 21 + 2
+    # the transfer pairs off DOCCI (DOCCI -> DCI, DOCCI -> Long-DCI), plus retention: main's 7 DOCCI runs on
+    # COCO's and Flickr30k's stand-ins
+    assert len(plan.all_evaluations(config)) == 21 + 2 + 7 * 2
 
 
 def test_the_ci_form_reuses_mains_runs_and_adds_one_per_missing_mechanism():
@@ -364,8 +365,9 @@ def test_the_ci_form_reuses_mains_runs_and_adds_one_per_missing_mechanism():
     # by hand: main's 7 on DOCCI, FineLIP + HN (plugin), HN-CLIP frozen G on half (fractions), LoRA seed 1
     main = {(m, "1", 0) for m in load_config(PAPER)["experiments"]["main"]["methods"]}
     assert runs == main | {("finelip_hn", "1", 0), ("hnclip_frozen", "0.5", 0), ("lora", "1", 1)}
-    # evaluations: each run on DOCCI, and main's Long-CLIP FT on DCI, Long-DCI and Urban-1K (transfer)
-    assert len(plan.all_evaluations(config)) == 10 + 3
+    # evaluations: each run on DOCCI, main's Long-CLIP FT on DCI, Long-DCI and Urban-1K (transfer), and
+    # main's 7 runs on COCO's stand-in (retention)
+    assert len(plan.all_evaluations(config)) == 10 + 3 + 7
 
 
 def test_rehearsal_without_its_label_is_refused(tmp_path):

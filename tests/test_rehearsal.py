@@ -32,7 +32,9 @@ SMALL = {"embed_dim": 64, "image_resolution": 28, "vision_layers": 2, "vision_wi
 # out: DOCCI's test_goal adds its one qual_test record, DCI's test_all is train + test, Long-DCI's
 # test_keep_empty keeps its one empty-caption row)
 COUNTS = {"docci": {"train": 4, "test": 3, "test_goal": 4}, "dci": {"train": 3, "test": 2, "test_all": 5},
-          "long_dci": {"test": 3, "test_keep_empty": 4}, "urban1k": {"test": 2}, "vg": {"train": 3}}
+          "long_dci": {"test": 3, "test_keep_empty": 4}, "urban1k": {"test": 2}, "vg": {"train": 3},
+          # Karpathy's splits: manifest rows, five captions for each of 2 test images
+          "coco": {"test": 10}, "flickr30k": {"test": 10}}
 
 
 def test_long_clip_l_state_dict_has_openai_vit_l14_weights_plus_two_248_row_position_tables():
@@ -218,3 +220,18 @@ def test_configured_count_replaces_the_protocol_count_in_prepare(tmp_path):
         prepare_split({**source, "expected_counts": {}}, "test", 32, tmp_path / "t2.csv", tmp_path / "s2")
     with pytest.raises(ValueError, match=r"found 3 records, the config's expected_counts says 4"):
         prepare_split({**source, "expected_counts": {"test": 4}}, "test", 32, tmp_path / "t3.csv", tmp_path / "s3")
+
+
+def test_karpathy_fixtures_skip_restval_and_keep_five_of_six_sentences(tmp_path, offline_hub):
+    root = tmp_path / "coco"
+    write_rehearsal_benchmark("coco", _settings("coco", root), offline_hub, seed=0)
+    fetch_benchmark("coco", "coco", root, _settings("coco", root))
+    data = json.loads((root / "dataset_coco.json").read_text())["images"]
+    assert [r["split"] for r in data] == ["test", "test", "restval", "val"]
+    assert len(data[0]["sentences"]) == 6
+    manifest = load_benchmark("coco", root, "test", expected_count=10)
+    assert list(manifest["caption"][:5]) == [s["raw"] for s in data[0]["sentences"][:5]]
+    assert manifest["image_id"].nunique() == 2
+    with pytest.raises(ValueError, match="multiple of 5"):
+        write_rehearsal_benchmark("flickr30k", {**_settings("flickr30k", tmp_path / "f"), "expected_counts": {"test": 7}},
+                                  offline_hub, seed=0)

@@ -463,3 +463,48 @@ def test_convergence_and_protocol_lines_carry_their_runs_and_config_hashes(tmp_p
     line = _line(tidy, split="test_goal", method="HN-CLIP", direction="I->T", metric="R@1")
     assert (line["runs"], line["run_config_hash"]) == ("docci/hnclip/g0.5/f1/s0", "abc")
     assert _line(tidy, split="test_goal", method="Zero-shot backbone", metric="images")["runs"] == ""
+
+
+def test_retention_table_shows_r1_5_10_both_ways_with_intervals_resampling_images_with_their_captions(tmp_path):
+    # two test images, five captions each; zero-shot and one fine-tuned model, both trained on DOCCI
+    text_image = [0] * 5 + [1] * 5
+    group = "DOCCI -> COCO 5k"
+    zs = {"train_set": "none", "method": "zeroshot", "gamma": 0.0, "fraction": 0.0, "seed": 0}
+    ft = run("hnclip", gamma=0.5, train_set="docci")
+    # zero-shot: every query hits at 1; fine-tuned: image 0's five captions find it first, image 1's rank
+    # it third, and image 1's best own caption ranks 6th (I->T: a hit at 10, not at 5)
+    outcomes = {"zs": ([0, 0], [0] * 10), "ft": ([0, 5], [0] * 5 + [2] * 5)}
+    records, cells = [], []
+    for key, r, row in (("zs", zs, "Zero-shot backbone"), ("ft", ft, "HN-CLIP")):
+        i2t, t2i = outcomes[key]
+        rec = record(r, "coco", **{f"i2t_r{k}": 100.0 * sum(x < k for x in i2t) / 2 for k in (1, 5, 10)},
+                     **{f"t2i_r{k}": 100.0 * sum(x < k for x in t2i) / 10 for k in (1, 5, 10)})
+        rec["ranks"] = {"i2t": i2t, "t2i": t2i, "text_image": text_image}
+        records.append(rec)
+        c = cell(row, group, r, "coco")
+        if key == "zs":
+            c.update(zeroshot=True, run_dir=None)
+        cells.append(c)
+    spec = {"experiment": "retention", "scale": "paper", "cells": cells,
+            "statistics": {"confidence": 0.95, "resamples": 2000, "seed": 0}}
+    df = build_table(spec, records)
+    assert df.columns.names[0] == "retention" and list(df.index) == ["Zero-shot backbone", "HN-CLIP"]
+    assert [c[:-1] for c in df.columns if c[-1] == "mean"] == [
+        (group, d, f"R@{k}") for d in ("I->T", "T->I") for k in (1, 5, 10)]
+    # hand counts: HN-CLIP I->T R@1 1 of 2 images, R@10 both; T->I R@1 5 of 10 captions, R@5 all
+    assert df.loc["HN-CLIP", (group, "I->T", "R@1", "mean")] == 50.0
+    assert df.loc["HN-CLIP", (group, "I->T", "R@10", "mean")] == 100.0
+    assert df.loc["HN-CLIP", (group, "T->I", "R@1", "mean")] == 50.0
+    assert df.loc["HN-CLIP", (group, "T->I", "R@5", "mean")] == 100.0
+    # all hits: every resample is 100, so is the interval
+    assert (df.loc["Zero-shot backbone", (group, "T->I", "R@1", "ci_low")],
+            df.loc["Zero-shot backbone", (group, "T->I", "R@1", "ci_high")]) == (100.0, 100.0)
+    # T->I R@1 of a resample of the 2 images: 0, 50 or 100 with probabilities 1/4, 1/2, 1/4, so the 95 %
+    # interval is [0, 100]; were the 10 captions resampled on their own, its 2.5 % quantile would be 20
+    assert df.loc["HN-CLIP", (group, "T->I", "R@1", "ci_low")] == 0.0
+    assert df.loc["HN-CLIP", (group, "T->I", "R@1", "ci_high")] == 100.0
+    paths = write_table(df, tmp_path / "retention", caption="Retention")
+    tidy = read_table_csv(paths["csv"])
+    line = tidy[(tidy["method"] == "HN-CLIP") & (tidy["direction"] == "T->I") & (tidy["metric"] == "R@1")]
+    assert len(line) == 1 and (line["ci_low"].iloc[0], line["ci_high"].iloc[0]) == (0.0, 100.0)
+    assert line["retention"].iloc[0] == group

@@ -54,7 +54,9 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     #   4 x 4 = 16 (134). The zero-shot backbone on the 4 test benchmarks: 4 more (evaluate_zeroshot).
     # Protocol variants (DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty): 3 splits prepared, each
     #   scored for the 7 main methods (21) and the backbone (3).
-    # Specs: one file per experiment (7), written by the spec rule and read by its table and figures, and
+    # Retention: the 21 main runs (7 methods x DOCCI, DCI, VG) on COCO 5k and Flickr30k 1k: 42 more
+    #   evaluations (176), no new run; the backbone on both: 2 more zero-shot evaluations (6).
+    # Specs: one file per experiment (8), written by the spec rule and read by its table and figures, and
     #   the protocol table's (spec_protocols, 1).
     start = time.perf_counter()
     proc = dry_run(tmp_path, "--configfile", str(PAPER))
@@ -62,16 +64,16 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts["train"] == 93
-    assert counts["evaluate"] == 134
-    assert counts["evaluate_zeroshot"] == 4
+    assert counts["evaluate"] == 176
+    assert counts["evaluate_zeroshot"] == 6
     assert counts["prepare_protocol_split"] == 3
     assert counts["evaluate_protocol"] == 21 and counts["evaluate_protocol_zeroshot"] == 3
     assert counts["table_protocols"] == 1 and counts["table_convergence"] == 1
     assert counts["segments"] == 3 and counts["edges"] == 3  # GOAL/StructXLIP products per train set
-    assert counts["fetch_benchmark"] == 5  # docci, dci, long_dci, urban1k, vg
-    assert counts["prepare"] == 7  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k
+    assert counts["fetch_benchmark"] == 7  # docci, dci, long_dci, urban1k, vg, coco, flickr30k
+    assert counts["prepare"] == 9  # train: docci, dci, vg; test: docci, dci, long_dci, urban1k, coco, flickr30k
     assert counts["subset"] == 9  # 3 fractions < 1 x 3 train sets, seed 0
-    assert counts["table"] == 7 and counts["spec"] == 7  # one per experiment
+    assert counts["table"] == 8 and counts["spec"] == 8  # one per experiment
     assert counts["spec_protocols"] == 1
     assert counts["convert_backbone"] == 1 and "pretrain_backbone" not in counts
     assert counts["report"] == 1 and counts["claims"] == 1
@@ -86,13 +88,17 @@ def test_embedded_default_expands_every_experiment(tmp_path):
     counts = job_counts(proc.stdout + proc.stderr)
     # main 7 + plugin 6 + fractions 3 x 3 + gamma 4 + frozen 1 + seeds 2 x 2 (seeds 1 and 2) = 31 runs
     assert counts["train"] == 31
-    # 31 in-domain evaluations + transfer of longclip, hnclip and hnclip_frozen to synthetic_shift
-    assert counts["evaluate"] == 34
-    # the backbone before fine-tuning on both test benchmarks; no protocol variants of synthetic data
-    assert counts["evaluate_zeroshot"] == 2 and "evaluate_protocol" not in counts
+    # 31 in-domain evaluations + transfer of longclip, hnclip and hnclip_frozen to synthetic_shift + the
+    # retention table's 7 main models on the short captions of the synthetic test scenes (no new runs)
+    assert counts["evaluate"] == 41
+    # the backbone before fine-tuning on the three test benchmarks; no protocol variants of synthetic data
+    assert counts["evaluate_zeroshot"] == 3 and "evaluate_protocol" not in counts
+    # synthetic_short reads the synthetic benchmark's files (files_from): fetched as a copy of its source
+    # record, its test split prepared with the short captions
+    assert counts["fetch_benchmark"] == 3 and counts["prepare"] == 4
     assert counts["pretrain_backbone"] == 1 and counts["stretch_backbone"] == 1
     assert counts["pretrain_pool"] == 1 and counts["pretrain_long_backbone"] == 1
-    assert counts["table"] == 7 and counts["spec"] == 7
+    assert counts["table"] == 8 and counts["spec"] == 8  # retention among them
     # the protocol table still runs (the paper's split of both synthetic benchmarks), with its spec
     assert counts["table_protocols"] == 1 and counts["spec_protocols"] == 1
     # the regime conditions of the one benchmark with plain runs (synthetic_shift has no train set)
@@ -173,7 +179,9 @@ def test_bad_config_fails_before_any_job_with_the_key_the_message_and_nothing_el
 @pytest.mark.parametrize("omitted", ["main", "fractions", "gamma_sweep", "all"])
 def test_any_experiment_can_be_omitted(tmp_path, omitted):
     config = yaml.safe_load(EMBEDDED.read_text())
-    config["experiments"] = {} if omitted == "all" else {k: v for k, v in config["experiments"].items() if k != omitted}
+    # retention scores main's models: omitting main omits it too (kept alone, the config is refused below)
+    gone = {omitted, "retention"} if omitted == "main" else {omitted}
+    config["experiments"] = {} if omitted == "all" else {k: v for k, v in config["experiments"].items() if k not in gone}
     proc = dry_run(tmp_path, "--configfile", str(write_config(tmp_path / "config.yaml", config)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
@@ -182,6 +190,14 @@ def test_any_experiment_can_be_omitted(tmp_path, omitted):
     assert ("gallery" in counts) == ("main" in config["experiments"])
     assert ("figure_dynamics" in counts) == ("fractions" in config["experiments"])
     assert ("table_cost" in counts) == (omitted != "all")
+
+
+def test_retention_without_main_is_refused_naming_the_key(tmp_path):
+    config = yaml.safe_load(EMBEDDED.read_text())
+    del config["experiments"]["main"]
+    proc = dry_run(tmp_path, "--configfile", str(write_config(tmp_path / "config.yaml", config)))
+    assert proc.returncode != 0
+    assert "config key experiments.retention: scores the main table's models" in proc.stdout + proc.stderr
 
 
 def test_nested_numeric_config_overrides_reach_the_jobs_as_numbers(tmp_path):

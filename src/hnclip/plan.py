@@ -30,6 +30,7 @@ __all__ = [
     "dynamics_figure_cells",
     "epoch_cells",
     "experiment_spec",
+    "fetched_benchmark",
     "format_number",
     "is_zeroshot",
     "plain_runs",
@@ -48,7 +49,7 @@ __all__ = [
     "zeroshot_run",
 ]
 
-EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds")
+EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds", "retention")
 # The backbone before fine-tuning: the first row of the main and transfer tables, a reference every
 # fine-tuned model is compared with (not a training run: its cells name no run folder).
 ZEROSHOT_ROW = "Zero-shot backbone"
@@ -166,11 +167,16 @@ def check_config(config: dict) -> None:
                                              f"{micro_batch} (each process takes an even share)")
     elif not config["backbone"].get("checkpoint"):
         _fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
+    _check_files_from(benchmarks)
     experiments = config.get("experiments", {})
     for exp_name, exp in experiments.items():
         for i, bench in enumerate(exp.get("benchmarks", [])):
             if bench not in benchmarks:
                 _fail(f"experiments.{exp_name}.benchmarks[{i}]", _unknown("benchmark", bench, benchmarks))
+            if exp_name == "retention":  # scored by the main table's models: no runs of its own
+                if "test" not in benchmarks[bench].get("splits", ["train", "test"]):
+                    _fail(f"experiments.retention.benchmarks[{i}]", f"benchmark {bench!r} has no test split")
+                continue
             if benchmarks[bench].get("train_set") is None:
                 _fail(f"experiments.{exp_name}.benchmarks[{i}]",
                       f"benchmark {bench!r} has no train_set, so it has no in-domain runs")
@@ -190,6 +196,9 @@ def check_config(config: dict) -> None:
                     _fail(f"experiments.{exp_name}.pairs[{i}].{k}", _unknown("benchmark", pair[k], benchmarks))
             if "train" in pair and "train" not in benchmarks[pair["train"]].get("splits", ["train", "test"]):
                 _fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
+    if "retention" in experiments and "main" not in experiments:
+        _fail("experiments.retention", "scores the main table's models (the zero-shot backbone and every method of "
+                                       "experiments.main): configure experiments.main too")
     _check_preprocess(config, experiments)
     if "rehearsal" in config and config["scale"] != "rehearsal":
         _fail("scale", f"is {config['scale']!r}, but a config with a rehearsal section runs on stand-in files: "
@@ -205,6 +214,29 @@ def check_config(config: dict) -> None:
     for i, v in enumerate(experiments.get("ablation", {}).get("variants", [])):
         if v.get("gamma") and not methods[v["method"]].get("hn"):
             _fail(f"experiments.ablation.variants[{i}].gamma", f"method {v['method']!r} has hn: false")
+
+
+def _check_files_from(benchmarks: dict) -> None:
+    """A benchmark reading another's files (``files_from``) names one that fetches its own, with the same
+    adapter and root, so the config shows the one folder both read."""
+    for name, bench in benchmarks.items():
+        source = bench.get("files_from")
+        if source is None:
+            continue
+        key = f"benchmarks.{name}.files_from"
+        if source not in benchmarks or source == name:
+            _fail(key, _unknown("benchmark", source, [b for b in benchmarks if b != name]))
+        if benchmarks[source].get("files_from") is not None:
+            _fail(key, f"benchmark {source!r} reads another benchmark's files itself; name the one that fetches them")
+        for field in ("adapter", "root"):
+            if bench[field] != benchmarks[source][field]:
+                _fail(f"benchmarks.{name}.{field}", f"is {bench[field]!r}, but files_from {source!r} reads the files of "
+                                                    f"benchmarks.{source}, whose {field} is {benchmarks[source][field]!r}")
+
+
+def fetched_benchmark(config: dict, benchmark: str) -> str:
+    """The benchmark whose fetch writes ``benchmark``'s files: its ``files_from``, else itself."""
+    return config["benchmarks"][benchmark].get("files_from") or benchmark
 
 
 def _check_preprocess(config: dict, experiments: dict) -> None:
@@ -333,6 +365,19 @@ def experiment_spec(config: dict, name: str) -> dict:
                 for b in exp["benchmarks"]:
                     run = _run(config, in_domain(b), m, seed=s)
                     cells.append(_cell(config, run, b, method_label[m], bench_label[b]))
+    elif name == "retention":
+        # the main table's models (same runs, trained on their in-domain sets) on short-caption benchmarks
+        main = config["experiments"]["main"]
+        train_sets = list(dict.fromkeys(in_domain(b) for b in main["benchmarks"]))
+
+        def group(train_set, bench):
+            return f"{bench_label[train_set]} -> {bench_label[bench]}"
+
+        cells += [_zeroshot_cell(config, b, group(t, b)) for b in exp["benchmarks"] for t in train_sets]
+        for m in main["methods"]:
+            for b in exp["benchmarks"]:
+                for t in train_sets:
+                    cells.append(_cell(config, _run(config, t, m), b, method_label[m], group(t, b)))
     else:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells,

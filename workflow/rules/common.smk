@@ -221,6 +221,13 @@ def get_own_files(wildcards):
     return sorted({str(p) for paths in files.values() for p in paths})
 
 
+def get_files_of(wildcards):
+    """The source record of the benchmark whose files this one reads (its files_from), fetched first;
+    none for a benchmark that fetches its own."""
+    source = plan.fetched_benchmark(config, wildcards.benchmark)
+    return [] if source == wildcards.benchmark else f"results/data/{source}/source.json"
+
+
 def get_resources(kind):
     """Snakemake resources of a kind of job, from `resources.<kind>` less `threads` (a job's threads
     are no resource; `get_threads` reads them)."""

@@ -3,7 +3,8 @@
 
 rule fetch_benchmark:
     input:
-        get_own_files,
+        own=get_own_files,
+        files_of=get_files_of,
     output:
         "results/data/{benchmark}/source.json",
     log:
@@ -15,9 +16,12 @@ rule fetch_benchmark:
         root=lambda w: config["benchmarks"][w.benchmark]["root"],
         adapter=lambda w: config["benchmarks"][w.benchmark]["adapter"],
         settings=lambda w: json.dumps(config["benchmarks"][w.benchmark]),
+        files_of=lambda w, input: (
+            f"--files-of {input.files_of}" if input.files_of else ""
+        ),
     shell:
         "python -m hnclip fetch --benchmark {wildcards.benchmark} --adapter {params.adapter} "
-        "--root {params.root} --settings {params.settings:q} --out {output} 2> {log}"
+        "--root {params.root} --settings {params.settings:q} {params.files_of} --out {output} 2> {log}"
 
 
 rule prepare:

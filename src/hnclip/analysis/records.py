@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from hnclip.analysis.table_format import SCALES
-from hnclip.plan import format_number
+from hnclip.plan import EXPERIMENTS, format_number
 
 __all__ = [
     "DIRECTIONS",
@@ -45,7 +45,6 @@ RUN_FIELDS = ("train_set", "method", "gamma", "fraction", "seed")
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 # metric prefix -> direction label shown in tables
 DIRECTIONS = {"i2t": "I->T", "t2i": "T->I"}
-EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds")
 SUMMARY_KEYS = ("config", "config_hash", "seed", "steps", "wall_time_s", "samples_per_s", "peak_memory_mb",
                 "device", "checkpoint_sha256", "git_commit")
 DYNAMICS_COLUMNS = ("step", "epoch", "lr", "logit_scale", "loss", "infonce")

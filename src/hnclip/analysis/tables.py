@@ -205,14 +205,15 @@ def build_table(spec, records, summaries: Mapping | None = None,
     grouped, behind, outcomes = _cell_seeds(spec, index_records(records), summaries)
     experiment = spec["experiment"]
     groups = _unique(key[1] for key in grouped)
-    group_level = "transfer" if experiment == "transfer" else "group"
-    ks = ALL_KS if experiment in ("main", "ablation") else (1,)
+    group_level = experiment if experiment in ("transfer", "retention") else "group"
+    # retention: short-caption retrieval is reported at R@1/5/10 both ways, as the long-caption papers do
+    ks = ALL_KS if experiment in ("main", "ablation", "retention") else (1,)
 
     def retrieval_columns() -> list[tuple]:
         return [(g, d, f"R@{k}") for g in groups for d in DIRECTION_LABELS for k in ks]
 
-    if experiment in ("main", "transfer", "ablation"):
-        row_name = {"main": "method", "transfer": "method", "ablation": "variant"}[experiment]
+    if experiment in ("main", "transfer", "ablation", "retention"):
+        row_name = "variant" if experiment == "ablation" else "method"
         grid = _Grid((row_name,), (group_level, "direction", "metric"), settings=settings)
         for key, seeds in grouped.items():
             row, group = key[:2]

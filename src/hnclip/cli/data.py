@@ -18,6 +18,8 @@ def add_fetch(sub) -> None:
     p.add_argument("--adapter", required=True, help="hnclip.data adapter name")
     p.add_argument("--root", required=True, help="folder of the publisher's files")
     p.add_argument("--settings", type=json_arg, default={}, help="the benchmark's config block (JSON)")
+    p.add_argument("--files-of", default=None,
+                   help="source record of the benchmark whose files this one reads (its files_from)")
     p.add_argument("--out", required=True, help="source record (JSON) to write")
 
 
@@ -26,7 +28,8 @@ def cmd_fetch(args) -> None:
     from hnclip.data.fetch import fetch_benchmark
     from hnclip.fileio import write_json_atomic
 
-    source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings)
+    files_of = json.loads(Path(args.files_of).read_text()) if args.files_of else None
+    source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings, files_of)
     write_json_atomic(args.out, source, sort_keys=True)
 
 

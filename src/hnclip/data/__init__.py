@@ -8,7 +8,8 @@ path of an existing file) and ``caption`` (str), rows in a stable order; adapter
 dependency of one adapter never breaks the others.
 
 ``image_id`` is unique, except in the test and val splits of an adapter that sets
-``SEVERAL_CAPTIONS_PER_IMAGE`` (your own captions: ``table``): there one row per caption, the rows of one
+``SEVERAL_CAPTIONS_PER_IMAGE`` (your own captions: ``table``; Karpathy's COCO and Flickr30k, five captions
+an image): there one row per caption, the rows of one
 image sharing its id and path; evaluation encodes the image once and groups its captions
 (:func:`hnclip.evaluate.recall_at_k`), and the image store keeps one row per id.
 """
@@ -34,6 +35,9 @@ ADAPTERS: dict[str, str] = {
     "long_dci": ".long_dci",
     "urban1k": ".urban1k",
     "vg": ".vg",
+    # short-caption retrieval (the retention experiment): Karpathy's test splits, five captions per image
+    "coco": ".coco",
+    "flickr30k": ".flickr30k",
     # your own captions (hnclip.data.own): a table, WebDataset shards
     "table": ".table",
     "webdataset": ".wds",

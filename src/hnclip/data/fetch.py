@@ -20,7 +20,20 @@ SYNTHETIC_ADAPTERS = ("synthetic", "synthetic_shift")
 OWN_ADAPTERS = ("table", "webdataset")  # hnclip.data.own: files a person already has
 
 
-def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict) -> dict:
+def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict, files_of: dict | None = None) -> dict:
+    """The source record of ``benchmark`` (its config block ``settings``), its files made to exist first.
+
+    ``files_of``: the source record of the benchmark named by ``settings["files_from"]``, whose files this
+    one reads: nothing is rendered or downloaded again (a second render of one root could race the
+    first), the record is that one's with this benchmark's name, counts and caption column.
+    """
+    if settings.get("files_from"):
+        if files_of is None or files_of.get("benchmark") != settings["files_from"]:
+            raise ValueError(f"benchmark {benchmark!r} reads the files of {settings['files_from']!r} "
+                             "(files_from): pass that benchmark's source record")
+        return {**files_of, "benchmark": benchmark, "expected_counts": settings.get("expected_counts", {}),
+                "caption_column": settings.get("caption_column"), "files_from": files_of["benchmark"],
+                "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     root = Path(root)
     extra = {}
     if adapter in OWN_ADAPTERS:
@@ -49,6 +62,7 @@ def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict) ->
         "adapter": adapter,
         "root": str(root.resolve()),
         "expected_counts": settings.get("expected_counts", {}),
+        "caption_column": settings.get("caption_column"),
         "origin": origin,
         **extra,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

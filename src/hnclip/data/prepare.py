@@ -31,8 +31,22 @@ def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path
             f"benchmark {source['benchmark']!r} split {split!r} under {source['root']}: found {len(manifest)} "
             f"records, the config's expected_counts says {expected}"
         )
+    manifest = _with_caption_column(manifest, source)
     if len(manifest) == 0:
         raise ValueError(f"benchmark {source['benchmark']!r} split {split!r}: no records under {source['root']}")
     write_manifest(manifest, manifest_path)
     build_store(manifest, store_dir, image_size)
     log.info("prepared %s/%s: %d records at %d px", source["benchmark"], split, len(manifest), image_size)
+
+
+def _with_caption_column(manifest, source: dict):
+    """The manifest with its ``caption`` taken from the benchmark's ``caption_column`` (the synthetic
+    adapters' ``short_caption``: the short captions of the same scenes), which evaluation, training and
+    the caption geometry read; unchanged when that is ``caption`` or unset."""
+    column = source.get("caption_column")
+    if not column or column == "caption":
+        return manifest
+    if column not in manifest.columns:
+        raise ValueError(f"benchmark {source.get('benchmark')!r}: caption_column {column!r} is not a column the "
+                         f"{source['adapter']!r} adapter writes; it writes {list(manifest.columns)}")
+    return manifest.assign(caption=manifest[column])

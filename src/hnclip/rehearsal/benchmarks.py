@@ -19,7 +19,15 @@ long_dci      ``dci_long.csv`` (and a README) as the Hub dataset ``mderakhshani/
 urban1k       ``Urban1k.zip`` as the Hub dataset ``BeichenZhang/Urban1k`` in the offline Hub cache
 vg            ``paragraphs_v1.json``, ``{train,val,test}_split.json``, ``images.zip`` (``VG_100K/``) and
               ``images2.zip`` (``VG_100K_2/``), images split between the two folders as in VG
+coco          Karpathy's ``caption_datasets.zip`` (``dataset_coco.json``: the test records, five sentences
+              each but one with six, plus a ``restval`` and a ``val`` record the protocol skips) and COCO's
+              ``val2014.zip`` (``val2014/``) in the root
+flickr30k     ``caption_datasets.zip`` (``dataset_flickr30k.json``, records without ``filepath``: the test
+              records and a ``train`` one) and ``flickr30k-images.tar.gz`` (the request form's archive)
 ============  ==========================================================================================
+
+The Karpathy fixtures' counts are manifest rows, five per test image (``expected_counts.test`` must be a
+multiple of five).
 
 The test-split variants of the report's protocol table (:func:`hnclip.data.test_variants`) read the same
 files; their counts follow from the configured ones and the config must state them too (prepare checks
@@ -45,6 +53,7 @@ from .publisher_files import (
     write_dci,
     write_docci,
     write_goal_split,
+    write_karpathy,
     write_urban1k,
     write_vg,
     zip_archive,
@@ -252,9 +261,57 @@ def _vg(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
     return {"placed": _write_files(root, files)}
 
 
+def _karpathy_records(counts, scenes: _Scenes, dataset: str, others: tuple[str, ...]) -> tuple[list, list]:
+    """Karpathy-format records (five sentences per test image, the first test image six) and their pictures."""
+    from hnclip.data.karpathy import CAPTIONS_PER_IMAGE
+
+    n_test, rest = divmod(counts["test"], CAPTIONS_PER_IMAGE)
+    if rest:
+        raise ValueError(f"rehearsal: benchmarks.{dataset}.expected_counts.test must be a multiple of "
+                         f"{CAPTIONS_PER_IMAGE} (manifest rows: {CAPTIONS_PER_IMAGE} captions per image), got {counts['test']}")
+    records, images = [], []
+    for i, split in enumerate(["test"] * n_test + list(others)):
+        image, caption = scenes.next()
+        sentences = [t.strip().rstrip(".") + "." for t in caption.split(". ") if t.strip()]
+        sentences += [f"A picture of shapes, caption {k + 1}." for k in range(len(sentences), 6)]
+        record = {"filename": f"{i + 391_895}.jpg", "split": split, "imgid": i,
+                  "sentences": [{"raw": t, "tokens": t.lower().rstrip(".").split(), "sentid": 5 * i + k, "imgid": i}
+                                for k, t in enumerate(sentences[:6 if i == 0 else 5])]}
+        if dataset == "coco":
+            record.update(filepath="val2014", filename=f"COCO_val2014_{i + 391_895:012d}.jpg", cocoid=i + 391_895)
+        records.append(record)
+        images.append(image)
+    return records, images
+
+
+def _coco(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
+    records, images = _karpathy_records(counts, scenes, "coco", ("restval", "val"))
+    with tempfile.TemporaryDirectory() as tmp:
+        write_karpathy(tmp, "coco", records, image=lambda i: images[i])
+        placed = _write_files(root, {
+            "caption_datasets.zip": zip_archive([("dataset_coco.json", (Path(tmp) / "dataset_coco.json").read_bytes())]),
+            "val2014.zip": zip_archive(tree_members(Path(tmp) / "val2014", "val2014/"))})
+    return {"placed": placed}
+
+
+def _flickr30k(counts, root: Path, hub_cache: Path, scenes: _Scenes) -> dict:
+    records, images = _karpathy_records(counts, scenes, "flickr30k", ("train",))
+    with tempfile.TemporaryDirectory() as tmp:
+        write_karpathy(tmp, "flickr30k", records, image_dir="flickr30k-images", image=lambda i: images[i])
+        placed = _write_files(root, {
+            "caption_datasets.zip": zip_archive([("dataset_flickr30k.json",
+                                                  (Path(tmp) / "dataset_flickr30k.json").read_bytes())]),
+            "flickr30k-images.tar.gz": tar_archive(tree_members(Path(tmp) / "flickr30k-images", "flickr30k-images/"),
+                                                   gzipped=True)})
+    return {"placed": placed}
+
+
 # adapter -> (writer, the splits whose counts the config gives)
 _WRITERS = {"docci": (_docci, ("train", "test")), "dci": (_dci, ("train", "test")), "long_dci": (_long_dci, ("test",)),
-            "urban1k": (_urban1k, ("test",)), "vg": (_vg, ("train",))}
+            "urban1k": (_urban1k, ("test",)), "vg": (_vg, ("train",)), "coco": (_coco, ("test",)),
+            "flickr30k": (_flickr30k, ("test",))}
+# each adapter's scene stream (its index); a new adapter goes last, so the others' fixtures keep their bytes
+_SCENE_STREAMS = ("dci", "docci", "long_dci", "urban1k", "vg", "coco", "flickr30k")
 # adapter -> test-split variant -> (its count from the configured counts, why), as the writers above lay it out
 _VARIANTS = {
     "docci": {"test_goal": (lambda c: c["test"] + 1, "the test records and the one qual_test record")},
@@ -279,5 +336,5 @@ def write_rehearsal_benchmark(name: str, settings: dict, hub_cache, seed: int) -
     records = {**counts, **_variant_counts(name, adapter, settings, counts)}
     root = Path(settings["root"])
     root.mkdir(parents=True, exist_ok=True)
-    made = writer(counts, root, Path(hub_cache), _Scenes(seed * 7919 + sorted(_WRITERS).index(adapter)))
+    made = writer(counts, root, Path(hub_cache), _Scenes(seed * 7919 + _SCENE_STREAMS.index(adapter)))
     return {"adapter": adapter, "root": str(root), **made, "records": records}

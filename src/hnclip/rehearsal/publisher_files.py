@@ -32,6 +32,7 @@ __all__ = [
     "write_dci",
     "write_docci",
     "write_goal_split",
+    "write_karpathy",
     "write_urban1k",
     "write_vg",
     "zip_archive",
@@ -124,6 +125,25 @@ def write_urban1k(root, captions: Mapping[str, str], *, image: ImageFor | None =
         (base / "caption" / f"{stem}.txt").write_text(text, encoding="utf-8")
         _save_jpeg(image(stem), base / "image" / f"{stem}.jpg")
     return Path(root)
+
+
+# --------------------------------------------------------------------------- Karpathy's COCO / Flickr30k
+def write_karpathy(root, dataset: str, images: list[dict], *, image_dir: str | None = None,
+                   image: ImageFor | None = None) -> Path:
+    """Karpathy's ``dataset_<dataset>.json`` (``{"images": images, "dataset": dataset}``) and each record's
+    JPEG at ``<filepath>/<filename>`` (COCO's records) or ``<image_dir>/<filename>`` (Flickr30k's, which
+    have no ``filepath``); a record without a ``filename`` gets no image. ``image(i)`` draws the i-th
+    record's (default 8 x 8 solid colour)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"dataset_{dataset}.json").write_text(json.dumps({"images": images, "dataset": dataset}),
+                                                   encoding="utf-8")
+    image = image or (lambda i: Image.new("RGB", (8, 8), (i * 37 % 256, 90, 0)))
+    for i, record in enumerate(images):
+        if "filename" in record:
+            folder = record.get("filepath", image_dir)
+            _save_jpeg(image(i), root / (folder or ".") / record["filename"])
+    return root
 
 
 # ------------------------------------------------------------------------------------ VG paragraphs
