@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from hnclip import plan  # noqa: E402
+from hnclip import cpu_kernels, plan  # noqa: E402
 from hnclip.config_loading import load_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 
@@ -80,7 +81,9 @@ def main(argv=None) -> int:
         for item in overrides_at(config, args.benchmark, lr, args.method):
             command += ["--set", item]
         print(f"lr {lr:g}: training ({run_dir})", flush=True)
-        subprocess.run(command, check=True, stderr=subprocess.DEVNULL)
+        # the config's kernel pin, as the workflow's jobs get it (hnclip.cpu_kernels)
+        env = {**os.environ, cpu_kernels.ENV_SETTING: config["cpu_kernels"]}
+        subprocess.run(command, check=True, stderr=subprocess.DEVNULL, env=env)
         epochs = last_epoch_scores(run_dir / "epochs.csv")
         rows.append((lr, epochs))
     print(f"\nval R@1 of {args.method} ({args.benchmark} val split, {config['train']['epochs']} epochs; "

@@ -237,6 +237,20 @@ def test_micro_runs_log_gradient_dynamics_and_stretched_backbone(micro_run):
 
 
 @pytest.mark.e2e
+def test_every_run_records_the_cpu_kernels_the_config_pinned(micro_run):
+    # config cpu_kernels -> the rules' shell prefix -> python -m hnclip applies it before torch loads
+    from hnclip.cpu_kernels import cpu_has_avx2
+
+    summaries = [json.loads(p.read_text()) for p in (micro_run.root / "results/runs").rglob("summary.json")]
+    backbone = json.loads((micro_run.root / "results/backbone/summary.json").read_text())
+    for summary in [*summaries, backbone]:
+        kernels = summary["cpu_kernels"]
+        assert kernels["setting"] == "avx2"
+        if cpu_has_avx2():
+            assert kernels["capability"] == "AVX2" and kernels["MKL_CBWR"] == "AVX2"
+
+
+@pytest.mark.e2e
 def test_micro_report_shows_every_table_and_figure_in_headless_chromium(micro_run, tmp_path):
     from test_report import CHROMIUM, _chromium
 

@@ -3,6 +3,11 @@
 
 import sys
 
-from hnclip.cli import main
+from hnclip import cpu_kernels
+
+# the config's cpu_kernels (exported by the workflow), before any module imports torch
+cpu_kernels.apply()
+
+from hnclip.cli import main  # noqa: E402
 
 sys.exit(main())

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from hnclip import cpu_kernels
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, format_micro_batch_losses
 from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import build_framework, save_framework
@@ -544,6 +545,8 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "device_type": device.type,
             "torch_version": torch.__version__,
+            # which CPU kernels computed it (the config's cpu_kernels pin, hnclip.cpu_kernels)
+            "cpu_kernels": cpu_kernels.describe(),
             "checkpoint_sha256": sha256_file(Path(model_dir) / "model.safetensors"),
             "git_commit": _git_commit(),
             "data_fingerprint": session.fingerprint,

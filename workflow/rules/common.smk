@@ -2,6 +2,7 @@
 # Which runs each experiment needs is decided in hnclip.plan (testable without Snakemake).
 import copy
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,11 +18,11 @@ _use_conda = "conda" in {
     str(m).lower() for m in workflow.deployment_settings.deployment_method
 }
 # (Snakemake formats the prefix like a shell command: the shell's own braces are doubled.)
-shell.prefix(
+_SHELL_PREFIX = (
     f'set -euo pipefail; export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
     + ("" if _use_conda else f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 )
-from hnclip import plan, protocols  # noqa: E402
+from hnclip import cpu_kernels, plan, protocols  # noqa: E402
 from hnclip.data import own  # noqa: E402
 from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
@@ -45,6 +46,13 @@ try:
 except ConfigError as error:
     # raised afresh here, so Snakemake prints the message and this line, not a traceback into src/
     raise ConfigError(str(error)) from None
+
+# Every job's shell also exports the config's CPU kernel pinning, which `python -m hnclip` applies before
+# torch loads (hnclip.cpu_kernels: the same weights on any x86-64 machine with AVX2 under `avx2`).
+shell.prefix(
+    _SHELL_PREFIX
+    + f"export {cpu_kernels.ENV_SETTING}={shlex.quote(config['cpu_kernels'])}; "
+)
 
 RUNS = plan.all_runs(config)
 # the runs whose gradient-probe columns the report reads (every run under train.probe_runs: all)
