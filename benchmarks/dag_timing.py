@@ -8,6 +8,11 @@ checkout. The load average is printed before and after: a busy machine's minutes
 
     .venv/bin/python benchmarks/dag_timing.py            # dry runs only (seconds)
     .venv/bin/python benchmarks/dag_timing.py --full     # + the embedded default end to end (minutes)
+    .venv/bin/python benchmarks/dag_timing.py --log .snakemake/log/FILE.snakemake.log   # where a run's time went
+
+Where the time goes (``--log``, and after ``--full``): from the Snakemake log's start and finish stamps, each
+rule's jobs and wall-minutes, and the critical path, the longest chain of jobs linked by their files, which
+no number of cores shortens (stamps have one-second resolution).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +50,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also run the embedded default end to end")
     parser.add_argument("--cores", default="2")
+    parser.add_argument("--log", type=Path, help="only profile this Snakemake log (no runs)")
     args = parser.parse_args()
+    if args.log:
+        print_profile(args.log)
+        return
 
     # a fresh copy of the tracked files (with --full kept afterwards, printed, so a slow run can be inspected)
     work = Path(tempfile.mkdtemp(prefix="hnclip-default-"))
@@ -71,6 +82,79 @@ def main() -> None:
         if seconds:
             print(f"  {name:23s}: {len(seconds):3d} jobs, {sum(seconds) / 60:5.1f} job-min, "
                   f"mean {sum(seconds) / len(seconds):5.1f} s")
+    logs = sorted((work / ".snakemake/log").glob("*.snakemake.log"))
+    if logs:
+        print_profile(logs[-1])
+
+
+@dataclass(eq=False)
+class Job:
+    rule: str
+    start: datetime
+    end: datetime | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds() if self.end else 0.0
+
+
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+
+
+def parse_log(path: Path) -> list[Job]:
+    """The finished jobs of one Snakemake log: rule, start and finish stamps, input and output files."""
+    jobs: dict[str, Job] = {}
+    stamp, current = None, None
+    for line in path.read_text().splitlines():
+        if m := _STAMP.match(line.strip()):
+            stamp, current = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y"), None
+        elif m := re.match(r"^(?:local)?rule (\w+):$", line) or re.match(r"^(?:local)?checkpoint (\w+):$", line):
+            current = Job(m.group(1), stamp)
+        elif current is not None and (m := re.match(r"^    (input|output): (.*)$", line)):
+            getattr(current, m.group(1) + "s").extend(f.strip() for f in m.group(2).split(", "))
+        elif current is not None and (m := re.match(r"^    jobid: (\d+)$", line)):
+            jobs[m.group(1)] = current
+        elif m := re.match(r"^Finished jobid: (\d+)", line):
+            if m.group(1) in jobs:
+                jobs[m.group(1)].end = stamp
+    return [j for j in jobs.values() if j.end is not None]
+
+
+def critical_path(jobs: list[Job]) -> list[Job]:
+    """The longest chain of jobs, each consuming a file (or a file inside a folder) the one before made."""
+    producer = {out: job for job in jobs for out in job.outputs}
+
+    def made_by(path: str) -> Job | None:
+        while path and path not in producer:
+            path = path.rpartition("/")[0]
+        return producer.get(path)
+
+    longest: dict[int, tuple[float, list[Job]]] = {}
+    for job in sorted(jobs, key=lambda j: j.end):  # a job's producers finished before it started
+        chains = [longest[id(p)] for p in {made_by(f) for f in job.inputs} - {None} if id(p) in longest]
+        best = max(chains, key=lambda c: c[0], default=(0.0, []))
+        longest[id(job)] = (best[0] + job.seconds, [*best[1], job])
+    return max(longest.values(), key=lambda c: c[0], default=(0.0, []))[1]
+
+
+def print_profile(log: Path) -> None:
+    jobs = parse_log(log)
+    if not jobs:
+        print(f"{log}: no finished jobs")
+        return
+    wall = (max(j.end for j in jobs) - min(j.start for j in jobs)).total_seconds()
+    print(f"{log.name}: {len(jobs)} finished jobs, {wall / 60:.1f} min from the first start to the last finish")
+    rules: dict[str, list[float]] = {}
+    for job in jobs:
+        rules.setdefault(job.rule, []).append(job.seconds)
+    print(f"  {'rule':26s} {'jobs':>4s} {'wall-min':>8s} {'max s':>6s}")
+    for rule, seconds in sorted(rules.items(), key=lambda kv: -sum(kv[1])):
+        print(f"  {rule:26s} {len(seconds):4d} {sum(seconds) / 60:8.1f} {max(seconds):6.0f}")
+    path = critical_path(jobs)
+    print(f"  critical path: {sum(j.seconds for j in path) / 60:.1f} min over {len(path)} jobs: "
+          + " -> ".join(f"{j.rule} {j.seconds:.0f}s" for j in path))
 
 
 def _seconds(benchmark_tsv: Path) -> float:
