@@ -29,6 +29,8 @@ __all__ = [
     "check_config",
     "dynamics_figure_cells",
     "epoch_cells",
+    "epoch_evaluated_runs",
+    "epoch_readers",
     "experiment_spec",
     "fetched_benchmark",
     "format_number",
@@ -529,7 +531,32 @@ def probed_runs(config: dict) -> set[Run]:
     return set(probe_readers(config))
 
 
-def train_overrides(config: dict, run: Run, probed: set[Run] | None = None) -> list[str]:
+def epoch_readers(config: dict) -> dict[Run, list[str]]:
+    """Every run whose per-epoch retrieval (``epochs.csv``, ``epoch_ranks.csv``) the report reads, with what
+    reads it: the main experiment's runs (the epochs table, the convergence table and figure, the per-epoch
+    claims). Nothing else reads them: every other table scores a run's final model (``hnclip evaluate``)."""
+    readers: dict[Run, list[str]] = {}
+    if "main" in config.get("experiments", {}):
+        for cell in experiment_spec(config, "main")["cells"]:
+            if not is_zeroshot(cell):
+                readers.setdefault(_cell_run(cell), ["epochs table", "convergence table and figure",
+                                                     "per-epoch claims"])
+    return readers
+
+
+def epoch_evaluated_runs(config: dict) -> set[Run]:
+    """The runs evaluated after every epoch (``train.eval_every_epoch`` on): every run under
+    ``train.epoch_eval_runs: all``, else (``read``) the runs of :func:`epoch_readers`. Each evaluation scores
+    the in-domain test split (a few seconds of a toy run's half minute); the weights do not depend on it."""
+    if not config["train"].get("eval_every_epoch", True):
+        return set()
+    if config["train"].get("epoch_eval_runs", "read") == "all":
+        return set(all_runs(config))
+    return set(epoch_readers(config))
+
+
+def train_overrides(config: dict, run: Run, probed: set[Run] | None = None,
+                    epoch_evaluated: set[Run] | None = None) -> list[str]:
     """``key=value`` items of TrainConfig for one run: the shared ``train`` section, the method's own recipe
     over it (``methods.<m>.train``, null = shared), then the method's and the run's keys. Only the run's
     framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.train_config.override_items`.
@@ -543,7 +570,8 @@ def train_overrides(config: dict, run: Run, probed: set[Run] | None = None) -> l
     from hnclip.train_config import override_items
 
     probed = probed_runs(config) if probed is None else probed
-    return override_items(_train_settings(config, run), read=run in probed)
+    epoch_evaluated = epoch_evaluated_runs(config) if epoch_evaluated is None else epoch_evaluated
+    return override_items(_train_settings(config, run), read=run in probed, epochs_read=run in epoch_evaluated)
 
 
 def plain_runs(config: dict, eval_benchmark: str) -> list[Run]:

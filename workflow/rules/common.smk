@@ -57,6 +57,8 @@ shell.prefix(
 RUNS = plan.all_runs(config)
 # the runs whose gradient-probe columns the report reads (every run under train.probe_runs: all)
 PROBED = plan.probed_runs(config)
+# the runs whose per-epoch retrieval the report reads (every run under train.epoch_eval_runs: all)
+EPOCH_EVALUATED = plan.epoch_evaluated_runs(config)
 EVALUATIONS = plan.all_evaluations(config)
 # the backbone before fine-tuning: the first row of the main and transfer tables
 ZEROSHOT_EVALUATIONS = [
@@ -172,7 +174,9 @@ def run_of(wildcards):
 def get_train_overrides(wildcards):
     return " ".join(
         f"--set {item}"
-        for item in plan.train_overrides(config, run_of(wildcards), probed=PROBED)
+        for item in plan.train_overrides(
+            config, run_of(wildcards), probed=PROBED, epoch_evaluated=EPOCH_EVALUATED
+        )
     )
 
 
@@ -183,9 +187,10 @@ def get_subset(wildcards):
 
 
 def get_epoch_eval(wildcards):
-    """In-domain test data evaluated after each epoch (the convergence table), if any."""
+    """In-domain test data evaluated after each epoch (the epochs and convergence tables), if any, for the
+    runs whose epochs.csv the report reads (train.epoch_eval_runs)."""
     bench = plan.in_domain_eval_benchmark(config, wildcards.train_set)
-    if bench is None or not config["train"]["eval_every_epoch"]:
+    if bench is None or run_of(wildcards) not in EPOCH_EVALUATED:
         return {}
     return {
         "eval_manifest": f"results/data/{bench}/test.csv",
