@@ -15,26 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from safetensors.torch import load_file
-from snakemake.utils import validate
+from test_train_probe_runs import effective, load  # the configs as validated, a run's TrainConfig
 from test_train_support import make_dataset, read_csv_rows, run_training, small_config
 
 from hnclip import plan
-from hnclip.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")
-
-
-def load(name: str) -> dict:
-    config = yaml.safe_load((REPO / "config" / name).read_text())
-    validate(config, SCHEMA)
-    return config
-
-
-def effective(config: dict, run: plan.Run) -> TrainConfig:
-    return TrainConfig.from_overrides(dict(i.split("=", 1) for i in plan.train_overrides(config, run)))
 
 
 def main_runs(config: dict) -> set[plan.Run]:
