@@ -16,7 +16,7 @@ from hnclip.frameworks.registry import framework_entry, framework_names, setting
 from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
 from hnclip.train_config import (
     NOT_HASHED,
-    PROBE_RUNS,
+    RUN_SELECTIONS,
     WORKFLOW_KEYS,
     TrainConfig,
     override_items,
@@ -180,7 +180,8 @@ def test_schema_train_defaults_equal_the_dataclasses():
     per_run = {"framework", "gamma", "token_weight", "margin", "seed", "caption_column", "framework_settings",
                "dynamics_probe"}
     assert set(core) - set(_schema_defaults(train)) == per_run
-    assert train["properties"]["probe_runs"]["enum"] == list(PROBE_RUNS)
+    for key in WORKFLOW_KEYS:  # the schema offers the selections override_items accepts
+        assert train["properties"][key]["enum"] == list(RUN_SELECTIONS), key
     sections = {k for k, v in train["properties"].items() if "properties" in v}
     assert sections == set(settings_sections()) == {framework_entry(n).section for n in framework_names()}
     for section in sections:

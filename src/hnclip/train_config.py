@@ -25,7 +25,7 @@ from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FrameworkSettings
 
-__all__ = ["EPOCH_EVAL_RUNS", "NOT_HASHED", "PROBE_RUNS", "TrainConfig", "WORKFLOW_KEYS", "override_items"]
+__all__ = ["NOT_HASHED", "RUN_SELECTIONS", "TrainConfig", "WORKFLOW_KEYS", "override_items"]
 
 MARGINS = ("recompute", "frozen")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -39,11 +39,11 @@ KEEP_CHECKPOINT = ("full", "weights", "none")
 # written without it cannot give a probing run its probe columns, which RunCheckpoint.read handles.
 NOT_HASHED = ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")
 # Keys of the workflow's train sections that are not TrainConfig fields: override_items turns them into
-# fields. probe_runs: which runs probe (read: the runs whose probe columns the report reads, decided per
-# run by hnclip.plan.probed_runs; all: every run). epoch_eval_runs: which runs evaluate after every epoch
-# (read: the runs whose epochs.csv the report reads, hnclip.plan.epoch_evaluated_runs; all: every run).
-PROBE_RUNS = ("read", "all")
-EPOCH_EVAL_RUNS = ("read", "all")
+# fields. Each selects runs, with one of RUN_SELECTIONS. probe_runs: which runs probe (read: the runs whose
+# probe columns the report reads, decided per run by hnclip.plan.probed_runs; all: every run).
+# epoch_eval_runs: which runs evaluate after every epoch (read: the runs whose epochs.csv the report
+# reads, hnclip.plan.epoch_evaluated_runs; all: every run).
+RUN_SELECTIONS = ("read", "all")
 WORKFLOW_KEYS = ("probe_runs", "epoch_eval_runs")
 
 
@@ -261,11 +261,10 @@ def override_items(settings: Mapping[str, object], read: bool = False, epochs_re
     framework = str(settings.get("framework", TrainConfig.framework))
     section = framework_entry(framework).section if framework in framework_names() else None
     items = []
+    for key in WORKFLOW_KEYS:
+        if settings.get(key) is not None and settings[key] not in RUN_SELECTIONS:
+            raise ValueError(f"train.{key}={settings[key]!r} is not one of {', '.join(RUN_SELECTIONS)}")
     probe_runs, epoch_eval_runs = settings.get("probe_runs"), settings.get("epoch_eval_runs")
-    if probe_runs is not None and probe_runs not in PROBE_RUNS:
-        raise ValueError(f"train.probe_runs={probe_runs!r} is not one of {', '.join(PROBE_RUNS)}")
-    if epoch_eval_runs is not None and epoch_eval_runs not in EPOCH_EVAL_RUNS:
-        raise ValueError(f"train.epoch_eval_runs={epoch_eval_runs!r} is not one of {', '.join(EPOCH_EVAL_RUNS)}")
     for key, value in settings.items():
         if key in WORKFLOW_KEYS:
             continue
@@ -277,15 +276,11 @@ def override_items(settings: Mapping[str, object], read: bool = False, epochs_re
     dynamics_every = settings.get("dynamics_every", TrainConfig.dynamics_every)
     if probe_runs == "read" and not read and int(dynamics_every or 0) > 0:
         items.append("dynamics_probe=false")
-    if epoch_eval_runs == "read" and not epochs_read and _flag(settings.get("eval_every_epoch",
-                                                                             TrainConfig.eval_every_epoch)):
+    evaluates = parse_value("train.eval_every_epoch", bool,
+                            settings.get("eval_every_epoch", TrainConfig.eval_every_epoch))
+    if epoch_eval_runs == "read" and not epochs_read and evaluates:
         items = [i for i in items if not i.startswith("eval_every_epoch=")] + ["eval_every_epoch=false"]
     return items
-
-
-def _flag(value) -> bool:
-    """A workflow boolean, which may still be Snakemake's string from --config (already coerced when validated)."""
-    return value.strip().lower() in ("true", "1", "yes") if isinstance(value, str) else bool(value)
 
 
 def _text(value) -> str:
