@@ -18,6 +18,7 @@ from hnclip.preprocess.sentences import token_offsets
 from hnclip.rehearsal.benchmarks import write_rehearsal_benchmark
 from hnclip.rehearsal.checkpoint import (
     LONGCLIP_L,
+    longclip_arch,
     longclip_shapes,
     longclip_state_dict,
     write_longclip_checkpoint,
@@ -177,13 +178,14 @@ def test_fixture_files_are_byte_identical_across_runs(tmp_path):
     assert digests[0] == digests[1]
 
 
-def _make(tmp_path, monkeypatch, benchmarks):
+def _make(tmp_path, monkeypatch, benchmarks, layers=None):
     import hnclip.rehearsal.checkpoint as checkpoint
 
     small = checkpoint.write_longclip_checkpoint
-    monkeypatch.setattr(checkpoint, "write_longclip_checkpoint", lambda path, seed=0: small(path, seed, SMALL))
+    monkeypatch.setattr(checkpoint, "write_longclip_checkpoint",
+                        lambda path, seed=0, arch=None: small(path, seed, SMALL))
     return make_rehearsal_files(benchmarks, tmp_path / "r/longclip.pt", tmp_path / "r/sam", tmp_path / "r",
-                                sam_image_size=64)
+                                sam_image_size=64, layers=layers)
 
 
 def test_make_writes_everything_once_and_refuses_other_settings(tmp_path, monkeypatch):
@@ -235,3 +237,40 @@ def test_karpathy_fixtures_skip_restval_and_keep_five_of_six_sentences(tmp_path,
     with pytest.raises(ValueError, match="multiple of 5"):
         write_rehearsal_benchmark("flickr30k", {**_settings("flickr30k", tmp_path / "f"), "expected_counts": {"test": 7}},
                                   offline_hub, seed=0)
+
+
+def test_rehearsal_layers_keep_every_shape_of_long_clip_l_but_the_depth():
+    shapes = longclip_shapes(longclip_arch({"vision": 1, "text": 2}))
+    full = longclip_shapes()
+    blocks = {k for k in full if ".resblocks." in k}
+    kept = {k for k in blocks if k.startswith(("visual.transformer.resblocks.0.", "transformer.resblocks.0.",
+                                              "transformer.resblocks.1."))}
+    # the same tensors at the same shapes, less the blocks past the configured depth: 12 per block
+    assert {k: v for k, v in full.items() if k not in blocks or k in kept} == shapes
+    assert len(blocks) - len(kept) == 12 * (23 + 10)
+    assert longclip_arch(None) == LONGCLIP_L
+    for bad in ({"vision": 0, "text": 2}, {"vision": 2, "text": 13}):
+        with pytest.raises(ValueError, match="rehearsal.layers"):
+            longclip_arch(bad)
+
+
+def test_make_passes_the_configured_depth_and_records_it(tmp_path, monkeypatch):
+    import hnclip.rehearsal.checkpoint as checkpoint
+
+    written = []
+
+    def record_arch(path, seed=0, arch=None):
+        written.append(arch)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(b"stand-in")
+
+    monkeypatch.setattr(checkpoint, "write_longclip_checkpoint", record_arch)
+    benchmarks = {"docci": _settings("docci", tmp_path / "docci")}
+    record = make_rehearsal_files(benchmarks, tmp_path / "r/longclip.pt", tmp_path / "r/sam", tmp_path / "r",
+                                  sam_image_size=64, layers={"vision": 2, "text": 2})
+    assert (written[0]["vision_layers"], written[0]["transformer_layers"]) == (2, 2)
+    assert written[0]["vision_width"] == 1024 and written[0]["context_length"] == 248
+    assert record["settings"]["layers"] == {"vision": 2, "text": 2}
+    with pytest.raises(RuntimeError, match="made from other settings"):  # the full depth is another file
+        make_rehearsal_files(benchmarks, tmp_path / "r/longclip.pt", tmp_path / "r/sam", tmp_path / "r",
+                             sam_image_size=64)

@@ -19,4 +19,5 @@ def cmd_rehearsal_files(args) -> None:
     config = args.config
     make_rehearsal_files(config["benchmarks"], checkpoint=config["backbone"]["checkpoint"],
                          sam_model=config["preprocess"]["sam_model"], folder=config["rehearsal"]["folder"],
-                         seed=config["rehearsal"]["seed"], sam_image_size=config["rehearsal"]["sam_image_size"])
+                         seed=config["rehearsal"]["seed"], sam_image_size=config["rehearsal"]["sam_image_size"],
+                         layers=config["rehearsal"].get("layers"))

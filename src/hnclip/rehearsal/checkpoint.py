@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["LONGCLIP_L", "longclip_shapes", "longclip_state_dict", "write_longclip_checkpoint"]
+__all__ = ["LONGCLIP_L", "longclip_arch", "longclip_shapes", "longclip_state_dict", "write_longclip_checkpoint"]
 
 # ViT-L/14 at 224 px with Long-CLIP's 248-position text tower (build_model's inferred numbers for
 # longclip-L.pt: vision width 1024 x 24 layers, patch 14; text width 768 x 12 layers, vocab 49408)
@@ -37,6 +37,19 @@ LONGCLIP_L = {
     "transformer_width": 768,
     "transformer_layers": 12,
 }
+
+
+def longclip_arch(layers: dict | None = None) -> dict:
+    """Long-CLIP-L's numbers, with ``layers`` (``{"vision": N, "text": M}``, the config's
+    ``rehearsal.layers``) replacing its depths when given: every width, the patch, the image size and the
+    248 positions stay the paper's, so each block runs at the paper's shapes; only fewer are stacked."""
+    if layers is None:
+        return dict(LONGCLIP_L)
+    depths = {"vision_layers": layers["vision"], "transformer_layers": layers["text"]}
+    for key, value in depths.items():
+        if not 1 <= int(value) <= LONGCLIP_L[key]:
+            raise ValueError(f"rehearsal.layers: {key} {value} is outside 1..{LONGCLIP_L[key]} (Long-CLIP-L's)")
+    return {**LONGCLIP_L, **{k: int(v) for k, v in depths.items()}}
 
 
 def _block_shapes(prefix: str, width: int) -> dict[str, tuple[int, ...]]:

@@ -41,7 +41,7 @@ def _check_root(root: Path, benchmark: str) -> None:
 
 
 def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: int = 0,
-                         sam_image_size: int = 1024) -> dict:
+                         sam_image_size: int = 1024, layers: dict | None = None) -> dict:
     """The Long-CLIP checkpoint, the SAM folder, each benchmark's publisher files and the offline Hub cache.
 
     Args:
@@ -51,6 +51,8 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
         folder: the rehearsal's own folder: the record and the Hub cache (``hf-cache/``).
         sam_image_size: the SAM's input side; 1024 is SAM ViT-H's, so the mask pipeline post-processes
             masks at the paper's resolution (about a minute per image on one CPU core).
+        layers: ``{"vision": N, "text": M}`` blocks for the checkpoint instead of Long-CLIP-L's 24 and 12
+            (every width, the patch, the image size and the 248 positions kept); None: Long-CLIP-L's.
     Returns the record written.
     """
     from hnclip.preprocess.segments import save_random_sam
@@ -61,6 +63,8 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
                                for n, b in sorted(benchmarks.items())},
                 "checkpoint": str(checkpoint), "sam_model": str(sam_model), "seed": seed,
                 "sam_image_size": sam_image_size}
+    if layers is not None:  # recorded only when set: files made before this setting existed stay valid
+        settings["layers"] = {"vision": int(layers["vision"]), "text": int(layers["text"])}
     record_path = folder / RECORD
     if record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -83,10 +87,12 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
         made[name] = write_rehearsal_benchmark(name, bench, hub_cache, seed)
         log.info("rehearsal benchmark %s: %s", name, made[name])
     if not checkpoint.is_file():
-        from .checkpoint import write_longclip_checkpoint
+        from .checkpoint import longclip_arch, write_longclip_checkpoint
 
-        log.info("writing a random Long-CLIP-L checkpoint to %s (1.7 GB)", checkpoint)
-        write_longclip_checkpoint(checkpoint, seed=seed)
+        arch = longclip_arch(layers)
+        log.info("writing a random Long-CLIP-L checkpoint (%d vision, %d text blocks) to %s", arch["vision_layers"],
+                 arch["transformer_layers"], checkpoint)
+        write_longclip_checkpoint(checkpoint, seed=seed, arch=arch)
     if not sam_model.is_dir():
         save_random_sam(sam_model, image_size=sam_image_size, seed=seed)
     record = {"settings": settings, "settings_sha256": _digest(settings), "benchmarks": made,
