@@ -1,5 +1,5 @@
-"""The rehearsal end to end: the README's command on the paper config, in a temporary folder (CPU, half an
-hour in its reduced form, 46 minutes in full on a quiet 2-core machine).
+"""The rehearsal end to end: the README's command on the paper config, in a temporary folder (CPU, about 11
+minutes in its reduced form (2 + 2 blocks), 46 minutes in full on a quiet 2-core machine).
 
 Deselected from the default run (pyproject addopts); `.ci/run` runs it with `pytest -m rehearsal` and
 ``HNCLIP_REHEARSAL_LAYERS=config/rehearsal-ci.yaml``, config files layered after config/rehearsal.yaml
