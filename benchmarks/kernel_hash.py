@@ -26,15 +26,19 @@ import textwrap
 from pathlib import Path
 
 
-# settings in the order each adds one library's pin (the last is hnclip's avx2 pin)
-SETTINGS = {
-    "native": {},
-    "ATen avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
-    "+ MKL AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"},
-    "+ oneDNN AVX2 (cpu_kernels: avx2)": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2",
-                                          "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "ATen default, MKL COMPATIBLE": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
-}
+
+def settings() -> dict[str, dict[str, str]]:
+    """Label -> environment: native, then hnclip's avx2 pin (``cpu_kernels.PINS``) one library at a time,
+    then ATen's and MKL's most portable paths."""
+    from hnclip.cpu_kernels import PINS
+
+    out, pinned = {"native": {}}, {}
+    for name, value in PINS["avx2"].items():
+        pinned = {**pinned, name: value}
+        out[("+ " if len(pinned) > 1 else "") + f"{name}={value}"] = dict(pinned)
+    out["ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE"] = {"ATEN_CPU_CAPABILITY": "default",
+                                                              "MKL_CBWR": "COMPATIBLE"}
+    return out
 
 TRAIN = textwrap.dedent("""
     import hashlib, sys
@@ -77,14 +81,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     print(f"cpu: {cpu_model()}; {args.steps} AdamW steps, {args.threads} thread(s), a fresh process per setting")
-    pinned = {name for env in SETTINGS.values() for name in env}
-    for label, env in SETTINGS.items():
-        environ = {k: v for k, v in os.environ.items() if k not in pinned and k != "HNCLIP_CPU_KERNELS"}
+    from hnclip.cpu_kernels import ENV_SETTING
+
+    runs = settings()
+    pinned = {name for env in runs.values() for name in env}
+    for label, env in runs.items():
+        environ = {k: v for k, v in os.environ.items() if k not in pinned and k != ENV_SETTING}
         environ.update(env)
         out = subprocess.run([sys.executable, "-c", TRAIN, str(args.steps), str(args.threads)], env=environ,
                              capture_output=True, text=True, check=True).stdout.split()
         capability, torch_version, digest = out
-        print(f"  {label:36s} capability {capability:7s} torch {torch_version}  {digest}")
+        print(f"  {label:48s} capability {capability:7s} torch {torch_version}  {digest}")
 
 
 if __name__ == "__main__":

@@ -57,14 +57,17 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
     """
     from hnclip.preprocess.segments import save_random_sam
 
+    from .checkpoint import longclip_arch, write_longclip_checkpoint
+
     folder, checkpoint, sam_model = Path(folder), Path(checkpoint), Path(sam_model)
+    arch = longclip_arch(layers)  # the depth is checked before anything is written
     hub_cache = folder / "hf-cache"
     settings = {"benchmarks": {n: {k: b.get(k) for k in ("adapter", "root", "expected_counts")}
                                for n, b in sorted(benchmarks.items())},
                 "checkpoint": str(checkpoint), "sam_model": str(sam_model), "seed": seed,
                 "sam_image_size": sam_image_size}
     if layers is not None:  # recorded only when set: files made before this setting existed stay valid
-        settings["layers"] = {"vision": int(layers["vision"]), "text": int(layers["text"])}
+        settings["layers"] = {"vision": arch["vision_layers"], "text": arch["transformer_layers"]}
     record_path = folder / RECORD
     if record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -87,9 +90,6 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
         made[name] = write_rehearsal_benchmark(name, bench, hub_cache, seed)
         log.info("rehearsal benchmark %s: %s", name, made[name])
     if not checkpoint.is_file():
-        from .checkpoint import longclip_arch, write_longclip_checkpoint
-
-        arch = longclip_arch(layers)
         log.info("writing a random Long-CLIP-L checkpoint (%d vision, %d text blocks) to %s", arch["vision_layers"],
                  arch["transformer_layers"], checkpoint)
         write_longclip_checkpoint(checkpoint, seed=seed, arch=arch)
