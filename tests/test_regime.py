@@ -365,7 +365,7 @@ def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
     assert conditions["saturation"]["unmeasured_steps"] == 0
     assert conditions["saturation"]["values"]["saturated_share_epoch1"] is not None
     assert conditions["power"]["values"] == {"test_scenes": 16, "seeds": 1, "half_width": pytest.approx(0.0),
-                                             "difference": 0.0}
+                                             "difference": 0.0, "seeds_for_target": 1}
     assert conditions["power"]["met"] is False
     # condition 3 by a loop over the trainer's permutation, with the backbone's caption features
     captions = list(pd.read_csv(manifest)["caption"])
@@ -398,3 +398,35 @@ def test_plain_runs_and_regime_benchmarks_of_the_embedded_default():
     assert plan.plain_runs(config, "synthetic_shift") == []  # no train set of its own
     assert plan.regime_benchmarks(config) == ["synthetic"]
 
+
+
+def test_seeds_for_half_width_scales_the_width_as_one_over_root_seeds_by_hand():
+    # 3 seeds at half-width 2.82: 3 * (2.82 / 1.5)^2 = 10.60 -> 11 seeds
+    assert R.seeds_for_half_width(2.82, 3) == 11
+    # exactly on target: no more seeds; already narrower: never fewer than measured
+    assert R.seeds_for_half_width(1.5, 4) == 4
+    assert R.seeds_for_half_width(0.5, 3) == 3
+    # 10 seeds at 1.68: 10 * 1.2544 = 12.54 -> 13
+    assert R.seeds_for_half_width(1.68, 10) == 13
+    # another target: 3 * (3 / 1)^2 = 27
+    assert R.seeds_for_half_width(3.0, 3, target=1.0) == 27
+    assert R.seeds_for_half_width(0.0, 3) == 3  # identical models: nothing to narrow
+    with pytest.raises(ValueError):
+        R.seeds_for_half_width(-0.1, 3)
+
+
+def test_power_condition_states_the_projected_seeds_only_when_the_interval_is_too_wide():
+    rng = np.random.default_rng(2)
+    base = rng.random(400) < 0.7
+    # every seed of hnclip flips an independent 30 % of scenes: a wide interval over 3 seeds
+    records = {"hnclip": [(str(s), _record(np.where(rng.random(400) < 0.3, ~base, base), base, "hnclip", s))
+                          for s in range(3)],
+               "longclip": [(str(s), _record(base, base, "longclip", s)) for s in range(3)]}
+    cond = R.power_condition(400, records, BootstrapSettings(resamples=300))
+    v = cond["values"]
+    assert v["half_width"] > R.POWER_HALF_WIDTH_MAX  # about 2.3 here
+    assert v["seeds_for_target"] == R.seeds_for_half_width(v["half_width"], 3) > 3
+    assert f"~{v['seeds_for_target']} seeds" in cond["ours"]
+    narrow = {m: [(s, _record(base, base, m, int(s))) for s, _ in r] for m, r in records.items()}
+    cond = R.power_condition(400, narrow, BootstrapSettings(resamples=300))
+    assert cond["values"]["seeds_for_target"] == 3 and "seeds if it shrinks" not in cond["ours"]

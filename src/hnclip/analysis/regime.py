@@ -49,7 +49,7 @@ __all__ = [
     "hardest_partner",
     "load_plain_runs", "load_regime", "micro_batch_has_pair", "near_duplicate_companions",
     "pairwise_outcomes", "pairwise_outcomes_as_ranks", "rank_and_top1", "regime_report",
-    "saturated_micro_batches", "trainer_micro_batches",
+    "saturated_micro_batches", "seeds_for_half_width", "trainer_micro_batches",
 ]
 
 # --------------------------------------------------------------------------------------- definitions
@@ -130,7 +130,8 @@ DEFINITIONS = {
                          "paired bootstrap interval over test scenes (and seeds)",
     "power": f"test scenes; seeds of the main comparison ({HN_METHOD} and {BASELINE_METHOD} in the seeds "
              f"experiment where it holds both, else the main table); half-width of the paired interval of {HN_METHOD} minus {BASELINE_METHOD} on average "
-             f"R@1 (mean of I→T and T→I)",
+             f"R@1 (mean of I→T and T→I); seeds for ±{POWER_HALF_WIDTH_MAX:g}: the seeds the half-width would need "
+             f"if it shrank as 1/√seeds (a projection, not a measurement)",
 }
 DIRECTIONS = ("i2t", "t2i")
 ARROWS = {"i2t": "I→T", "t2i": "T→I"}
@@ -624,13 +625,25 @@ def learnable_condition(plain: Sequence[PlainRun], zeroshot: ModelFeatures, scen
                      [backbone, *(r.run_dir for r in plain)], intervals, per_seed=per_seed)
 
 
+def seeds_for_half_width(half_width: float, seeds: int, target: float = POWER_HALF_WIDTH_MAX) -> int:
+    """How many seeds would bring a paired interval of ``half_width`` (measured over ``seeds``) to
+    ``target``, if it shrank as 1/√seeds: ceil(seeds · (half_width / target)²), never fewer than ``seeds``.
+
+    Why a projection: on the toy the interval is dominated by the spread between seeds (more test scenes
+    hardly narrow it; benchmarks/README.md, "Condition 7"), and a mean over k seeds has a spread 1/√k of
+    one seed's. Any part of the width that more seeds do not narrow makes this a lower bound."""
+    if not half_width >= 0 or seeds < 1:
+        raise ValueError(f"need a half-width >= 0 and at least one seed, got {half_width!r} over {seeds!r}")
+    return max(int(seeds), math.ceil(seeds * (half_width / target) ** 2 - 1e-9))
+
+
 def power_condition(n_test: int, main_records: Mapping[str, Sequence[tuple[str, Mapping]]] | None,
                     settings: BootstrapSettings, sources: Iterable[str] = ()) -> dict:
     """Condition 7: test scenes, seeds of the main comparison and the width of its paired interval.
 
     ``main_records``: method key -> [(seed, evaluation record)] of the main experiment on this benchmark,
     for :data:`HN_METHOD` and :data:`BASELINE_METHOD` (None or a method missing: not measured)."""
-    seeds = half_width = difference = None
+    seeds = half_width = difference = seeds_for_target = None
     bounds = None
     if main_records and all(main_records.get(m) for m in (HN_METHOD, BASELINE_METHOD)):
         seeds = min(len(main_records[m]) for m in (HN_METHOD, BASELINE_METHOD))
@@ -648,10 +661,14 @@ def power_condition(n_test: int, main_records: Mapping[str, Sequence[tuple[str, 
         bounds = interval(estimate, settings)
         if bounds is not None:
             half_width = (bounds[1] - bounds[0]) / 2
-    values = {"test_scenes": n_test, "seeds": seeds, "half_width": half_width, "difference": difference}
+            seeds_for_target = seeds_for_half_width(half_width, seeds)
+    values = {"test_scenes": n_test, "seeds": seeds, "half_width": half_width, "difference": difference,
+              "seeds_for_target": seeds_for_target}
     ours = (f"{n_test:,} test scenes; {seeds if seeds is not None else '–'} seed(s); "
             + (f"{HN_METHOD} − {BASELINE_METHOD} {difference:+.2f}{_bracket(bounds)}, half-width {half_width:.2f}"
-               if half_width is not None else "no paired interval (main comparison not measured)"))
+               if half_width is not None else "no paired interval (main comparison not measured)")
+            + (f" (±{POWER_HALF_WIDTH_MAX:g} at ~{seeds_for_target} seeds if it shrinks as 1/√seeds)"
+               if seeds_for_target is not None and half_width > POWER_HALF_WIDTH_MAX else ""))
     met = _all_met([n_test >= POWER_TEST_SCENES_MIN, _at_least(seeds, POWER_SEEDS_MIN),
                     None if half_width is None else half_width <= POWER_HALF_WIDTH_MAX])
     return condition("power", half_width, values, met, ours, sources,

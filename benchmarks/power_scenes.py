@@ -1,0 +1,88 @@
+"""Would more test scenes narrow condition 7's interval? (issue 20, condition 7)
+
+Condition 7 asks that the paired interval of HN-CLIP minus Long-CLIP FT be at most +-1.5 R@1 wide. That
+interval resamples seeds and test scenes, so it narrows with more seeds or more scenes, whichever carries
+its width. This script measures the scene side without retraining: it renders a larger test split of the
+benchmark (the same slice and seed; scenes are drawn per index, so the first ``n_test`` of them are the
+pipeline's own test scenes), evaluates the finished runs of the main comparison on the first N scenes for
+each N asked, and prints condition 7 as ``hnclip.analysis.regime.power_condition`` computes it. The
+number of seeds is the other side: ``snakemake --config 'seeds=[0,1,...]'`` adds seeds to the seeds
+experiment (benchmarks/README.md, "Condition 7").
+
+    .venv/bin/python benchmarks/power_scenes.py --results results --scenes 1024 4096 8192
+
+R@1 against a larger gallery is lower (more near-duplicates to confuse), so the differences at each N are
+of a harder test, not the pipeline's; the question here is only how the width moves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from hnclip.analysis.bootstrap import settings_from_config  # noqa: E402
+from hnclip.analysis.regime import BASELINE_METHOD, HN_METHOD, power_condition  # noqa: E402
+from hnclip.config_loading import load_config  # noqa: E402
+
+
+def hnclip(*args: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    subprocess.run([sys.executable, "-m", "hnclip", *args], check=True, env=env, stderr=subprocess.DEVNULL)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=REPO / "results")
+    parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
+    parser.add_argument("--benchmark", default="synthetic")
+    parser.add_argument("--scenes", type=int, nargs="+", default=[1024, 4096, 8192])
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    config = load_config([args.config])
+    bench = config["benchmarks"][args.benchmark]
+    gamma = {HN_METHOD: config["gamma"], BASELINE_METHOD: 0}
+    runs = {m: sorted((args.results / "runs" / args.benchmark / m / f"g{gamma[m]:g}" / "f1").glob("s*"))
+            for m in (HN_METHOD, BASELINE_METHOD)}
+    if not all(runs.values()):
+        sys.exit(f"no finished runs of {HN_METHOD} and {BASELINE_METHOD} under {args.results / 'runs'}")
+    image_size = str(config["backbone"]["image_size"])
+    with tempfile.TemporaryDirectory(prefix="power_scenes-") as tmp:
+        tmp = Path(tmp)
+        settings = dict(bench, root=str(tmp / "files"))
+        settings["synthetic"] = dict(bench["synthetic"], n_test=max(args.scenes))
+        print(f"{args.benchmark}: {', '.join(f'{m} {len(r)} seeds' for m, r in runs.items())}; "
+              f"rendering {max(args.scenes)} test scenes", flush=True)
+        hnclip("fetch", "--benchmark", args.benchmark, "--adapter", bench["adapter"], "--root", settings["root"],
+               "--settings", json.dumps(settings), "--out", str(tmp / "source.json"))
+        hnclip("prepare", "--source", str(tmp / "source.json"), "--split", "test", "--image-size", image_size,
+               "--manifest", str(tmp / "all.csv"), "--images", str(tmp / "images"))
+        rows = (tmp / "all.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+        for n in sorted(args.scenes):
+            manifest = tmp / f"test{n}.csv"
+            manifest.write_text("".join(rows[:n + 1]), encoding="utf-8")
+            records = {}
+            for method, dirs in runs.items():
+                records[method] = []
+                for run in dirs:
+                    out = tmp / f"{method}_{run.name}_{n}.json"
+                    info = {"train_set": args.benchmark, "method": method, "gamma": gamma[method], "fraction": 1,
+                            "seed": int(run.name[1:])}
+                    hnclip("evaluate", "--model", str(run / "model"), "--manifest", str(manifest), "--images",
+                           str(tmp / "images"), "--eval-benchmark", args.benchmark, "--run-info", json.dumps(info),
+                           "--batch-size", "128", "--threads", str(args.threads), "--out", str(out))
+                    records[method].append((run.name[1:], json.loads(out.read_text())))
+            cond = power_condition(n, records, settings_from_config(config))
+            print(f"  {cond['ours']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
