@@ -34,8 +34,11 @@ from hnclip.config_loading import load_config  # noqa: E402
 
 
 def hnclip(*args: str) -> None:
+    """Run one hnclip verb; its progress bars are dropped, its log is shown if it fails."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    subprocess.run([sys.executable, "-m", "hnclip", *args], check=True, env=env, stderr=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-m", "hnclip", *args], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"hnclip {args[0]} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
 
 
 def main() -> None:
