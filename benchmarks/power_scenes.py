@@ -28,8 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from hnclip import plan  # noqa: E402
 from hnclip.analysis.bootstrap import settings_from_config  # noqa: E402
-from hnclip.analysis.regime import BASELINE_METHOD, HN_METHOD, power_condition  # noqa: E402
+from hnclip.analysis.regime import power_condition  # noqa: E402
 from hnclip.config_loading import load_config  # noqa: E402
 
 
@@ -52,11 +53,20 @@ def main() -> None:
 
     config = load_config([args.config])
     bench = config["benchmarks"][args.benchmark]
-    gamma = {HN_METHOD: config["gamma"], BASELINE_METHOD: 0}
-    runs = {m: sorted((args.results / "runs" / args.benchmark / m / f"g{gamma[m]:g}" / "f1").glob("s*"))
-            for m in (HN_METHOD, BASELINE_METHOD)}
-    if not all(runs.values()):
-        sys.exit(f"no finished runs of {HN_METHOD} and {BASELINE_METHOD} under {args.results / 'runs'}")
+    # the runs condition 7 reads, as the regime rule picks them (plan.main_comparison)
+    main = plan.main_comparison(config, args.benchmark)
+    if main is None:
+        sys.exit(f"{args.config} compares {plan.REFERENCE_METHOD} with {plan.BASELINE_METHOD} on no experiment "
+                 f"evaluated on {args.benchmark}")
+    runs: dict[str, list[dict]] = {}
+    for cell in main[1]:
+        runs.setdefault(cell["run"]["method"], []).append(cell)
+    def model_of(cell: dict) -> Path:  # run_dir is results/runs/...: the same place under --results
+        return args.results / Path(cell["run_dir"]).relative_to("results") / "model"
+
+    missing = [str(model_of(c)) for cells in runs.values() for c in cells if not model_of(c).exists()]
+    if missing:
+        sys.exit(f"runs not finished (no model): {', '.join(missing)}")
     image_size = str(config["backbone"]["image_size"])
     with tempfile.TemporaryDirectory(prefix="power_scenes-") as tmp:
         tmp = Path(tmp)
@@ -73,16 +83,17 @@ def main() -> None:
             manifest = tmp / f"test{n}.csv"
             manifest.write_text("".join(rows[:n + 1]), encoding="utf-8")
             records = {}
-            for method, dirs in runs.items():
+            for method, cells in runs.items():
                 records[method] = []
-                for run in dirs:
-                    out = tmp / f"{method}_{run.name}_{n}.json"
-                    info = {"train_set": args.benchmark, "method": method, "gamma": gamma[method], "fraction": 1,
-                            "seed": int(run.name[1:])}
-                    hnclip("evaluate", "--model", str(run / "model"), "--manifest", str(manifest), "--images",
-                           str(tmp / "images"), "--eval-benchmark", args.benchmark, "--run-info", json.dumps(info),
-                           "--batch-size", "128", "--threads", str(args.threads), "--out", str(out))
-                    records[method].append((run.name[1:], json.loads(out.read_text())))
+                for cell in cells:
+                    seed = plan.format_number(cell["run"]["seed"])
+                    out = tmp / f"{method}_s{seed}_{n}.json"
+                    hnclip("evaluate", "--model", str(model_of(cell)),
+                           "--manifest", str(manifest), "--images", str(tmp / "images"),
+                           "--eval-benchmark", args.benchmark, "--run-info", json.dumps(cell["run"]),
+                           "--batch-size", str(config["evaluate"]["batch_size"]), "--threads", str(args.threads),
+                           "--out", str(out))
+                    records[method].append((seed, json.loads(out.read_text())))
             cond = power_condition(n, records, settings_from_config(config))
             print(f"  {cond['ours']}", flush=True)
 

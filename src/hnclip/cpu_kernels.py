@@ -18,8 +18,9 @@ at the config's thread counts. Across two machines it did not (2026-12-03): an I
 EPYC VM pretrained different toy backbones under it (zero-shot test R@1 24.1 / 25.9 and 46.0 / 39.6),
 cause not traced; ``benchmarks/kernel_hash.py`` prints a fingerprint to compare machines by. The pin still
 holds within one machine (each library sees it, and reruns are bit-identical: tests/test_cpu_kernels.py).
-What stays machine-dependent: a CPU without AVX2 or not x86-64 (an ARM laptop: no MKL; the pin is then not applied, with a warning, and the numbers
-may differ), and oneDNN's choices by cache size, which its documentation does not pin. ``native``
+What stays machine-dependent: a CPU without AVX2 or not x86-64 (an ARM laptop: no MKL; the pin is then
+not applied, with a warning, and the numbers may differ), and oneDNN's choices by cache size, which its
+documentation does not pin. ``native``
 (config/paper.yaml: a GPU run's numbers depend on its GPU anyway) leaves the machine's own.
 The cost of the pin on this machine: benchmarks/README.md ("cpu_kernels").
 

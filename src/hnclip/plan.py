@@ -387,6 +387,22 @@ def experiment_spec(config: dict, name: str) -> dict:
             "roles": spec_roles()}
 
 
+def main_comparison(config: dict, benchmark: str) -> tuple[str, list[dict]] | None:
+    """The main comparison over seeds on ``benchmark`` (regime condition 7): the experiment and its cells
+    of :data:`REFERENCE_METHOD` and :data:`BASELINE_METHOD` evaluated there, from the seeds experiment
+    where it holds both methods (the main table trains the first seed only), else from the main table;
+    None where neither holds both."""
+    for experiment in ("seeds", "main"):
+        if experiment not in config["experiments"]:
+            continue
+        cells = [c for c in experiment_spec(config, experiment)["cells"]
+                 if c["eval_benchmark"] == benchmark and c["run"]["method"] in (REFERENCE_METHOD, BASELINE_METHOD)
+                 and not is_zeroshot(c)]
+        if {c["run"]["method"] for c in cells} == {REFERENCE_METHOD, BASELINE_METHOD}:
+            return experiment, cells
+    return None
+
+
 def spec_roles() -> dict[str, str]:
     """The method keys a spec's readers compare (``spec["roles"]``): reference, baseline, frozen."""
     return {"reference": REFERENCE_METHOD, "baseline": BASELINE_METHOD, "frozen": FROZEN_METHOD}

@@ -315,8 +315,6 @@ def get_regime_inputs(wildcards):
     the benchmark's test split, the zero-shot evaluation, the plain runs (summary, dynamics log, model,
     evaluation on the benchmark) and, where the main experiment compares HN-CLIP with Long-CLIP FT on
     it, the main spec and those evaluations."""
-    from hnclip.analysis.regime import BASELINE_METHOD, HN_METHOD
-
     bench = wildcards.benchmark
     runs = [f"results/runs/{r.path}" for r in plan.plain_runs(config, bench)]
     inputs = {
@@ -332,22 +330,11 @@ def get_regime_inputs(wildcards):
             plan.Evaluation(r, bench).path for r in plan.plain_runs(config, bench)
         ],
     }
-    # the main comparison over seeds: the seeds experiment where it holds both methods on this
-    # benchmark (the main table trains the first seed only), else the main table
-    for experiment in ("seeds", "main"):
-        if experiment not in config["experiments"]:
-            continue
-        cells = [
-            c
-            for c in experiment_cells(experiment)
-            if c["eval_benchmark"] == bench
-            and c["run"]["method"] in (HN_METHOD, BASELINE_METHOD)
-            and not plan.is_zeroshot(c)
-        ]
-        if {c["run"]["method"] for c in cells} == {HN_METHOD, BASELINE_METHOD}:
-            inputs["main_spec"] = spec_path(experiment)
-            inputs["main_evals"] = sorted({c["eval_path"] for c in cells})
-            break
+    main = plan.main_comparison(config, bench)
+    if main is not None:
+        experiment, cells = main
+        inputs["main_spec"] = spec_path(experiment)
+        inputs["main_evals"] = sorted({c["eval_path"] for c in cells})
     return inputs
 
 
