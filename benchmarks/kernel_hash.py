@@ -26,7 +26,6 @@ import textwrap
 from pathlib import Path
 
 
-
 def settings() -> dict[str, dict[str, str]]:
     """Label -> environment: native, then hnclip's avx2 pin (``cpu_kernels.PINS``) one library at a time,
     then ATen's and MKL's most portable paths."""
