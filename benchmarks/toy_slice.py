@@ -11,7 +11,8 @@ mean), never by a retrieval result of any fine-tuned model. Zero-shot R@1 is pri
 
 ``--bound N`` adds what the geometry allows of condition 5 (saturation): on N of the micro-batches, the
 least standard InfoNCE that *any* image tower could reach against these captions with the text tower as
-it is (16 free unit image vectors, optimised for the symmetric loss at logit scale 100), and the share of
+it is (``hnclip.analysis.geometry.least_infonce``: 16 free unit image vectors, optimised for the symmetric
+loss at the backbone's logit scale), and the share of
 micro-batches where that least loss is below the saturation threshold 1e-3. A share near 0.5 and a
 median just under 1e-3 mean that only a near-perfect image tower could meet condition 5 against these
 captions, unless fine-tuning first spreads them (benchmarks/README.md, "toy_slice.py").
@@ -32,7 +33,7 @@ sys.path.insert(0, str(REPO / "src"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from hnclip.analysis.geometry import batch_geometry  # noqa: E402
+from hnclip.analysis.geometry import batch_geometry, least_infonce_batches  # noqa: E402
 from hnclip.analysis.regime import NEAR_DUPLICATE_COSINE  # noqa: E402
 from hnclip.data import synthetic as syn  # noqa: E402
 from hnclip.data.image_store import resize_center_crop, to_model_input  # noqa: E402
@@ -65,29 +66,6 @@ def encode(model, scenes, render_size: int):
         tokens = model.tokenize(captions[start:start + 256])
         texts.append(torch.nn.functional.normalize(model.encode_text(tokens).float(), dim=-1))
     return torch.cat(images).numpy(), torch.cat(texts).numpy()
-
-
-def least_infonce(texts: torch.Tensor, logit_scale: float = 100.0, iterations: int = 600) -> float:
-    """The least symmetric InfoNCE of one micro-batch over every choice of unit image features.
-
-    ``texts`` [B, D] unit caption features (fixed). The image features start at the captions and follow
-    Adam on the loss; the best value seen is returned. The loss is not convex on the sphere, so this is an
-    upper estimate of the true minimum (on the default slice 2,000 iterations found the same share below
-    1e-3 as 600).
-    """
-    labels = torch.arange(len(texts))
-    free = texts.clone().requires_grad_(True)
-    optimiser = torch.optim.Adam([free], lr=0.02)
-    best = float("inf")
-    for _ in range(iterations):
-        logits = logit_scale * torch.nn.functional.normalize(free, dim=-1) @ texts.T
-        loss = 0.5 * (torch.nn.functional.cross_entropy(logits, labels)
-                      + torch.nn.functional.cross_entropy(logits.T, labels))
-        best = min(best, float(loss.detach()))
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-    return best
 
 
 def main(argv=None) -> int:
@@ -129,8 +107,7 @@ def main(argv=None) -> int:
         kinds = ", ".join(f"{c} {s}" for c, s in where.kinds) if where.kinds else "all"
         bound = ""
         if args.bound:
-            least = np.array([least_infonce(torch.from_numpy(texts[rows]), logit_scale)
-                              for rows in batches[:args.bound]])
+            least = least_infonce_batches(np.stack([texts[rows] for rows in batches[:args.bound]]), logit_scale)
             bound = f" {np.median(least):8.2g} {np.mean(least < SATURATION_LOSS):6.2f}"
         print(f"{seed:4d} {geometry['frac_ge_0.8']:6.2f} {geometry['mean_hardest']:7.3f} "
               f"{geometry['mean_hardest'] - geometry['mean_offdiag']:9.3f} {mate[covered].mean():9.2f}{bound} "

@@ -296,6 +296,70 @@ def test_saturation_condition_counts_pairs_in_the_saturated_batches():
     assert "not measured" in cond["ours"]
 
 
+def closed_form_least_infonce(degrees_apart: float, logit_scale: float) -> float:
+    """Two captions at angle a: the best image features point along t_i - t_j, so every one of the four
+    cross-entropy terms has the margin |t_i - t_j| = sqrt(2 (1 - cos a)) and the least symmetric loss is
+    log(1 + exp(-s sqrt(2 (1 - cos a))))."""
+    margin = math.sqrt(2 * (1 - math.cos(math.radians(degrees_apart))))
+    return math.log1p(math.exp(-logit_scale * margin))
+
+
+def test_least_infonce_matches_the_closed_forms():
+    from hnclip.analysis.geometry import least_infonce
+
+    # two captions 20 degrees apart at s = 10: 0.0306; half a degree apart at s = 100: 0.35
+    assert least_infonce(unit(0.0, 20.0), 10.0) == pytest.approx(closed_form_least_infonce(20.0, 10.0), rel=1e-3)
+    assert least_infonce(unit(0.0, 0.5), 100.0) == pytest.approx(closed_form_least_infonce(0.5, 100.0), rel=0.02)
+    # near the saturation threshold an upper estimate within 10 % (5 degrees at s = 100: 1.6e-4)
+    found, optimum = least_infonce(unit(0.0, 5.0), 100.0), closed_form_least_infonce(5.0, 100.0)
+    assert optimum <= found <= 1.1 * optimum
+    # a repeated caption: its two rows in each direction cannot beat a coin toss, log 2 each of 4 rows
+    t = np.eye(3)[[0, 0, 1, 2]]
+    assert least_infonce(t, 100.0) == pytest.approx(math.log(2) / 2, abs=1e-4)
+    with pytest.raises(ValueError, match="norm"):
+        least_infonce(2 * t, 100.0)
+
+
+def test_least_infonce_batches_are_independent_runs():
+    from hnclip.analysis.geometry import least_infonce, least_infonce_batches
+
+    pairs = np.stack([unit(0.0, 0.5), unit(0.0, 5.0), unit(30.0, 50.0)])
+    together = least_infonce_batches(pairs, 100.0)
+    assert together.tolist() == [least_infonce(p, 100.0) for p in pairs]  # bit for bit: Adam is per coordinate
+    assert together[0] == pytest.approx(closed_form_least_infonce(0.5, 100.0), rel=0.02)
+    with pytest.raises(ValueError, match="B >= 2"):
+        least_infonce_batches(unit(0.0)[None], 100.0)
+
+
+def test_saturable_micro_batches_counts_epoch_one_batches_below_the_threshold():
+    features = unit(0.0, 20.0, 90.0, 95.0, 180.0, 180.5)
+    batches = [R.MicroBatch(1, 1, 0, np.array([0, 1])), R.MicroBatch(1, 1, 1, np.array([2, 3])),
+               R.MicroBatch(1, 2, 0, np.array([4, 5])), R.MicroBatch(2, 3, 0, np.array([4, 5]))]
+    least = [closed_form_least_infonce(a, 100.0) for a in (20.0, 5.0, 0.5)]  # 8e-16, 1.6e-4, 0.35
+    assert least[0] < R.SATURATION_LOSS and least[1] < R.SATURATION_LOSS and least[2] > R.SATURATION_LOSS
+    bound = R.saturable_micro_batches(features, batches, 100.0)
+    assert bound["n_bound_micro_batches"] == 3  # the epoch-2 batch is not counted
+    assert bound["saturable_share"] == pytest.approx(2 / 3)
+    assert least[1] <= bound["least_infonce_median"] <= 1.1 * least[1]
+    assert R.saturable_micro_batches(features, batches, 100.0, limit=2)["saturable_share"] == 1.0
+    assert R.saturable_micro_batches(features, batches[3:], 100.0)["saturable_share"] is None
+
+
+def test_saturation_condition_shows_what_the_captions_allow_beside_it():
+    features = unit(0.0, 20.0, 90.0, 100.0, 180.0, 180.5)
+    batches = [R.MicroBatch(1, 1, 0, np.array([0, 1])), R.MicroBatch(1, 1, 1, np.array([4, 5]))]
+    dynamics = pd.DataFrame({"step": [1], "epoch": [1], "saturated_share": [0.5], "infonce_micro": ["1e-05 0.5"]})
+    run = R.PlainRun("runs/toy/longclip/g0/f1/s0", {"seed": 0, "config": {}}, dynamics, {})
+    plain = R.saturation_condition([run], {run.run_dir: batches}, features)
+    assert "saturable_share" not in plain["values"] and "allow" not in plain["ours"]
+    cond = R.saturation_condition([run], {run.run_dir: batches}, features, logit_scale=100.0)
+    assert cond["values"]["saturable_share"] == pytest.approx(0.5)
+    assert cond["values"]["n_bound_micro_batches"] == 2
+    assert "the captions allow 50.0 %" in cond["ours"]
+    # a diagnostic only: the verdict is the measured saturation's
+    assert cond["met"] == plain["met"] and cond["value"] == plain["value"]
+
+
 def test_learnable_condition_is_plain_minus_zeroshot_pairwise_accuracy():
     captions = unit(0.0, 20.0, 60.0)  # partners: 0 <-> 1, 2 -> 1
     zeroshot = R.ModelFeatures(unit(12.0, 40.0, 90.0), captions)  # I->T [F, T, T], T->I [T, F, F]
@@ -364,6 +428,9 @@ def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
     # the new log column: every epoch-1 micro-batch measured
     assert conditions["saturation"]["unmeasured_steps"] == 0
     assert conditions["saturation"]["values"]["saturated_share_epoch1"] is not None
+    # what the captions allow, at the backbone's logit scale, on the run's epoch-1 micro-batches (16 rows in 4s)
+    assert conditions["saturation"]["values"]["n_bound_micro_batches"] == 4
+    assert 0.0 <= conditions["saturation"]["values"]["saturable_share"] <= 1.0
     assert conditions["power"]["values"] == {"test_scenes": 16, "seeds": 1, "half_width": pytest.approx(0.0),
                                              "difference": 0.0, "seeds_for_target": 1}
     assert conditions["power"]["met"] is False

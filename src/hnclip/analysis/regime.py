@@ -39,7 +39,7 @@ import pandas as pd
 
 from hnclip import plan
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Outcomes, Samples, interval, outcomes_of
-from hnclip.analysis.geometry import batch_geometry, unit_features
+from hnclip.analysis.geometry import batch_geometry, least_infonce_batches, unit_features
 from hnclip.analysis.premise import PAPER, PAPER_GEOMETRY, is_plain_run, saturated_share_epoch1
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, SATURATION_LOSS, parse_micro_batch_losses
 
@@ -49,7 +49,7 @@ __all__ = [
     "hardest_partner",
     "load_plain_runs", "load_regime", "micro_batch_has_pair", "near_duplicate_companions",
     "pairwise_outcomes", "pairwise_outcomes_as_ranks", "rank_and_top1", "regime_report",
-    "saturated_micro_batches", "seeds_for_half_width", "trainer_micro_batches",
+    "saturable_micro_batches", "saturated_micro_batches", "seeds_for_half_width", "trainer_micro_batches",
 ]
 
 # --------------------------------------------------------------------------------------- definitions
@@ -64,6 +64,9 @@ GEOMETRY_HARDEST_MIN = 0.9
 GEOMETRY_GAP_MAX = 0.1
 SATURATED_MIN = 0.5
 SATURATED_WITH_PAIR_MIN = 0.5
+# condition 5's diagnostic: on how many of the first plain run's epoch-1 micro-batches the least InfoNCE
+# that free image features reach against the captions (geometry.least_infonce) is computed
+SATURABLE_MICRO_BATCHES = 32
 LEARNABLE_MIN = 5.0
 POWER_TEST_SCENES_MIN = 1000
 POWER_SEEDS_MIN = 3
@@ -123,7 +126,11 @@ DEFINITIONS = {
                 f"off-diagonal cosine",
     "saturation": f"plain FT, epoch 1: share of micro-batches with standard InfoNCE < {SATURATION_LOSS:g}, and the "
                   f"share of those holding a pair of caption cosine ≥ {NEAR_DUPLICATE_COSINE:g} (rows from the "
-                  f"dynamics log's per-micro-batch InfoNCE and epoch_order)",
+                  f"dynamics log's per-micro-batch InfoNCE and epoch_order); beside them, what the captions allow: "
+                  f"on the first {SATURABLE_MICRO_BATCHES} epoch-1 micro-batches of the first plain run, the least "
+                  f"standard InfoNCE that free unit image features reach against the backbone's caption features "
+                  f"at the backbone's logit scale (no image tower reaches less), its median and the share "
+                  f"below {SATURATION_LOSS:g}",
     "learnable_details": "pairwise accuracy on the test split against each scene's hardest near-duplicate j "
                          "(highest backbone caption cosine): I→T sim(img_i, cap_i) > sim(img_i, cap_j), T→I "
                          "sim(img_i, cap_i) > sim(img_j, cap_i); plain FT (mean over seeds) minus zero-shot, "
@@ -560,9 +567,30 @@ def geometry_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[Mic
     return condition("geometry", frac, values, met, ours, [train_manifest, *(r.run_dir for r in plain)])
 
 
+def saturable_micro_batches(train_features: np.ndarray, batches: Sequence[MicroBatch], logit_scale: float,
+                            limit: int = SATURABLE_MICRO_BATCHES) -> dict:
+    """What the captions allow of condition 5: the least standard InfoNCE any image features reach on each
+    of the first ``limit`` epoch-1 micro-batches (:func:`hnclip.analysis.geometry.least_infonce`, captions
+    fixed at ``train_features``): ``saturable_share`` (below :data:`SATURATION_LOSS`), ``least_infonce_median``
+    and ``n_bound_micro_batches``."""
+    rows = [b.rows for b in batches if b.epoch == 1][:limit]
+    if not rows:
+        return {"saturable_share": None, "least_infonce_median": None, "n_bound_micro_batches": 0}
+    by_size: dict[int, list[np.ndarray]] = {}
+    for r in rows:
+        by_size.setdefault(len(r), []).append(r)
+    least = np.concatenate([least_infonce_batches(np.stack([train_features[r] for r in group]), logit_scale)
+                            for group in by_size.values()])
+    return {"saturable_share": float(np.mean(least < SATURATION_LOSS)),
+            "least_infonce_median": float(np.median(least)), "n_bound_micro_batches": len(rows)}
+
+
 def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
-                         train_features: np.ndarray) -> dict:
-    """Condition 5: epoch-1 saturation of plain FT, and how many saturated micro-batches hold a pair."""
+                         train_features: np.ndarray, logit_scale: float | None = None) -> dict:
+    """Condition 5: epoch-1 saturation of plain FT, and how many saturated micro-batches hold a pair.
+
+    With the backbone's ``logit_scale``, also what the captions allow (:func:`saturable_micro_batches`),
+    a diagnostic beside the condition that never decides it."""
     share = saturated_share_epoch1([{"run": r.run_dir, "dynamics": r.dynamics} for r in plain])
     saturated, active, unmeasured = [], [], 0
     for run in plain:
@@ -585,6 +613,13 @@ def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[M
         second = (f"{_pct(with_pair)} of the {len(saturated)} saturated hold a pair "
                   f"(non-saturated: {_pct(active_with_pair)})")
     ours = f"{_pct(share)} saturated; {second}"
+    if logit_scale is not None and plain:
+        bound = saturable_micro_batches(train_features, batches[plain[0].run_dir], logit_scale)
+        values.update(bound)
+        if bound["n_bound_micro_batches"]:
+            ours += (f"; the captions allow {_pct(bound['saturable_share'])} (least InfoNCE of free image "
+                     f"features, median {bound['least_infonce_median']:.2g}, {bound['n_bound_micro_batches']} "
+                     f"micro-batches)")
     met = _all_met([_at_least(share, SATURATED_MIN), _at_least(with_pair, SATURATED_WITH_PAIR_MIN)])
     return condition("saturation", share, values, met, ours, [r.run_dir for r in plain],
                      unmeasured_steps=unmeasured)
@@ -678,14 +713,15 @@ def power_condition(n_test: int, main_records: Mapping[str, Sequence[tuple[str, 
 def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Mapping, zeroshot: ModelFeatures,
                   train_features: np.ndarray, text_image, main_records=None,
                   settings: BootstrapSettings | None = None, sources: Mapping[str, str] | None = None,
-                  agreement: Mapping[str, float] | None = None) -> dict:
+                  agreement: Mapping[str, float] | None = None, logit_scale: float | None = None) -> dict:
     """The seven conditions of one benchmark (``results/regime/<benchmark>.json``).
 
     ``plain``: the plain runs with their test ``features``; ``zeroshot``: the backbone's test features
     (its caption rows are the caption cosines' features); ``train_features``: the backbone's features
     of the training captions (manifest order, the trainer's row numbering); ``text_image``: each test
     caption's image index; ``main_records``: see :func:`power_condition`; ``sources``: file paths
-    (``zeroshot``, ``train_manifest``, ``backbone``, ``main_spec``) named in the conditions."""
+    (``zeroshot``, ``train_manifest``, ``backbone``, ``main_spec``) named in the conditions;
+    ``logit_scale``: the backbone's, for condition 5's diagnostic (None: not computed)."""
     if not plain:
         raise ValueError(f"{benchmark}: the regime conditions need at least one plain fine-tuning run")
     settings = settings or BootstrapSettings()
@@ -702,7 +738,7 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
         errors_condition(plain, text_image, caption_features, agreement),
         batch_condition(plain, batches, train_features, sources.get("train_manifest", "")),
         geometry_condition(plain, batches, train_features, sources.get("train_manifest", "")),
-        saturation_condition(plain, batches, train_features),
+        saturation_condition(plain, batches, train_features, logit_scale),
         learnable_condition(plain, zeroshot, np.arange(zeroshot.images.shape[0]), scene_captions, caption_features,
                             settings, split, sources.get("backbone", "")),
         power_condition(int(zeroshot.images.shape[0]), main_records, settings,

@@ -69,6 +69,7 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
     from hnclip.evaluate import _unique_images, resolve_device
     from hnclip.fileio import write_json_atomic
     from hnclip.models import load_model
+    from hnclip.models.dual_encoder import MAX_LOGIT_SCALE
 
     settings = settings or BootstrapSettings()
     device = resolve_device(device)
@@ -82,6 +83,7 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
 
     model = load_model(backbone).to(device)
     train_features = encode_captions(model, [str(c) for c in train[caption_column]], device=device).double().numpy()
+    logit_scale = float(model.logit_scale.detach().exp().clamp(max=MAX_LOGIT_SCALE))  # what the trainer uses
     del model
     zeroshot = encode_test_split(backbone, test, store, device, caption_column)
     agreement = {"zeroshot": _agreement(zeroshot, zeroshot_record, text_image)}
@@ -103,7 +105,7 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
         benchmark, plain, zeroshot_record, zeroshot, train_features, text_image, main_records, settings,
         sources={"zeroshot": str(zeroshot_eval), "train_manifest": str(train_manifest), "backbone": str(backbone),
                  "main_spec": str(main_spec) if main_spec else "", "main_evals": main_evals},
-        agreement={k: v for k, v in agreement.items() if v})
+        agreement={k: v for k, v in agreement.items() if v}, logit_scale=logit_scale)
     report.update(backbone=str(backbone), train_manifest=str(train_manifest), test_manifest=str(test_manifest))
     write_json_atomic(Path(out_json), report)
     for c in report["conditions"]:
