@@ -343,6 +343,9 @@ def test_saturable_micro_batches_counts_epoch_one_batches_below_the_threshold():
     assert least[1] <= bound["least_infonce_median"] <= 1.1 * least[1]
     assert R.saturable_micro_batches(features, batches, 100.0, limit=2)["saturable_share"] == 1.0
     assert R.saturable_micro_batches(features, batches[3:], 100.0)["saturable_share"] is None
+    # micro-batches of one caption (micro_batch: 1) have no negative to saturate against: left out, no error
+    single = [R.MicroBatch(1, k + 1, 0, np.array([k])) for k in range(3)]
+    assert R.saturable_micro_batches(features, single, 100.0)["n_bound_micro_batches"] == 0
 
 
 def test_saturation_condition_shows_what_the_captions_allow_beside_it():

@@ -573,7 +573,7 @@ def saturable_micro_batches(train_features: np.ndarray, batches: Sequence[MicroB
     of the first ``limit`` epoch-1 micro-batches (:func:`hnclip.analysis.geometry.least_infonce`, captions
     fixed at ``train_features``): ``saturable_share`` (below :data:`SATURATION_LOSS`), ``least_infonce_median``
     and ``n_bound_micro_batches``."""
-    rows = [b.rows for b in batches if b.epoch == 1][:limit]
+    rows = [b.rows for b in batches if b.epoch == 1 and len(b.rows) >= 2][:limit]  # one caption has no negative
     if not rows:
         return {"saturable_share": None, "least_infonce_median": None, "n_bound_micro_batches": 0}
     by_size: dict[int, list[np.ndarray]] = {}
