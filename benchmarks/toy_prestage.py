@@ -39,9 +39,10 @@ sys.path.insert(0, str(REPO / "src"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from toy_slice import slice_scenes  # noqa: E402  (this folder: the script's own)
 
 from hnclip.analysis.geometry import batch_geometry  # noqa: E402
-from hnclip.analysis.regime import NEAR_DUPLICATE_COSINE  # noqa: E402
+from hnclip.analysis.regime import micro_batch_has_pair  # noqa: E402
 from hnclip.data import synthetic as syn  # noqa: E402
 from hnclip.data.image_store import resize_center_crop, to_model_input  # noqa: E402
 from hnclip.dynamics_log import SATURATION_LOSS  # noqa: E402
@@ -52,17 +53,6 @@ ACCUM_STEPS = 2
 FT_EPOCHS = 3
 FT_WARMUP = 5
 PRESTAGE_WARMUP = 50
-
-
-def slice_scenes(where, stream: str, seed: int, count: int) -> list:
-    scenes, seen, index = [], set(), 0
-    while len(scenes) < count:
-        scene = syn.sample_scene("synthetic", random.Random(f"synthetic:{stream}:{seed}:{index}"), where)
-        index += 1
-        if scene.signature() not in seen:
-            seen.add(scene.signature())
-            scenes.append(scene)
-    return scenes
 
 
 class Scenes:
@@ -93,12 +83,6 @@ def standard_infonce(images: torch.Tensor, texts: torch.Tensor, logit_scale: flo
     return 0.5 * (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels))
 
 
-def holds_pair(backbone_texts: torch.Tensor, rows) -> bool:
-    cos = (backbone_texts[rows] @ backbone_texts[rows].T).numpy()
-    np.fill_diagonal(cos, -1.0)
-    return bool((cos >= NEAR_DUPLICATE_COSINE).any())
-
-
 def share_with_pair(saturated: np.ndarray, pairs: np.ndarray) -> str:
     return f"{pairs[saturated].mean():.2f}" if saturated.any() else "-"
 
@@ -112,7 +96,7 @@ def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str) -
     order = np.random.default_rng(1).permutation(len(probe))
     batches = [order[k:k + MICRO_BATCH] for k in range(0, len(order) - MICRO_BATCH + 1, MICRO_BATCH)]
     losses = np.array([float(standard_infonce(images[rows], texts[rows], logit_scale)) for rows in batches])
-    pairs = np.array([holds_pair(backbone_texts, rows) for rows in batches])
+    pairs = np.array([micro_batch_has_pair(backbone_texts, rows) for rows in batches])
     geometry = batch_geometry(texts.double().numpy(), batches)
     saturated = losses < SATURATION_LOSS
     print(f"{tag}: probe R@1 {i2t:.1f} / {t2i:.1f}; micro-batches < {SATURATION_LOSS:g}: {saturated.mean():.2f} "
@@ -170,7 +154,7 @@ def plain_fine_tune(start, data: Scenes, probe: Scenes, backbone_texts, train_te
                 (loss / ACCUM_STEPS).backward()
                 if epoch == 0:
                     epoch1.append(float(loss.detach()))
-                    pairs.append(holds_pair(train_texts, rows))
+                    pairs.append(micro_batch_has_pair(train_texts, rows))
             torch.nn.utils.clip_grad_norm_(parameters, 1.0)
             optimiser.step()
             schedule.step()
@@ -201,18 +185,19 @@ def main(argv=None) -> int:
     model = load_model(args.backbone)
     logit_scale = float(model.logit_scale.detach().exp().clamp(max=100))
     where = syn.family_slice("synthetic", args.inventory, 1, args.slice_seed, (7, 7), ["solid"])
-    probe_scenes = slice_scenes(where, "prestage-probe", args.slice_seed, 1024)
+    probe_scenes = slice_scenes("synthetic", where, 1024, args.slice_seed, "prestage-probe")
     chains = random.Random(0)
     same = (caption_features(model, probe_scenes[:512])
             * caption_features(model, [rechained(s, chains) for s in probe_scenes[:512]])).sum(1)
     print(f"a scene's caption against the same scene's with another relation chain: cosine median "
           f"{float(same.median()):.4f} (512 probe scenes)", flush=True)
     pool, probe, tuning = (Scenes(model, scenes) for scenes in
-                           (slice_scenes(where, "prestage-pool", args.slice_seed, args.pool), probe_scenes,
-                            slice_scenes(where, "prestage-ft", args.slice_seed, args.ft_scenes)))
+                           (slice_scenes("synthetic", where, args.pool, args.slice_seed, "prestage-pool"), probe_scenes,
+                            slice_scenes("synthetic", where, args.ft_scenes, args.slice_seed, "prestage-ft")))
     pool_texts = features(model, pool)[1]
-    probe_texts = features(model, probe)[1]
-    tuning_texts = features(model, tuning)[1]
+    # the backbone's caption features, for the near-duplicate pairs (float64 rows, as the regime reads them)
+    probe_texts = features(model, probe)[1].double().numpy()
+    tuning_texts = features(model, tuning)[1].double().numpy()
     print(f"{len(pool)} pre-stage, {len(probe)} probe, {len(tuning)} fine-tuning scenes rendered in "
           f"{time.time() - began:.0f} s; logit scale {logit_scale:g}", flush=True)
 

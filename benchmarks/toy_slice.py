@@ -41,10 +41,11 @@ from hnclip.dynamics_log import SATURATION_LOSS  # noqa: E402
 from hnclip.models import load_model  # noqa: E402
 
 
-def slice_scenes(family: str, where, count: int, seed: int) -> list:
+def slice_scenes(family: str, where, count: int, seed: int, stream: str = "slice-probe") -> list:
+    """``count`` distinct scenes of the slice from the stream ``<family>:<stream>:<seed>`` (no split uses it)."""
     scenes, seen, index = [], set(), 0
     while len(scenes) < count:
-        scene = syn.sample_scene(family, random.Random(f"{family}:slice-probe:{seed}:{index}"), where)
+        scene = syn.sample_scene(family, random.Random(f"{family}:{stream}:{seed}:{index}"), where)
         index += 1
         if scene.signature() not in seen:
             seen.add(scene.signature())

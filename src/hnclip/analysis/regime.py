@@ -576,11 +576,7 @@ def saturable_micro_batches(train_features: np.ndarray, batches: Sequence[MicroB
     rows = [b.rows for b in batches if b.epoch == 1 and len(b.rows) >= 2][:limit]  # one caption has no negative
     if not rows:
         return {"saturable_share": None, "least_infonce_median": None, "n_bound_micro_batches": 0}
-    by_size: dict[int, list[np.ndarray]] = {}
-    for r in rows:
-        by_size.setdefault(len(r), []).append(r)
-    least = np.concatenate([least_infonce_batches(np.stack([train_features[r] for r in group]), logit_scale)
-                            for group in by_size.values()])
+    least = least_infonce_batches(train_features[np.stack(rows)], logit_scale)  # the trainer's are all one size
     return {"saturable_share": float(np.mean(least < SATURATION_LOSS)),
             "least_infonce_median": float(np.median(least)), "n_bound_micro_batches": len(rows)}
 
