@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     began = time.time()
     model = load_model(args.backbone)
-    logit_scale = float(model.logit_scale.detach().exp().clamp(max=100))
+    logit_scale = float(model.scale().detach())
     where = syn.family_slice("synthetic", args.inventory, 1, args.slice_seed, (7, 7), ["solid"])
     probe_scenes = slice_scenes("synthetic", where, 1024, args.slice_seed, "prestage-probe")
     chains = random.Random(0)

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     model = load_model(args.backbone)
-    logit_scale = float(model.logit_scale.detach().exp().clamp(max=100))
+    logit_scale = float(model.scale().detach())
     bound_columns = f" {'least':>8s} {'<1e-3':>6s}" if args.bound else ""
     print(f"{'seed':>4s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} {'mate>=0.9':>9s}{bound_columns} "
           f"{'zs I→T':>7s} {'zs T→I':>7s}  kinds")

@@ -73,6 +73,16 @@ def _images(n=3, size=32, seed=0):
     return torch.randn(n, 3, size, size, generator=torch.Generator().manual_seed(seed))
 
 
+@pytest.mark.parametrize("log_scale, expected", [(math.log(50.0), 50.0), (math.log(400.0), 100.0)])
+def test_scale_is_exp_of_the_log_scale_clamped_at_100_and_forward_returns_it(log_scale, expected):
+    model = create_model("micro", seed=0)
+    with torch.no_grad():
+        model.logit_scale.fill_(log_scale)
+    assert float(model.scale()) == pytest.approx(expected, rel=1e-6)
+    out = model(torch.zeros(1, 3, 32, 32), None)
+    assert float(out["logit_scale"]) == pytest.approx(expected, rel=1e-6)
+
+
 def test_forward_token_outputs_shapes_normalisation_and_mask():
     model = create_model("micro", seed=0).eval()
     tokens = torch.zeros(3, 77, dtype=torch.long)

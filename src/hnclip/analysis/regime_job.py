@@ -69,7 +69,6 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
     from hnclip.evaluate import _unique_images, resolve_device
     from hnclip.fileio import write_json_atomic
     from hnclip.models import load_model
-    from hnclip.models.dual_encoder import MAX_LOGIT_SCALE
 
     settings = settings or BootstrapSettings()
     device = resolve_device(device)
@@ -83,7 +82,7 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
 
     model = load_model(backbone).to(device)
     train_features = encode_captions(model, [str(c) for c in train[caption_column]], device=device).double().numpy()
-    logit_scale = float(model.logit_scale.detach().exp().clamp(max=MAX_LOGIT_SCALE))  # what the trainer uses
+    logit_scale = float(model.scale().detach())  # what the trainer uses
     del model
     zeroshot = encode_test_split(backbone, test, store, device, caption_column)
     agreement = {"zeroshot": _agreement(zeroshot, zeroshot_record, text_image)}

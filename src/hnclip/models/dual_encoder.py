@@ -144,6 +144,11 @@ class DualEncoder(nn.Module):
     def encode_text(self, tokens: torch.Tensor) -> torch.Tensor:
         return F.normalize(self._encode_text(tokens, with_tokens=False)[0], dim=-1)
 
+    def scale(self) -> torch.Tensor:
+        """The logit scale s the losses multiply cosines by: exp of the learned log-scale, clamped at
+        ``MAX_LOGIT_SCALE`` as CLIP clamps it; the one place that expression is written."""
+        return self.logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)
+
     def forward(self, images: torch.Tensor | None, tokens: torch.Tensor | None,
                 with_tokens: bool = False, normalize_tokens: bool = True) -> dict[str, torch.Tensor]:
         """Normalised features of both towers and the exponentiated, clamped logit scale.
@@ -154,7 +159,7 @@ class DualEncoder(nn.Module):
         aggregators weight the raw projected tokens); positions after the batch's longest caption are
         zero vectors (never computed, see ``_encode_text``). Passing None for one input skips that tower.
         """
-        out = {"logit_scale": self.logit_scale.exp().clamp(max=MAX_LOGIT_SCALE)}
+        out = {"logit_scale": self.scale()}
         if images is not None:
             pooled, patches = self._encode_image(images, with_tokens)
             out["image_features"] = F.normalize(pooled, dim=-1)
