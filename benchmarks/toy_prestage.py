@@ -47,6 +47,7 @@ from hnclip.data import synthetic as syn  # noqa: E402
 from hnclip.data.image_store import resize_center_crop, to_model_input  # noqa: E402
 from hnclip.dynamics_log import SATURATION_LOSS  # noqa: E402
 from hnclip.models import load_model  # noqa: E402
+from hnclip.models.dual_encoder import build_clip  # noqa: E402
 
 MICRO_BATCH = 16
 ACCUM_STEPS = 2
@@ -68,6 +69,13 @@ class Scenes:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    @classmethod
+    def subset(cls, data: Scenes, n: int) -> Scenes:
+        """The first ``n`` scenes of ``data``."""
+        part = cls.__new__(cls)
+        part.pixels, part.tokens = data.pixels[:n], data.tokens[:n]
+        return part
+
 
 @torch.no_grad()
 def features(model, data: Scenes) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,15 +95,27 @@ def share_with_pair(saturated: np.ndarray, pairs: np.ndarray) -> str:
     return f"{pairs[saturated].mean():.2f}" if saturated.any() else "-"
 
 
-def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str) -> None:
+def random_micro_batches(n: int) -> list[np.ndarray]:
+    """Rows of ``n`` scenes in random micro-batches of 16 (one fixed shuffle)."""
+    order = np.random.default_rng(1).permutation(n)
+    return [order[k:k + MICRO_BATCH] for k in range(0, n - MICRO_BATCH + 1, MICRO_BATCH)]
+
+
+def micro_batch_losses(images: torch.Tensor, texts: torch.Tensor, batches, logit_scale: float) -> np.ndarray:
+    return np.array([float(standard_infonce(images[rows], texts[rows], logit_scale)) for rows in batches])
+
+
+def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str,
+           seen: tuple[Scenes, torch.Tensor] | None = None) -> None:
+    """Probe numbers; with ``seen`` (pre-stage scenes and their frozen caption features), also the
+    micro-batch loss on scenes the image tower trained on: what it can fit, against what it generalises."""
     images, texts = features(model, probe)
     scores = images @ texts.T
     truth = torch.arange(len(probe))
     i2t = 100 * float((scores.argmax(1) == truth).float().mean())
     t2i = 100 * float((scores.argmax(0) == truth).float().mean())
-    order = np.random.default_rng(1).permutation(len(probe))
-    batches = [order[k:k + MICRO_BATCH] for k in range(0, len(order) - MICRO_BATCH + 1, MICRO_BATCH)]
-    losses = np.array([float(standard_infonce(images[rows], texts[rows], logit_scale)) for rows in batches])
+    batches = random_micro_batches(len(probe))
+    losses = micro_batch_losses(images, texts, batches, logit_scale)
     pairs = np.array([micro_batch_has_pair(backbone_texts, rows) for rows in batches])
     geometry = batch_geometry(texts.double().numpy(), batches)
     saturated = losses < SATURATION_LOSS
@@ -103,6 +123,26 @@ def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str) -
           f"(with a pair {share_with_pair(saturated, pairs)}), median InfoNCE {np.median(losses):.3g}; "
           f"captions >= 0.8 {geometry['frac_ge_0.8']:.2f}, hardest {geometry['mean_hardest']:.3f}, "
           f"hardest - mean {geometry['mean_hardest'] - geometry['mean_offdiag']:.3f}", flush=True)
+    if seen is not None:
+        losses = micro_batch_losses(features(model, seen[0])[0], seen[1], random_micro_batches(len(seen[0])),
+                                    logit_scale)
+        print(f"{' ' * (len(tag) - len(tag.lstrip()))}  on {len(seen[0])} pre-stage scenes (seen): micro-batches "
+              f"< {SATURATION_LOSS:g}: {(losses < SATURATION_LOSS).mean():.2f}, median InfoNCE "
+              f"{np.median(losses):.3g}", flush=True)
+
+
+def fresh_image_tower(model, shape: str) -> None:
+    """Replace the backbone's image tower by a randomly initialised one of ``shape``
+    ("WIDTH,LAYERS,IMAGE_SIZE,PATCH"; the backbone's is 64,2,32,8), projecting to the same embedding: is
+    the tower's size what holds the micro-batch loss above the threshold?"""
+    try:
+        width, layers, size, patch = (int(v) for v in shape.split(","))
+    except ValueError:
+        raise SystemExit(f"--image-tower: expected WIDTH,LAYERS,IMAGE_SIZE,PATCH, got {shape!r}") from None
+    config = copy.deepcopy(model.spec["config"])
+    config["vision_cfg"] = dict(config["vision_cfg"], width=width, layers=layers, image_size=size, patch_size=patch)
+    model.clip.visual = build_clip(config, 2).visual  # seeded by the script's torch.manual_seed
+    model.image_size = (size, size)
 
 
 def rechained(scene, rng: random.Random):
@@ -178,12 +218,18 @@ def main(argv=None) -> int:
     parser.add_argument("--ft-at", type=int, nargs="*", default=[4000])
     parser.add_argument("--ft-lrs", type=float, nargs="+", default=[1e-4])
     parser.add_argument("--ft-scenes", type=int, default=1536)
+    parser.add_argument("--image-tower", default=None, metavar="WIDTH,LAYERS,IMAGE_SIZE,PATCH",
+                        help="pre-stage a fresh image tower of this shape instead of the backbone's")
+    parser.add_argument("--seen", type=int, default=0,
+                        help="also report the micro-batch loss on this many pre-stage scenes (seen in training)")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     torch.manual_seed(0)
     began = time.time()
     model = load_model(args.backbone)
     logit_scale = float(model.scale().detach())
+    if args.image_tower:
+        fresh_image_tower(model, args.image_tower)
     where = syn.family_slice("synthetic", args.inventory, 1, args.slice_seed, (7, 7), ["solid"])
     probe_scenes = slice_scenes("synthetic", where, 1024, args.slice_seed, "prestage-probe")
     chains = random.Random(0)
@@ -195,6 +241,7 @@ def main(argv=None) -> int:
                            (slice_scenes("synthetic", where, args.pool, args.slice_seed, "prestage-pool"), probe_scenes,
                             slice_scenes("synthetic", where, args.ft_scenes, args.slice_seed, "prestage-ft")))
     pool_texts = features(model, pool)[1]
+    seen = (Scenes.subset(pool, args.seen), pool_texts[:args.seen]) if args.seen else None
     # the backbone's caption features, for the near-duplicate pairs (float64 rows, as the regime reads them)
     probe_texts = features(model, probe)[1].double().numpy()
     tuning_texts = features(model, tuning)[1].double().numpy()
@@ -213,7 +260,7 @@ def main(argv=None) -> int:
     order, cursor = rng.permutation(len(pool)), 0
     for step in range(last + 1):
         if step in args.steps:
-            report(model, probe, probe_texts, logit_scale, f"pre-stage step {step}")
+            report(model, probe, probe_texts, logit_scale, f"pre-stage step {step}", seen)
             for lr in args.ft_lrs if step in args.ft_at else ():
                 plain_fine_tune(model, tuning, probe, probe_texts, tuning_texts, logit_scale, lr,
                                 f"plain FT from step {step} at lr {lr:g}")

@@ -331,6 +331,48 @@ def test_least_infonce_batches_are_independent_runs():
         least_infonce_batches(unit(0.0)[None], 100.0)
 
 
+def test_least_infonce_scenes_with_one_batch_is_the_closed_form():
+    from hnclip.analysis.geometry import least_infonce_scenes
+
+    # two scenes, micro-batches of two: every partition is the same batch, so one feature per scene is
+    # one feature per batch and the two-caption closed form holds
+    found = least_infonce_scenes(unit(0.0, 20.0), np.array([[0, 1]]), 10.0)
+    assert found[0] == pytest.approx(closed_form_least_infonce(20.0, 10.0), rel=1e-3)
+    found = least_infonce_scenes(unit(0.0, 0.5), np.array([[1, 0]]), 100.0)
+    assert found[0] == pytest.approx(closed_form_least_infonce(0.5, 100.0), rel=0.02)
+    with pytest.raises(ValueError, match="evaluation must be"):
+        least_infonce_scenes(unit(0.0, 20.0), np.array([[0, 1, 0]]), 10.0)
+
+
+def test_least_infonce_scenes_repeated_caption_costs_log_2_and_distinct_ones_saturate():
+    from hnclip.analysis.geometry import least_infonce_scenes
+
+    # scenes 0 and 1 share a caption: in a batch together no feature tells them apart (log 2 on each of
+    # the four cross-entropy rows); scenes 2 and 3 have orthogonal captions of their own, and one feature
+    # each (2 along e1 away from e0 and e2) sets them apart from every caption by a margin of ~1.15
+    captions = np.eye(3)[[0, 0, 1, 2]]
+    found = least_infonce_scenes(captions, np.array([[0, 1], [2, 3]]), 100.0)
+    assert found[0] == pytest.approx(math.log(2), abs=1e-6)
+    assert found[1] < 1e-30
+
+
+def test_least_infonce_scenes_is_no_lower_than_fitting_each_batch():
+    from hnclip.analysis.geometry import least_infonce_batches, least_infonce_scenes
+
+    # 64 crowded captions in 8 dimensions (median pairwise cosine 0.87, the paper's 0.84-0.88): features
+    # fitted per batch (a relaxation) reach at least as low as one feature per scene on the same batches;
+    # here every batch is saturable when fitted alone (< 1e-3) and none with one feature per scene
+    rng = np.random.default_rng(0)
+    raw = np.eye(8)[0] + 0.15 * rng.standard_normal((64, 8))
+    captions = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    assert np.median((captions @ captions.T)[~np.eye(64, dtype=bool)]) == pytest.approx(0.87, abs=0.01)
+    evaluation = rng.permutation(64).reshape(4, 16)
+    per_batch = least_infonce_batches(captions[evaluation], 100.0)
+    per_scene = least_infonce_scenes(captions, evaluation, 100.0)
+    assert np.all(per_scene >= per_batch)
+    assert np.all(per_batch < R.SATURATION_LOSS) and np.all(per_scene > R.SATURATION_LOSS)
+
+
 def test_saturable_micro_batches_counts_epoch_one_batches_below_the_threshold():
     features = unit(0.0, 20.0, 90.0, 95.0, 180.0, 180.5)
     batches = [R.MicroBatch(1, 1, 0, np.array([0, 1])), R.MicroBatch(1, 1, 1, np.array([2, 3])),
@@ -341,6 +383,8 @@ def test_saturable_micro_batches_counts_epoch_one_batches_below_the_threshold():
     assert bound["n_bound_micro_batches"] == 3  # the epoch-2 batch is not counted
     assert bound["saturable_share"] == pytest.approx(2 / 3)
     assert least[1] <= bound["least_infonce_median"] <= 1.1 * least[1]
+    # one feature per scene cannot beat features fitted per batch (0.35 stays above the threshold)
+    assert bound["scene_infonce_median"] >= least[1] and bound["scene_saturable_share"] <= 2 / 3
     assert R.saturable_micro_batches(features, batches, 100.0, limit=2)["saturable_share"] == 1.0
     assert R.saturable_micro_batches(features, batches[3:], 100.0)["saturable_share"] is None
     # micro-batches of one caption (micro_batch: 1) have no negative to saturate against: left out, no error
@@ -359,6 +403,7 @@ def test_saturation_condition_shows_what_the_captions_allow_beside_it():
     assert cond["values"]["saturable_share"] == pytest.approx(0.5)
     assert cond["values"]["n_bound_micro_batches"] == 2
     assert "the captions allow 50.0 %" in cond["ours"]
+    assert f"{100 * cond['values']['scene_saturable_share']:.1f} % with one feature per scene" in cond["ours"]
     # a diagnostic only: the verdict is the measured saturation's
     assert cond["met"] == plain["met"] and cond["value"] == plain["value"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 __all__ = ["LEAST_INFONCE_STEPS", "THRESHOLDS", "batch_geometry", "caption_geometry", "least_infonce",
-           "least_infonce_batches", "sample_batches", "unit_features"]
+           "least_infonce_batches", "least_infonce_scenes", "sample_batches", "unit_features"]
 
 THRESHOLDS = (0.8, 0.9)
 _NORM_TOLERANCE = 1e-3
@@ -22,6 +22,11 @@ _NORM_TOLERANCE = 1e-3
 # of micro-batches below 1e-3 as 600 (benchmarks/README.md, "toy_slice.py")
 LEAST_INFONCE_STEPS = 600
 LEAST_INFONCE_LR = 0.02
+# :func:`least_infonce_scenes`: Adam steps, each on this many random partitions of the scenes; on the toy's
+# default slice 1,000 to 5,000 steps at rates 0.005-0.1 found the same median within 0.002
+# (benchmarks/README.md, "toy_slice.py")
+LEAST_INFONCE_SCENE_STEPS = 1000
+LEAST_INFONCE_SCENE_PARTITIONS = 4
 
 
 def sample_batches(n: int, batch_size: int, n_batches: int, seed: int) -> list[np.ndarray]:
@@ -137,17 +142,68 @@ def least_infonce_batches(captions: np.ndarray, logit_scale: float, steps: int =
         raise ValueError(f"captions must be [K, B, D] with B >= 2, got shape {captions.shape}")
     k, b, d = captions.shape
     texts = torch.from_numpy(unit_features(captions.reshape(k * b, d)).reshape(k, b, d))
-    labels = torch.arange(b).repeat(k)
     free = texts.clone().requires_grad_(True)
     optimiser = torch.optim.Adam([free], lr=lr)
     least = torch.full((k,), float("inf"), dtype=torch.float64)
     for _ in range(steps + 1):
-        logits = float(logit_scale) * torch.nn.functional.normalize(free, dim=-1) @ texts.transpose(1, 2)
-        i2t = torch.nn.functional.cross_entropy(logits.reshape(k * b, b), labels, reduction="none")
-        t2i = torch.nn.functional.cross_entropy(logits.transpose(1, 2).reshape(k * b, b), labels, reduction="none")
-        losses = 0.5 * (i2t.view(k, b).mean(1) + t2i.view(k, b).mean(1))
+        losses = _batched_infonce(torch.nn.functional.normalize(free, dim=-1), texts, logit_scale)
         least = torch.minimum(least, losses.detach())
         optimiser.zero_grad()
         losses.sum().backward()
         optimiser.step()
     return least.numpy()
+
+
+def least_infonce_scenes(captions: np.ndarray, evaluation: np.ndarray, logit_scale: float,
+                         steps: int = LEAST_INFONCE_SCENE_STEPS, lr: float = LEAST_INFONCE_LR,
+                         partitions: int = LEAST_INFONCE_SCENE_PARTITIONS, seed: int = 0) -> np.ndarray:
+    """Standard InfoNCE of each ``evaluation`` micro-batch when each scene has one image feature, chosen for
+    the least mean loss over random micro-batches: what the captions leave of saturation to an image tower.
+
+    :func:`least_infonce_batches` fits a batch's image features to that batch's captions alone, so a scene
+    may point one way in one batch and another way in the next. An image tower cannot: it gives a scene one
+    feature whatever batch the scene lands in, and must set it apart from every caption it might meet.
+    Here ``captions`` ([N, D] unit rows, one per scene) are fixed and the N image features are free unit
+    vectors, started at the captions and moved by Adam on the mean loss over ``partitions`` fresh random
+    partitions of the N scenes into micro-batches of the evaluation's size B per step (``seed`` draws them;
+    a remainder of N mod B sits out that partition). The losses returned are those of the ``evaluation``
+    micro-batches ([K, B] row indices) at the final features: a partition the features were not fitted to,
+    as epoch 1's micro-batches are to a pretrained tower. No image tower reaches a lower mean loss over
+    random micro-batches against these captions (up to the optimiser's upper estimate, as in
+    :func:`least_infonce`); a tower could trade mean loss for a larger share below a threshold, so a share
+    read from these losses describes the optimum of the mean, not a strict bound. With N = B there is one
+    partition, and the loss approaches :func:`least_infonce`'s closed forms. float64, deterministic on one machine.
+    """
+    import torch
+
+    texts = torch.from_numpy(unit_features(np.asarray(captions, dtype=np.float64)))
+    evaluation = np.asarray(evaluation)
+    if evaluation.ndim != 2 or evaluation.shape[1] < 2 or evaluation.shape[1] > len(texts):
+        raise ValueError(f"evaluation must be [K, B] row indices with 2 <= B <= {len(texts)} (the captions), "
+                         f"got shape {evaluation.shape}")
+    n, b = len(texts), evaluation.shape[1]
+    rng = np.random.default_rng(seed)
+    free = texts.clone().requires_grad_(True)
+    optimiser = torch.optim.Adam([free], lr=lr)
+    for _ in range(steps):
+        rows = torch.from_numpy(np.concatenate([rng.permutation(n)[:n // b * b].reshape(-1, b)
+                                                for _ in range(partitions)]))
+        loss = _batched_infonce(torch.nn.functional.normalize(free, dim=-1)[rows], texts[rows], logit_scale).mean()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    with torch.no_grad():
+        rows = torch.from_numpy(evaluation)
+        return _batched_infonce(torch.nn.functional.normalize(free, dim=-1)[rows], texts[rows], logit_scale).numpy()
+
+
+def _batched_infonce(images, texts, logit_scale: float):
+    """Symmetric standard InfoNCE of K micro-batches at once: images and texts [K, B, D] unit rows -> [K]."""
+    import torch
+
+    k, b, _ = images.shape
+    labels = torch.arange(b).repeat(k)
+    logits = float(logit_scale) * images @ texts.transpose(1, 2)
+    i2t = torch.nn.functional.cross_entropy(logits.reshape(k * b, b), labels, reduction="none")
+    t2i = torch.nn.functional.cross_entropy(logits.transpose(1, 2).reshape(k * b, b), labels, reduction="none")
+    return 0.5 * (i2t.view(k, b).mean(1) + t2i.view(k, b).mean(1))

@@ -39,7 +39,7 @@ import pandas as pd
 
 from hnclip import plan
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Outcomes, Samples, interval, outcomes_of
-from hnclip.analysis.geometry import batch_geometry, least_infonce_batches, unit_features
+from hnclip.analysis.geometry import batch_geometry, least_infonce_batches, least_infonce_scenes, unit_features
 from hnclip.analysis.premise import PAPER, PAPER_GEOMETRY, is_plain_run, saturated_share_epoch1
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, SATURATION_LOSS, parse_micro_batch_losses
 
@@ -129,8 +129,10 @@ DEFINITIONS = {
                   f"dynamics log's per-micro-batch InfoNCE and epoch_order); beside them, what the captions allow: "
                   f"on the first {SATURABLE_MICRO_BATCHES} epoch-1 micro-batches of the first plain run, the least "
                   f"standard InfoNCE that free unit image features reach against the backbone's caption features "
-                  f"at the backbone's logit scale (no image tower reaches less), its median and the share "
-                  f"below {SATURATION_LOSS:g}",
+                  f"at the backbone's logit scale, fitted to each micro-batch alone (no image tower reaches "
+                  f"less), its median and the share below {SATURATION_LOSS:g}; and the same micro-batches' "
+                  f"loss when every training scene has one free image feature, fitted to the mean loss over "
+                  f"random micro-batches (as an image tower gives a scene one feature, whatever its batch)",
     "learnable_details": "pairwise accuracy on the test split against each scene's hardest near-duplicate j "
                          "(highest backbone caption cosine): I→T sim(img_i, cap_i) > sim(img_i, cap_j), T→I "
                          "sim(img_i, cap_i) > sim(img_j, cap_i); plain FT (mean over seeds) minus zero-shot, "
@@ -569,16 +571,24 @@ def geometry_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[Mic
 
 def saturable_micro_batches(train_features: np.ndarray, batches: Sequence[MicroBatch], logit_scale: float,
                             limit: int = SATURABLE_MICRO_BATCHES) -> dict:
-    """What the captions allow of condition 5: the least standard InfoNCE any image features reach on each
-    of the first ``limit`` epoch-1 micro-batches (:func:`hnclip.analysis.geometry.least_infonce`, captions
-    fixed at ``train_features``): ``saturable_share`` (below :data:`SATURATION_LOSS`), ``least_infonce_median``
-    and ``n_bound_micro_batches``."""
+    """What the captions allow of condition 5, on the first ``limit`` epoch-1 micro-batches (captions fixed at
+    ``train_features``, one row per training scene): the least standard InfoNCE that image features fitted
+    to each micro-batch alone reach (:func:`hnclip.analysis.geometry.least_infonce_batches`: no image tower
+    reaches less), ``saturable_share`` below :data:`SATURATION_LOSS` and ``least_infonce_median``; and the
+    micro-batches' loss when every training scene has one image feature fitted to the mean loss over random
+    micro-batches (:func:`hnclip.analysis.geometry.least_infonce_scenes`, what a tower can aim at),
+    ``scene_saturable_share`` and ``scene_infonce_median``; ``n_bound_micro_batches``."""
     rows = [b.rows for b in batches if b.epoch == 1 and len(b.rows) >= 2][:limit]  # one caption has no negative
     if not rows:
-        return {"saturable_share": None, "least_infonce_median": None, "n_bound_micro_batches": 0}
-    least = least_infonce_batches(train_features[np.stack(rows)], logit_scale)  # the trainer's are all one size
+        return {"saturable_share": None, "least_infonce_median": None, "scene_saturable_share": None,
+                "scene_infonce_median": None, "n_bound_micro_batches": 0}
+    evaluation = np.stack(rows)  # the trainer's micro-batches are all one size
+    least = least_infonce_batches(train_features[evaluation], logit_scale)
+    scene = least_infonce_scenes(train_features, evaluation, logit_scale)
     return {"saturable_share": float(np.mean(least < SATURATION_LOSS)),
-            "least_infonce_median": float(np.median(least)), "n_bound_micro_batches": len(rows)}
+            "least_infonce_median": float(np.median(least)),
+            "scene_saturable_share": float(np.mean(scene < SATURATION_LOSS)),
+            "scene_infonce_median": float(np.median(scene)), "n_bound_micro_batches": len(rows)}
 
 
 def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
@@ -615,7 +625,8 @@ def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[M
         if bound["n_bound_micro_batches"]:
             ours += (f"; the captions allow {_pct(bound['saturable_share'])} (least InfoNCE of free image "
                      f"features, median {bound['least_infonce_median']:.2g}, {bound['n_bound_micro_batches']} "
-                     f"micro-batches)")
+                     f"micro-batches), {_pct(bound['scene_saturable_share'])} with one feature per scene as a "
+                     f"tower gives (median {bound['scene_infonce_median']:.2g})")
     met = _all_met([_at_least(share, SATURATED_MIN), _at_least(with_pair, SATURATED_WITH_PAIR_MIN)])
     return condition("saturation", share, values, met, ours, [r.run_dir for r in plain],
                      unmeasured_steps=unmeasured)
