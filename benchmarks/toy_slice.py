@@ -5,7 +5,8 @@ The embedded default's benchmark is a narrow slice of the family its backbone wa
 drawn by the benchmark's seed). Which kinds a seed draws changes how close the captions sit in the
 backbone's text tower, so the seed is chosen here, on scenes of the slice drawn from a stream no split
 uses, by the paper's caption geometry alone (negatives >= 0.8, hardest in-batch cosine, hardest minus
-mean), never by a retrieval result of any fine-tuned model. Zero-shot R@1 is printed for information.
+mean; ``dims``: the captions' effective dimensions, ``hnclip.analysis.geometry.effective_dimensions``), never
+by a retrieval result of any fine-tuned model. Zero-shot R@1 is printed for information.
 
     .venv/bin/python benchmarks/toy_slice.py --backbone results/backbone/model --seeds 0 1 2 3 4 5 6 7
 
@@ -34,7 +35,12 @@ sys.path.insert(0, str(REPO / "src"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from hnclip.analysis.geometry import batch_geometry, least_infonce_batches, least_infonce_scenes  # noqa: E402
+from hnclip.analysis.geometry import (  # noqa: E402
+    batch_geometry,
+    effective_dimensions,
+    least_infonce_batches,
+    least_infonce_scenes,
+)
 from hnclip.analysis.regime import NEAR_DUPLICATE_COSINE  # noqa: E402
 from hnclip.data import synthetic as syn  # noqa: E402
 from hnclip.data.image_store import resize_center_crop, to_model_input  # noqa: E402
@@ -88,7 +94,7 @@ def main(argv=None) -> int:
     model = load_model(args.backbone)
     logit_scale = float(model.scale().detach())
     bound_columns = f" {'least':>8s} {'<1e-3':>6s} {'scene':>8s} {'<1e-3':>6s}" if args.bound else ""
-    print(f"{'seed':>4s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} {'mate>=0.9':>9s}{bound_columns} "
+    print(f"{'seed':>4s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} {'dims':>5s} {'mate>=0.9':>9s}{bound_columns} "
           f"{'zs I→T':>7s} {'zs T→I':>7s}  kinds")
     for seed in args.seeds:
         where = syn.family_slice(args.family, args.inventory, args.backgrounds, seed, tuple(args.objects),
@@ -115,7 +121,8 @@ def main(argv=None) -> int:
             bound = (f" {np.median(least):8.2g} {np.mean(least < SATURATION_LOSS):6.2f}"
                      f" {np.median(scene):8.2g} {np.mean(scene < SATURATION_LOSS):6.2f}")
         print(f"{seed:4d} {geometry['frac_ge_0.8']:6.2f} {geometry['mean_hardest']:7.3f} "
-              f"{geometry['mean_hardest'] - geometry['mean_offdiag']:9.3f} {mate[covered].mean():9.2f}{bound} "
+              f"{geometry['mean_hardest'] - geometry['mean_offdiag']:9.3f} {effective_dimensions(texts):5.1f} "
+              f"{mate[covered].mean():9.2f}{bound} "
               f"{i2t:7.1f} {t2i:7.1f}  {kinds} on {', '.join(where.backgrounds or ['all'])}", flush=True)
     return 0
 

@@ -271,6 +271,7 @@ def test_geometry_and_batch_conditions_over_the_trainers_batches_by_hand():
     assert v["frac_ge_0.8"] == pytest.approx(np.mean(np.array(cosines) >= 0.8))
     assert v["mean_hardest"] == pytest.approx(np.mean(hardest))
     assert v["hardest_minus_mean"] == pytest.approx(np.mean(hardest) - np.mean(cosines))
+    assert "effective dimensions" in geometry["ours"] and 1.0 <= v["effective_dimensions"] <= 2.0  # the plane
     assert geometry["met"] is False
     batch = R.batch_condition(plain, batches, FEATURES)
     # epoch 1: rows 0 and 1 of 3; epoch 2: rows 2 and 3 of 3
@@ -329,6 +330,23 @@ def test_least_infonce_batches_are_independent_runs():
     assert together[0] == pytest.approx(closed_form_least_infonce(0.5, 100.0), rel=0.02)
     with pytest.raises(ValueError, match="B >= 2"):
         least_infonce_batches(unit(0.0)[None], 100.0)
+
+
+def test_effective_dimensions_by_hand():
+    from hnclip.analysis.geometry import effective_dimensions
+
+    # rows +-e1 .. +-ek: covariance 1/k on k axes, participation ratio k
+    for k in (1, 3, 5):
+        axes = np.eye(8)[:k]
+        assert effective_dimensions(np.concatenate([axes, -axes])) == pytest.approx(k)
+    # variances 2 : 1 : 1 (rows +-sqrt(2) e1, +-e2, +-e3): (2 + 1 + 1)^2 / (4 + 1 + 1) = 8/3
+    rows = np.array([[2 ** 0.5, 0, 0], [-(2 ** 0.5), 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
+    assert effective_dimensions(rows) == pytest.approx(8 / 3)
+    # a shared offset (the captions' common direction) does not count
+    assert effective_dimensions(rows + np.array([5.0, 0, 0])) == pytest.approx(8 / 3)
+    assert effective_dimensions(np.ones((4, 3))) == 0.0
+    with pytest.raises(ValueError, match="N >= 2"):
+        effective_dimensions(np.ones((1, 3)))
 
 
 def test_least_infonce_scenes_with_one_batch_is_the_closed_form():

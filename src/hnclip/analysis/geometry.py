@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["LEAST_INFONCE_STEPS", "THRESHOLDS", "batch_geometry", "caption_geometry", "least_infonce",
+__all__ = ["LEAST_INFONCE_STEPS", "THRESHOLDS", "batch_geometry", "caption_geometry", "effective_dimensions", "least_infonce",
            "least_infonce_batches", "least_infonce_scenes", "sample_batches", "unit_features"]
 
 THRESHOLDS = (0.8, 0.9)
@@ -110,6 +110,22 @@ def batch_geometry(features: np.ndarray, batches: Iterable[np.ndarray], bins: in
         **{f"frac_ge_{t:g}": at_least[t] / n_pairs for t in THRESHOLDS},
         "histogram": {"counts": counts.tolist(), "bin_edges": edges.tolist()},
     }
+
+
+def effective_dimensions(features) -> float:
+    """In how many directions the rows spread: the participation ratio (sum l)^2 / sum l^2 of the
+    eigenvalues l of their covariance (k for rows spread evenly over k orthogonal directions, 1 for rows on
+    one line). Why it matters for saturation: captions crowded at one mean cosine leave an image feature room
+    to beat every other caption by the ~0.1 cosine that InfoNCE < 1e-3 needs only if they differ in enough
+    directions (benchmarks/README.md, "caption_rank.py": isotropic captions at the toy's mean cosine reproduce
+    its geometry and its unsaturable micro-batches in 4 dimensions, the paper's geometry and saturation in
+    12-16)."""
+    x = np.asarray(features, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2:
+        raise ValueError(f"features must be [N, D] with N >= 2, got shape {x.shape}")
+    variances = np.linalg.svd(x - x.mean(0), compute_uv=False) ** 2
+    total = variances.sum()
+    return float(total ** 2 / (variances ** 2).sum()) if total > 0 else 0.0
 
 
 def least_infonce(captions: np.ndarray, logit_scale: float, steps: int = LEAST_INFONCE_STEPS,

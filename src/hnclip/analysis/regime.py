@@ -39,7 +39,13 @@ import pandas as pd
 
 from hnclip import plan
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Outcomes, Samples, interval, outcomes_of
-from hnclip.analysis.geometry import batch_geometry, least_infonce_batches, least_infonce_scenes, unit_features
+from hnclip.analysis.geometry import (
+    batch_geometry,
+    effective_dimensions,
+    least_infonce_batches,
+    least_infonce_scenes,
+    unit_features,
+)
 from hnclip.analysis.premise import PAPER, PAPER_GEOMETRY, is_plain_run, saturated_share_epoch1
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, SATURATION_LOSS, parse_micro_batch_losses
 
@@ -123,7 +129,8 @@ DEFINITIONS = {
                              f"≥ {NEAR_DUPLICATE_COSINE:g}; per (plain run, epoch): mean and min",
     "geometry": f"over every micro-batch the plain runs trained: share of off-diagonal caption cosines ≥ "
                 f"{GEOMETRY_COSINE:g}, mean hardest in-batch cosine per caption, hardest minus the mean "
-                f"off-diagonal cosine",
+                f"off-diagonal cosine; beside them, the training captions' effective dimensions (participation "
+                f"ratio of their covariance's eigenvalues)",
     "saturation": f"plain FT, epoch 1: share of micro-batches with standard InfoNCE < {SATURATION_LOSS:g}, and the "
                   f"share of those holding a pair of caption cosine ≥ {NEAR_DUPLICATE_COSINE:g} (rows from the "
                   f"dynamics log's per-micro-batch InfoNCE and epoch_order); beside them, what the captions allow: "
@@ -562,9 +569,11 @@ def geometry_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[Mic
     stats = batch_geometry(train_features, [b.rows for run in plain for b in batches[run.run_dir]])
     frac, hardest = stats[f"frac_ge_{GEOMETRY_COSINE:g}"], stats["mean_hardest"]
     gap = hardest - stats["mean_offdiag"]
+    dimensions = effective_dimensions(train_features)
     values = {"frac_ge_0.8": frac, "mean_hardest": hardest, "hardest_minus_mean": gap,
-              "mean_offdiag": stats["mean_offdiag"], "n_pairs": stats["n_pairs"]}
-    ours = f"{_pct(frac)} ≥ {GEOMETRY_COSINE:g}; hardest {hardest:.3f}; hardest − mean {gap:.3f} (mean {stats['mean_offdiag']:.3f})"
+              "mean_offdiag": stats["mean_offdiag"], "n_pairs": stats["n_pairs"], "effective_dimensions": dimensions}
+    ours = (f"{_pct(frac)} ≥ {GEOMETRY_COSINE:g}; hardest {hardest:.3f}; hardest − mean {gap:.3f} (mean "
+            f"{stats['mean_offdiag']:.3f}); the captions spread over {dimensions:.1f} effective dimensions")
     met = _all_met([frac >= GEOMETRY_FRAC_MIN, hardest >= GEOMETRY_HARDEST_MIN, gap <= GEOMETRY_GAP_MAX])
     return condition("geometry", frac, values, met, ours, [train_manifest, *(r.run_dir for r in plain)])
 
