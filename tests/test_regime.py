@@ -403,6 +403,12 @@ def test_saturable_micro_batches_counts_epoch_one_batches_below_the_threshold():
     assert least[1] <= bound["least_infonce_median"] <= 1.1 * least[1]
     # one feature per scene cannot beat features fitted per batch (0.35 stays above the threshold)
     assert bound["scene_infonce_median"] >= least[1] and bound["scene_saturable_share"] <= 2 / 3
+    assert bound["n_bound_scenes"] == 6
+    # a split cut to the micro-batches' own scenes (and a draw of the rest) keeps every one of those
+    cut = R.saturable_micro_batches(features, batches, 100.0, max_scenes=2)
+    assert cut["n_bound_scenes"] == 6 and cut["saturable_share"] == bound["saturable_share"]
+    cut = R.saturable_micro_batches(features, batches, 100.0, limit=1, max_scenes=3)
+    assert cut["n_bound_scenes"] == 3 and cut["n_bound_micro_batches"] == 1
     assert R.saturable_micro_batches(features, batches, 100.0, limit=2)["saturable_share"] == 1.0
     assert R.saturable_micro_batches(features, batches[3:], 100.0)["saturable_share"] is None
     # micro-batches of one caption (micro_batch: 1) have no negative to saturate against: left out, no error

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["LEAST_INFONCE_STEPS", "THRESHOLDS", "batch_geometry", "caption_geometry", "effective_dimensions", "least_infonce",
-           "least_infonce_batches", "least_infonce_scenes", "sample_batches", "unit_features"]
+__all__ = ["LEAST_INFONCE_STEPS", "THRESHOLDS", "batch_geometry", "caption_geometry", "effective_dimensions",
+           "least_infonce", "least_infonce_batches", "least_infonce_scenes", "sample_batches", "unit_features"]
 
 THRESHOLDS = (0.8, 0.9)
 _NORM_TOLERANCE = 1e-3
