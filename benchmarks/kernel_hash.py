@@ -12,14 +12,29 @@ the settings first differs says which library decides.
     .venv/bin/python benchmarks/kernel_hash.py [--steps 20] [--threads 1]
 
 It prints the CPU model, whether it has AVX512, torch's version and, per setting, torch's kernel
-capability and the hash. Results: benchmarks/README.md, "cpu_kernels".
+capability, the net's hash and one hash per library on fixed inputs (forward and backward each): ``mm``
+a float32 matmul (MKL's sgemm), ``conv`` a convolution through oneDNN, ``conv-ref`` the same convolution
+with oneDNN switched off (ATen's im2col and MKL), ``aten`` ATen's own vectorised GELU, LayerNorm, softmax,
+exp and sum. Two machines whose net hashes differ under a setting but agree on some columns have the
+difference in the others. The last setting, ``portable``, asks every library for its most portable path
+(ATen's scalar kernels, MKL's COMPATIBLE branch, oneDNN off): if any setting gives the same line on two
+machines, it is that one.
+
+``--backbone DIR`` (e.g. ``results/backbone/model``) adds what each setting costs the toy: 20 AdamW steps
+of that model on 32 random images against 32 captions, one thread, a fresh process per setting, their
+seconds three times over (interleaved) and the ratio of each setting's median to the avx2 pin's.
+``--weights DIR [DIR ...]`` prints instead a hash of each saved model's tensors (safetensors, by name):
+``results/backbone/model`` from two machines under the same ``cpu_kernels`` is the comparison that counts.
+Results: benchmarks/README.md, "cpu_kernels".
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -27,24 +42,31 @@ from pathlib import Path
 
 
 def settings() -> dict[str, dict[str, str]]:
-    """Label -> environment: native, then hnclip's avx2 pin (``cpu_kernels.PINS``) one library at a time,
-    then ATen's and MKL's most portable paths."""
+    """Label -> environment: native, then hnclip's avx2 pin (``cpu_kernels.PINS``) one library at a time and
+    with oneDNN off, then ATen's and MKL's most portable paths, alone and with oneDNN off (``cpu_kernels:
+    portable``)."""
     from hnclip.cpu_kernels import PINS
 
     out, pinned = {"native": {}}, {}
     for name, value in PINS["avx2"].items():
         pinned = {**pinned, name: value}
         out[("+ " if len(pinned) > 1 else "") + f"{name}={value}"] = dict(pinned)
-    out["ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE"] = {"ATEN_CPU_CAPABILITY": "default",
-                                                              "MKL_CBWR": "COMPATIBLE"}
+    out["+ oneDNN off (torch.backends.mkldnn)"] = {**pinned, ONEDNN_OFF: "1"}
+    out[" ".join(f"{k}={v}" for k, v in PINS["portable"].items())] = dict(PINS["portable"])
+    out["portable (cpu_kernels: portable): + oneDNN off"] = {**PINS["portable"], ONEDNN_OFF: "1"}
     return out
 
+
+ONEDNN_OFF = "KERNEL_HASH_ONEDNN_OFF"  # read by the child: torch.backends.mkldnn.enabled = False
+
 TRAIN = textwrap.dedent("""
-    import hashlib, sys
+    import hashlib, os, sys
     import torch
     steps, threads = int(sys.argv[1]), int(sys.argv[2])
+    torch.backends.mkldnn.enabled = not os.environ.get("KERNEL_HASH_ONEDNN_OFF")
     torch.manual_seed(0)
     torch.set_num_threads(threads)
+
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 4, stride=4), torch.nn.GELU(), torch.nn.Flatten(),
                               torch.nn.LayerNorm(64 * 16), torch.nn.Linear(64 * 16, 256), torch.nn.GELU(),
                               torch.nn.Linear(256, 128))
@@ -58,8 +80,59 @@ TRAIN = textwrap.dedent("""
         opt.zero_grad()
         loss.backward()
         opt.step()
-    digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in net.parameters())).hexdigest()
-    print(torch.backends.cpu.get_cpu_capability(), torch.__version__, digest[:16])
+    def digest(tensors, width=8):
+        return hashlib.sha256(b"".join(t.detach().contiguous().numpy().tobytes() for t in tensors)).hexdigest()[:width]
+
+    def forward_backward(fn, *inputs):
+        leaves = [x.clone().requires_grad_(True) for x in inputs]
+        out = fn(*leaves)
+        out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape))
+        return [out] + [x.grad for x in leaves]
+
+    torch.manual_seed(1)  # after the net: its hash stays comparable with lines printed before the columns
+    a, b = torch.randn(96, 200), torch.randn(200, 72)
+    image, kernel = torch.randn(8, 3, 16, 16), torch.randn(64, 3, 4, 4)
+    conv = lambda x, w: torch.nn.functional.conv2d(x, w, stride=4)
+    x = torch.randn(64, 300)
+    columns = {"mm": digest(forward_backward(torch.matmul, a, b)),
+               "conv": digest(forward_backward(conv, image, kernel))}
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    columns["conv-ref"] = digest(forward_backward(conv, image, kernel))
+    torch.backends.mkldnn.enabled = enabled
+    columns["gelu"] = digest(forward_backward(torch.nn.functional.gelu, x))
+    columns["norm"] = digest(forward_backward(lambda y: torch.nn.functional.layer_norm(y, y.shape[-1:]), x))
+    columns["softmax"] = digest(forward_backward(lambda y: y.softmax(-1), x))
+    columns["exp"] = digest(forward_backward(torch.exp, x))
+    print(torch.backends.cpu.get_cpu_capability(), torch.__version__, digest(list(net.parameters()), 16),
+          *columns.values())
+""")
+
+STEPS = textwrap.dedent("""
+    import os, sys, time
+    import torch
+    torch.backends.mkldnn.enabled = not os.environ.get("KERNEL_HASH_ONEDNN_OFF")
+    torch.set_num_threads(1)
+    sys.path.insert(0, sys.argv[2])
+    from hnclip.models import load_model
+    model = load_model(sys.argv[1])
+    model.train()
+    torch.manual_seed(0)
+    side = int(model.image_size[0])
+    images = torch.randn(32, 3, side, side)
+    tokens = model.tokenize([f"a scene with {i} red circles left of a blue square" for i in range(32)])
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    labels = torch.arange(32)
+    start = time.perf_counter()
+    for _ in range(20):
+        v = torch.nn.functional.normalize(model.encode_image(images), dim=-1)
+        t = torch.nn.functional.normalize(model.encode_text(tokens), dim=-1)
+        logits = 50 * v @ t.T
+        loss = torch.nn.functional.cross_entropy(logits, labels) + torch.nn.functional.cross_entropy(logits.T, labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print(time.perf_counter() - start)
 """)
 
 
@@ -78,19 +151,67 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--backbone", type=Path, default=None,
+                        help="a saved model (results/backbone/model): time 20 of its steps per setting")
+    parser.add_argument("--weights", type=Path, nargs="+", default=None, metavar="DIR",
+                        help="saved models (results/backbone/model): print a hash of each one's tensors and stop")
     args = parser.parse_args(argv)
+    if args.weights:
+        for folder in args.weights:
+            print(f"{weights_hash(folder)}  {folder}")
+        return
     print(f"cpu: {cpu_model()}; {args.steps} AdamW steps, {args.threads} thread(s), a fresh process per setting")
     from hnclip.cpu_kernels import ENV_SETTING
 
     runs = settings()
     pinned = {name for env in runs.values() for name in env}
+    print(f"  {'setting':48s} {'capability':10s} {'torch':18s} {'net':16s} {'mm':8s} {'conv':8s} "
+          f"{'conv-ref':8s} {'gelu':8s} {'norm':8s} {'softmax':8s} {'exp':8s}")
     for label, env in runs.items():
         environ = {k: v for k, v in os.environ.items() if k not in pinned and k != ENV_SETTING}
         environ.update(env)
         out = subprocess.run([sys.executable, "-c", TRAIN, str(args.steps), str(args.threads)], env=environ,
                              capture_output=True, text=True, check=True).stdout.split()
-        capability, torch_version, digest = out
-        print(f"  {label:48s} capability {capability:7s} torch {torch_version}  {digest}")
+        capability, torch_version, *digests = out
+        print(f"  {label:48s} {capability:10s} {torch_version:18s} {' '.join(digests)}")
+    if args.backbone is not None:
+        time_backbone(args.backbone, runs, pinned)
+
+
+def weights_hash(folder: Path) -> str:
+    """sha256 (first 16 hex digits) over a saved model's tensors in name order: names, dtypes, shapes and
+    bytes, so file metadata (a writer's version, key order) does not enter it."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        array = tensors[name]
+        digest.update(f"{name} {array.dtype} {array.shape}\n".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def time_backbone(backbone: Path, runs: dict[str, dict[str, str]], pinned: set[str], rounds: int = 3) -> None:
+    """Seconds of 20 training steps of ``backbone`` per setting (``rounds`` interleaved rounds, a fresh
+    process each) and each setting's median over the avx2 pin's (``cpu_kernels: avx2``, the default)."""
+    from hnclip.cpu_kernels import ENV_SETTING, PINS
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    seconds: dict[str, list[float]] = {label: [] for label in runs}
+    for _ in range(rounds):
+        for label, env in runs.items():
+            environ = {k: v for k, v in os.environ.items() if k not in pinned and k != ENV_SETTING}
+            environ.update(env)
+            out = subprocess.run([sys.executable, "-c", STEPS, str(backbone), src], env=environ,
+                                 capture_output=True, text=True, check=True).stdout.split()
+            seconds[label].append(float(out[-1]))
+    pin = next(label for label, env in runs.items() if env == PINS["avx2"])
+    reference = statistics.median(seconds[pin])
+    print(f"20 training steps of {backbone} (batch 32, 1 thread), seconds over {rounds} interleaved rounds")
+    for label, values in seconds.items():
+        print(f"  {label:48s} {' '.join(f'{v:5.2f}' for v in values)}   x{statistics.median(values) / reference:.2f}"
+              + ("  (the pin)" if label == pin else ""))
 
 
 if __name__ == "__main__":

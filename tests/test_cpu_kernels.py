@@ -1,6 +1,7 @@
 """cpu_kernels: the pin reaches torch, MKL and oneDNN when applied in-process before torch loads, exactly
 as when the three variables come from the shell, and (on a CPU above AVX2) it changes the numbers."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from hnclip import cpu_kernels
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PINNED = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
 
 # ten AdamW steps of a net that runs a oneDNN convolution, MKL matmuls and ATen's vectorised
 # GELU/LayerNorm; prints torch's kernel capability and a hash of the weights
@@ -52,8 +54,48 @@ def _train(tmp_path, setting: str, extra_env: dict | None = None) -> tuple[str, 
 def test_settings_export_the_three_variables_or_nothing():
     assert cpu_kernels.kernel_environment("native") == {}
     assert cpu_kernels.kernel_environment("avx2", has_avx2=True) == PINNED
-    with pytest.raises(ValueError, match="'avx512'.*known: native, avx2"):
+    assert cpu_kernels.kernel_environment("portable", has_avx2=False) == PORTABLE  # no AVX2 path asked for
+    with pytest.raises(ValueError, match="'avx512'.*known: native, avx2, portable"):
         cpu_kernels.kernel_environment("avx512")
+
+
+def test_only_portable_switches_onednn_off_and_only_then_imports_torch():
+    script = textwrap.dedent("""
+        import sys
+        from hnclip import cpu_kernels
+        done = cpu_kernels.configure_torch(sys.argv[1], environ={})
+        loaded = "torch" in sys.modules
+        import torch
+        print(done, loaded, torch.backends.mkldnn.enabled)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    outputs = {setting: subprocess.run([sys.executable, "-c", script, setting], env=env, capture_output=True,
+                                       text=True, check=True).stdout.split()
+               for setting in ("native", "avx2", "portable")}
+    assert outputs == {"native": ["False", "False", "True"], "avx2": ["False", "False", "True"],
+                       "portable": ["True", "True", "False"]}
+
+
+def test_python_m_hnclip_applies_the_workflows_portable_setting(tmp_path):
+    """The workflow exports the setting; ``python -m hnclip`` sets the variables and switches oneDNN off
+    before any verb runs (probed through a verb-less call that prints describe())."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent("""
+        import runpy, sys, json
+        sys.argv = ["hnclip", "--help"]
+        try:
+            runpy.run_module("hnclip", run_name="__main__")
+        except SystemExit:
+            pass
+        from hnclip import cpu_kernels
+        print(json.dumps(cpu_kernels.describe()))
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in PINNED and k != cpu_kernels.ENV_SETTING}
+    env.update(PYTHONPATH=str(SRC), **{cpu_kernels.ENV_SETTING: "portable"})
+    out = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, check=True)
+    described = json.loads(out.stdout.strip().splitlines()[-1])
+    assert described == {"setting": "portable", "capability": "DEFAULT", "ATEN_CPU_CAPABILITY": "default",
+                         "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": None, "onednn": False}
 
 
 def test_a_cpu_without_avx2_is_not_pinned_and_says_so():

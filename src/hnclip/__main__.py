@@ -7,6 +7,7 @@ from hnclip import cpu_kernels
 
 # the config's cpu_kernels (exported by the workflow), before any module imports torch
 cpu_kernels.apply()
+cpu_kernels.configure_torch()  # oneDNN off where the setting asks (torch has no variable for it)
 
 from hnclip.cli import main  # noqa: E402
 

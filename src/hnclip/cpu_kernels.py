@@ -22,6 +22,16 @@ What stays machine-dependent: a CPU without AVX2 or not x86-64 (an ARM laptop: n
 not applied, with a warning, and the numbers may differ), and oneDNN's choices by cache size, which its
 documentation does not pin. ``native``
 (config/paper.yaml: a GPU run's numbers depend on its GPU anyway) leaves the machine's own.
+
+``portable`` asks every library for its most portable path: ATen's scalar kernels
+(``ATEN_CPU_CAPABILITY=default``), MKL's COMPATIBLE branch (``MKL_CBWR=COMPATIBLE``, which MKL documents
+as giving the same results on every Intel and compatible CPU at a fixed thread count) and oneDNN switched
+off in torch (``torch.backends.mkldnn.enabled = False``: convolutions through ATen and MKL, GELU through
+ATen), because oneDNN has no portable path to ask for. torch has no variable for the last, so
+:func:`configure_torch` sets it after torch loads (``python -m hnclip`` calls it). Measured on the Intel
+Xeon VM (2026-12-04, benchmarks/README.md, "cpu_kernels"): 1.9x the pin's time on the toy backbone's
+steps. Whether two CPUs give the same weights under it is not yet measured (each setting's weights on
+one machine only); it is there to be compared, not the default.
 The cost of the pin on this machine: benchmarks/README.md ("cpu_kernels").
 
 The workflow exports the setting as :data:`ENV_SETTING` for every job (workflow/rules/common.smk), and
@@ -36,15 +46,20 @@ import platform
 import warnings
 from pathlib import Path
 
-__all__ = ["ENV_SETTING", "PINS", "SETTINGS", "apply", "cpu_has_avx2", "describe", "kernel_environment"]
+__all__ = ["ENV_SETTING", "ONEDNN_OFF", "PINS", "SETTINGS", "apply", "configure_torch", "cpu_has_avx2",
+           "describe", "kernel_environment"]
 
 ENV_SETTING = "HNCLIP_CPU_KERNELS"  # the config's cpu_kernels, as the workflow exports it to each job
 # what each setting exports: ATen's dispatch, MKL's code path, oneDNN's instruction-set cap
 PINS: dict[str, dict[str, str]] = {
     "native": {},
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "portable": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
 }
+ONEDNN_OFF = frozenset({"portable"})  # settings that also switch oneDNN off in torch (configure_torch)
 SETTINGS = tuple(PINS)
+# every variable a setting may set, what describe() records
+PIN_VARIABLES = tuple(dict.fromkeys(name for pins in PINS.values() for name in pins))
 
 
 def cpu_has_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -64,7 +79,7 @@ def kernel_environment(setting: str, has_avx2: bool | None = None) -> dict[str, 
     if setting not in PINS:
         raise ValueError(f"cpu_kernels {setting!r} is not a setting; known: {', '.join(SETTINGS)}")
     pins = PINS[setting]
-    if pins and not (cpu_has_avx2() if has_avx2 is None else has_avx2):
+    if setting == "avx2" and not (cpu_has_avx2() if has_avx2 is None else has_avx2):
         warnings.warn(f"cpu_kernels {setting!r}: this CPU ({platform.machine()}) has no AVX2, so its kernels "
                       "are not pinned and its numbers may differ from another machine's", stacklevel=2)
         return {}
@@ -85,10 +100,23 @@ def apply(setting: str | None = None, environ=os.environ) -> dict[str, str]:
     return applied
 
 
-def describe(environ=os.environ) -> dict[str, str | None]:
+def configure_torch(setting: str | None = None, environ=os.environ) -> bool:
+    """Switch torch's oneDNN off where ``setting`` (default: ``environ[ENV_SETTING]``) asks for it
+    (:data:`ONEDNN_OFF`); call after :func:`apply`. Imports torch only then. Returns whether it did."""
+    setting = setting if setting is not None else environ.get(ENV_SETTING)
+    if setting not in ONEDNN_OFF:
+        return False
+    import torch
+
+    torch.backends.mkldnn.enabled = False
+    return True
+
+
+def describe(environ=os.environ) -> dict[str, str | bool | None]:
     """What a run's numbers were computed with, for its ``summary.json``: the setting, torch's kernel
-    capability as it dispatches now, and the pin variables as the process saw them."""
+    capability as it dispatches now, the pin variables as the process saw them and whether torch runs
+    oneDNN."""
     import torch
 
     return {"setting": environ.get(ENV_SETTING) or "native", "capability": torch.backends.cpu.get_cpu_capability(),
-            **{name: environ.get(name) for name in PINS["avx2"]}}
+            **{name: environ.get(name) for name in PIN_VARIABLES}, "onednn": bool(torch.backends.mkldnn.enabled)}
