@@ -40,6 +40,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))  # this checkout's hnclip, whatever the environment has installed
+
 
 def settings() -> dict[str, dict[str, str]]:
     """Label -> environment: native, then hnclip's avx2 pin (``cpu_kernels.PINS``) one library at a time and
@@ -183,7 +186,11 @@ def weights_hash(folder: Path) -> str:
     bytes, so file metadata (a writer's version, key order) does not enter it."""
     from safetensors.numpy import load_file
 
-    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    path = Path(folder) / "model.safetensors"
+    if not path.is_file():
+        raise SystemExit(f"kernel_hash.py --weights: {path} does not exist (give a saved model's folder, e.g. "
+                         "results/backbone/model or results/backbone/pretrained/model)")
+    tensors = load_file(str(path))
     digest = hashlib.sha256()
     for name in sorted(tensors):
         array = tensors[name]
@@ -197,13 +204,12 @@ def time_backbone(backbone: Path, runs: dict[str, dict[str, str]], pinned: set[s
     process each) and each setting's median over the avx2 pin's (``cpu_kernels: avx2``, the default)."""
     from hnclip.cpu_kernels import ENV_SETTING, PINS
 
-    src = str(Path(__file__).resolve().parents[1] / "src")
     seconds: dict[str, list[float]] = {label: [] for label in runs}
     for _ in range(rounds):
         for label, env in runs.items():
             environ = {k: v for k, v in os.environ.items() if k not in pinned and k != ENV_SETTING}
             environ.update(env)
-            out = subprocess.run([sys.executable, "-c", STEPS, str(backbone), src], env=environ,
+            out = subprocess.run([sys.executable, "-c", STEPS, str(backbone), str(SRC)], env=environ,
                                  capture_output=True, text=True, check=True).stdout.split()
             seconds[label].append(float(out[-1]))
     pin = next(label for label, env in runs.items() if env == PINS["avx2"])
