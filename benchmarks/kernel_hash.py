@@ -31,9 +31,7 @@ Results: benchmarks/README.md, "cpu_kernels".
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -139,18 +137,9 @@ STEPS = textwrap.dedent("""
 """)
 
 
-def cpu_model() -> str:
-    """The CPU's model name and whether it has AVX512 (from /proc/cpuinfo where there is one)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return f"{name} ({'AVX512' if 'avx512f' in flags else 'no AVX512'}, {'AVX2' if 'avx2' in flags else 'no AVX2'})"
-
-
 def main(argv: list[str] | None = None) -> None:
+    from hnclip.cpu_kernels import cpu_name
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
@@ -160,10 +149,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="saved models (results/backbone/model): print a hash of each one's tensors and stop")
     args = parser.parse_args(argv)
     if args.weights:
+        from hnclip.hashing import weights_digest
+
         for folder in args.weights:
-            print(f"{weights_hash(folder)}  {folder}")
+            try:
+                print(f"{weights_digest(folder)}  {folder}")
+            except FileNotFoundError as error:
+                raise SystemExit(f"kernel_hash.py --weights: {error}") from None
         return
-    print(f"cpu: {cpu_model()}; {args.steps} AdamW steps, {args.threads} thread(s), a fresh process per setting")
+    print(f"cpu: {cpu_name()}; {args.steps} AdamW steps, {args.threads} thread(s), a fresh process per setting")
     from hnclip.cpu_kernels import ENV_SETTING
 
     runs = settings()
@@ -179,24 +173,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {label:48s} {capability:10s} {torch_version:18s} {' '.join(digests)}")
     if args.backbone is not None:
         time_backbone(args.backbone, runs, pinned)
-
-
-def weights_hash(folder: Path) -> str:
-    """sha256 (first 16 hex digits) over a saved model's tensors in name order: names, dtypes, shapes and
-    bytes, so file metadata (a writer's version, key order) does not enter it."""
-    from safetensors.numpy import load_file
-
-    path = Path(folder) / "model.safetensors"
-    if not path.is_file():
-        raise SystemExit(f"kernel_hash.py --weights: {path} does not exist (give a saved model's folder, e.g. "
-                         "results/backbone/model or results/backbone/pretrained/model)")
-    tensors = load_file(str(path))
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        array = tensors[name]
-        digest.update(f"{name} {array.dtype} {array.shape}\n".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()[:16]
 
 
 def time_backbone(backbone: Path, runs: dict[str, dict[str, str]], pinned: set[str], rounds: int = 3) -> None:

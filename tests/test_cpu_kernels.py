@@ -95,7 +95,8 @@ def test_python_m_hnclip_applies_the_workflows_portable_setting(tmp_path):
     out = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, check=True)
     described = json.loads(out.stdout.strip().splitlines()[-1])
     assert described == {"setting": "portable", "capability": "DEFAULT", "ATEN_CPU_CAPABILITY": "default",
-                         "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": None, "onednn": False}
+                         "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": None, "onednn": False,
+                         "cpu": cpu_kernels.cpu_name()}
 
 
 def test_a_cpu_without_avx2_is_not_pinned_and_says_so():
@@ -103,6 +104,14 @@ def test_a_cpu_without_avx2_is_not_pinned_and_says_so():
         warnings.simplefilter("always")
         assert cpu_kernels.kernel_environment("avx2", has_avx2=False) == {}
     assert any("has no AVX2" in str(w.message) for w in caught)
+
+
+def test_the_cpu_is_named_by_its_model_and_wide_instruction_sets(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2 avx512f fma\n")
+    assert cpu_kernels.cpu_name(info) == "AMD EPYC 9R14 (AVX512, AVX2)"
+    info.write_text("processor\t: 0\nmodel name\t: Old Xeon\nflags\t\t: fpu avx avx512fx\n")
+    assert cpu_kernels.cpu_name(info) == "Old Xeon (no AVX512, no AVX2)"
 
 
 def test_avx2_is_read_from_the_cpu_flags(tmp_path, monkeypatch):

@@ -521,6 +521,26 @@ def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
     assert conditions["batch_near_duplicates"]["values"]["min"] == pytest.approx(min(shares))
     text = R.format_conditions(report)
     assert all(c["target"] in text for c in report["conditions"])
+    # which backbone: its weight digest (no training summary beside this one, so no kernels)
+    from hnclip.hashing import weights_digest
+
+    assert report["backbone_identity"] == {"weights": weights_digest(paths["init_model_dir"]), "cpu_kernels": None}
+
+
+def test_backbone_identity_reads_the_pretraining_summary_beside_the_model(tmp_path):
+    from safetensors.numpy import save_file
+
+    from hnclip.analysis.regime_job import backbone_identity
+
+    model = tmp_path / "backbone" / "model"
+    model.mkdir(parents=True)
+    save_file({"w": np.arange(3, dtype=np.float32)}, str(model / "model.safetensors"))
+    kernels = {"setting": "portable", "capability": "DEFAULT", "onednn": False, "cpu": "Some CPU (AVX512, AVX2)"}
+    (tmp_path / "backbone" / "summary.json").write_text(json.dumps({"cpu_kernels": kernels}))
+    identity = backbone_identity(model)
+    assert identity["cpu_kernels"] == kernels
+    assert len(identity["weights"]) == 16
+    assert backbone_identity(tmp_path / "elsewhere") == {"weights": None, "cpu_kernels": None}
 
 
 def test_plain_runs_and_regime_benchmarks_of_the_embedded_default():

@@ -333,3 +333,26 @@ def test_the_regime_section_tables_each_condition_beside_its_target(outputs):
         assert cells[4] == marks[met[key]]
     geometry_row = re.search(r'<tr id="regime-synthetic-geometry"[^>]*>(.*?)</tr>', html, re.S).group(1)
     assert "86–99 % of negatives ≥ 0.8" in geometry_row  # the paper's figure where one exists
+    assert 'id="regime-backbone-synthetic"' not in html  # a regime file without the backbone's identity
+
+
+def test_the_regime_section_names_the_backbone_and_the_cpu_that_pretrained_it(outputs):
+    from hnclip.analysis.regime import CONDITION_KEYS, condition
+
+    conditions = [condition(k, 0.5, {"x": 0.5}, True, "ours", ["results/runs/a"]) for k in CONDITION_KEYS]
+    regime = outputs["root"] / "regime" / "synthetic.json"
+    regime.parent.mkdir()
+    identity = {"weights": "4faedf9e0582b301",
+                "cpu_kernels": {"setting": "avx2", "cpu": "Intel(R) Xeon(R) Processor (AVX512, AVX2)"}}
+    regime.write_text(json.dumps({"benchmark": "synthetic", "near_duplicate_cosine": 0.9, "n_test_images": 256,
+                                  "plain_runs": ["a"], "met": 7, "conditions": conditions,
+                                  "backbone_identity": identity}))
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], regime=[regime])
+    html = unescape(out.read_text(encoding="utf-8"))
+    paragraph = re.search(r'<p class="backbone-identity" id="regime-backbone-synthetic">(.*?)</p>', html, re.S).group(1)
+    text = " ".join(re.sub(r"<[^>]+>", "", paragraph).split())
+    assert text.startswith("Measured on the backbone with weight digest 4faedf9e0582b301, pretrained under "
+                           "cpu_kernels: avx2 on Intel(R) Xeon(R) Processor (AVX512, AVX2).")

@@ -47,7 +47,7 @@ import warnings
 from pathlib import Path
 
 __all__ = ["ENV_SETTING", "ONEDNN_OFF", "PINS", "SETTINGS", "apply", "configure_torch", "cpu_has_avx2",
-           "describe", "kernel_environment"]
+           "cpu_name", "describe", "kernel_environment"]
 
 ENV_SETTING = "HNCLIP_CPU_KERNELS"  # the config's cpu_kernels, as the workflow exports it to each job
 # what each setting exports: ATen's dispatch, MKL's code path, oneDNN's instruction-set cap
@@ -72,6 +72,19 @@ def cpu_has_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     except OSError:
         return False
     return any(line.startswith("flags") and "avx2" in line.split(":", 1)[-1].split() for line in text.splitlines())
+
+
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name and whether it has AVX512 and AVX2 (from /proc/cpuinfo; the platform's processor
+    string where there is none): which machine computed a run, since the weights depend on it."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    lines = text.splitlines()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+    return f"{name} ({'AVX512' if 'avx512f' in flags else 'no AVX512'}, {'AVX2' if 'avx2' in flags else 'no AVX2'})"
 
 
 def kernel_environment(setting: str, has_avx2: bool | None = None) -> dict[str, str]:
@@ -114,9 +127,10 @@ def configure_torch(setting: str | None = None, environ=os.environ) -> bool:
 
 def describe(environ=os.environ) -> dict[str, str | bool | None]:
     """What a run's numbers were computed with, for its ``summary.json``: the setting, torch's kernel
-    capability as it dispatches now, the pin variables as the process saw them and whether torch runs
-    oneDNN."""
+    capability as it dispatches now, the pin variables as the process saw them, whether torch runs oneDNN
+    and the CPU (:func:`cpu_name`)."""
     import torch
 
     return {"setting": environ.get(ENV_SETTING) or "native", "capability": torch.backends.cpu.get_cpu_capability(),
-            **{name: environ.get(name) for name in PIN_VARIABLES}, "onednn": bool(torch.backends.mkldnn.enabled)}
+            **{name: environ.get(name) for name in PIN_VARIABLES}, "onednn": bool(torch.backends.mkldnn.enabled),
+            "cpu": cpu_name()}

@@ -1,4 +1,5 @@
-"""sha256 of a file, and the two folder fingerprints a training run records: the one place files are hashed.
+"""sha256 of a file, the two folder fingerprints a training run records, and a saved model's weight digest: the
+one place files are hashed.
 
 The two fingerprints hash different bytes (a product's relative paths and file digests, recursively; the
 initial model's top-level file names and raw bytes) and stay that way on purpose: both go into a run's
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-__all__ = ["fingerprint_files", "fingerprint_tree", "sha256_file"]
+__all__ = ["fingerprint_files", "fingerprint_tree", "sha256_file", "weights_digest"]
 
 CHUNK = 1 << 20
 _PROGRESS_FROM = 256 * CHUNK  # files this large show a progress bar when asked (a 7 GB archive: tens of seconds)
@@ -58,3 +59,23 @@ def fingerprint_files(directory) -> str:
                 while block := handle.read(CHUNK):
                     digest.update(block)
     return digest.hexdigest()
+
+
+def weights_digest(model_dir) -> str:
+    """sha256 (first 16 hex digits) over a saved model's tensors (``model.safetensors``) in name order: each
+    tensor's name, dtype and shape on a line, then its bytes. File metadata (a writer's version, key order)
+    does not enter it, so two machines' backbones compare by their weights alone (the regime records it;
+    benchmarks/kernel_hash.py --weights prints it)."""
+    from safetensors.numpy import load_file
+
+    path = Path(model_dir) / "model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no model.safetensors in {model_dir} (a saved model's folder, e.g. "
+                                "results/backbone/model)")
+    tensors = load_file(str(path))
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        array = tensors[name]
+        digest.update(f"{name} {array.dtype} {array.shape}\n".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]

@@ -233,9 +233,12 @@ def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
         rows = [{"key": c["key"], "label": c["label"], "ours": c["ours"], "target": c["target"],
                  "paper": c.get("paper") or "—", "mark": marks[c["met"]][0], "cls": marks[c["met"]][1],
                  "definition": c["definition"]} for c in data["conditions"]]
+        identity = data.get("backbone_identity") or {}
+        kernels = identity.get("cpu_kernels") or {}
         out.append({"benchmark": benchmark, "rows": rows, "met": data.get("met", 0), "total": len(rows),
                     "n_test": data.get("n_test_images"), "plain_runs": len(data.get("plain_runs", [])),
-                    "threshold": data.get("near_duplicate_cosine")})
+                    "threshold": data.get("near_duplicate_cosine"), "weights": identity.get("weights"),
+                    "kernels": kernels.get("setting"), "cpu": kernels.get("cpu")})
     return out
 
 

@@ -17,6 +17,7 @@ reproduce its own evaluation shows up there.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["encode_test_split", "run_regime"]
+__all__ = ["backbone_identity", "encode_test_split", "run_regime"]
 
 
 def encode_test_split(model_dir: Path, manifest, store, device, caption_column: str = "caption"):
@@ -54,6 +55,22 @@ def _agreement(features, record, text_image) -> dict[str, float]:
         return {}
     ours = rank_and_top1(features.images, features.texts, text_image)
     return {d: float(np.mean((ours[f"{d}_rank"] == 0) == (np.asarray(ranks[d]) == 0))) for d in ("i2t", "t2i")}
+
+
+def backbone_identity(backbone: Path) -> dict:
+    """Which backbone the conditions were measured on: its weight digest (:func:`hnclip.hashing.weights_digest`)
+    and, where its training summary sits beside it (``results/backbone/summary.json``), the CPU kernels and
+    CPU that pretrained it. Why: a CPU-pretrained backbone depends on the CPU (hnclip.cpu_kernels), and the
+    conditions depend on the backbone, so a reader must be able to tell two machines' regimes apart."""
+    from hnclip.hashing import weights_digest
+
+    try:
+        weights = weights_digest(backbone)
+    except FileNotFoundError:
+        weights = None
+    summary_path = Path(backbone).parent / "summary.json"
+    kernels = json.loads(summary_path.read_text()).get("cpu_kernels") if summary_path.is_file() else None
+    return {"weights": weights, "cpu_kernels": kernels}
 
 
 def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manifest: Path, test_images: Path,
@@ -105,7 +122,8 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
         sources={"zeroshot": str(zeroshot_eval), "train_manifest": str(train_manifest), "backbone": str(backbone),
                  "main_spec": str(main_spec) if main_spec else "", "main_evals": main_evals},
         agreement={k: v for k, v in agreement.items() if v}, logit_scale=logit_scale)
-    report.update(backbone=str(backbone), train_manifest=str(train_manifest), test_manifest=str(test_manifest))
+    report.update(backbone=str(backbone), train_manifest=str(train_manifest), test_manifest=str(test_manifest),
+                  backbone_identity=backbone_identity(backbone))
     write_json_atomic(Path(out_json), report)
     for c in report["conditions"]:
         log.info("%s: %s (target %s) -> %s", c["key"], c["ours"], c["target"], c["met"])
