@@ -38,3 +38,15 @@ def test_file_metadata_does_not_enter_and_one_changed_weight_does(tmp_path):
 def test_a_folder_without_weights_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model.safetensors in"):
         weights_digest(tmp_path)
+
+
+def test_bfloat16_weights_are_hashed_by_their_bytes(tmp_path):
+    import torch
+    from safetensors.torch import save_file as save_torch
+
+    folder = tmp_path / "bf16"
+    folder.mkdir()
+    weights = torch.tensor([1.0, -0.5, 3.0], dtype=torch.bfloat16)
+    save_torch({"w": weights}, str(folder / "model.safetensors"))
+    raw = bytes(weights.view(torch.int16).numpy().tobytes())
+    assert weights_digest(folder) == hashlib.sha256(b"w bfloat16 (3,)\n" + raw).hexdigest()[:16]

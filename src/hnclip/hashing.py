@@ -66,7 +66,8 @@ def weights_digest(model_dir) -> str:
     tensor's name, dtype and shape on a line, then its bytes. File metadata (a writer's version, key order)
     does not enter it, so two machines' backbones compare by their weights alone (the regime records it;
     benchmarks/kernel_hash.py --weights prints it)."""
-    from safetensors.numpy import load_file
+    import torch
+    from safetensors.torch import load_file  # torch's loader: bfloat16 weights too (numpy has no such dtype)
 
     path = Path(model_dir) / "model.safetensors"
     if not path.is_file():
@@ -75,7 +76,8 @@ def weights_digest(model_dir) -> str:
     tensors = load_file(str(path))
     digest = hashlib.sha256()
     for name in sorted(tensors):
-        array = tensors[name]
-        digest.update(f"{name} {array.dtype} {array.shape}\n".encode())
-        digest.update(array.tobytes())
+        tensor = tensors[name].contiguous()
+        dtype = str(tensor.dtype).removeprefix("torch.")  # numpy's names: float32, int64
+        digest.update(f"{name} {dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
