@@ -62,28 +62,33 @@ SETTINGS = tuple(PINS)
 PIN_VARIABLES = tuple(dict.fromkeys(name for pins in PINS.values() for name in pins))
 
 
+def _cpuinfo(cpuinfo: Path) -> tuple[str, list[str]] | None:
+    """The first CPU's model name and flags from /proc/cpuinfo, None where it cannot be read (e.g. macOS)."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return None
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+    return name, flags
+
+
 def cpu_has_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether this is an x86-64 CPU whose flags list ``avx2`` (read from /proc/cpuinfo; False where it
     cannot be read, e.g. macOS: the pin is then not applied, with a warning)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        return False
-    return any(line.startswith("flags") and "avx2" in line.split(":", 1)[-1].split() for line in text.splitlines())
+    info = _cpuinfo(cpuinfo)
+    return info is not None and "avx2" in info[1]
 
 
 def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The CPU's model name and whether it has AVX512 and AVX2 (from /proc/cpuinfo; the platform's processor
     string where there is none): which machine computed a run, since the weights depend on it."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
+    info = _cpuinfo(cpuinfo)
+    if info is None:
         return platform.processor() or platform.machine()
-    lines = text.splitlines()
-    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+    name, flags = info
     return f"{name} ({'AVX512' if 'avx512f' in flags else 'no AVX512'}, {'AVX2' if 'avx2' in flags else 'no AVX2'})"
 
 
