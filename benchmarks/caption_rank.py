@@ -17,16 +17,23 @@ This script measures it in two parts, with no image tower at all (both bounds of
 2. Isotropic captions with the same number of scenes, embedding width and mean cosine, differing in k
    random directions (``--dims``): the same columns. Which k reproduces the pipeline's captions, and which
    the paper's geometry, says what the toy's captions lack.
+3. Where the directions go (``--ngrams``, ``--towers``): the same captions as L2-normalised counts of their
+   word n-grams (``--ngrams 1 2 3``: what the captions' words themselves spread over, no tower at all), and
+   under other models' text towers (``--towers DIR...``: e.g. an untrained tower from ``hnclip init-model
+   --context-length 248``, or a backbone pretrained another way; a tower with fewer positions than a
+   caption's tokens sees its first part only, and its row says how many it has).
 
     .venv/bin/python benchmarks/caption_rank.py --backbone results/backbone/model \\
-        --manifest results/data/synthetic/train.csv
+        --manifest results/data/synthetic/train.csv --ngrams 1 2 3 4
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +64,7 @@ def describe(name: str, captions: np.ndarray, logit_scale: float, seed: int) -> 
     evaluation = batches[:BOUND_BATCHES]
     per_batch = least_infonce_batches(captions[evaluation], logit_scale)
     per_scene = least_infonce_scenes(captions, evaluation, logit_scale, seed=seed)
-    print(f"{name:>24s} {effective_dimensions(captions):6.1f} {geometry['mean_offdiag']:6.3f} "
+    print(f"{name:>40s} {effective_dimensions(captions):6.1f} {geometry['mean_offdiag']:6.3f} "
           f"{geometry['frac_ge_0.8']:6.2f} {geometry['mean_hardest']:7.3f} "
           f"{geometry['mean_hardest'] - geometry['mean_offdiag']:9.3f} {np.median(per_batch):9.2g} "
           f"{np.mean(per_batch < SATURATION_LOSS):6.2f} {np.median(per_scene):9.2g} "
@@ -77,6 +84,24 @@ def isotropic_captions(n: int, width: int, k: int, mean_cosine: float, seed: int
     return np.sqrt(mean_cosine) * np.eye(width)[0] + np.sqrt(1 - mean_cosine) * residual
 
 
+def ngram_counts(texts: list[str], n: int) -> np.ndarray:
+    """L2-normalised counts of each text's word n-grams (lower-cased, punctuation as words): [N, V] float64
+    over the n-grams the texts use. A bag of words for n = 1; larger n keeps which word follows which, so
+    "large red square" and "large red circle" differ in more columns than one."""
+    if n < 1:
+        raise SystemExit(f"--ngrams: each n must be >= 1, got {n}")
+    words = [re.findall(r"[a-z0-9-]+|[^\sa-z0-9-]", text.lower()) for text in texts]
+    counts = [Counter(tuple(w[i:i + n]) for i in range(len(w) - n + 1)) for w in words]
+    if not all(counts):
+        raise SystemExit(f"--ngrams {n}: a caption has fewer than {n} words")
+    column = {gram: j for j, gram in enumerate(sorted(set().union(*counts)))}
+    matrix = np.zeros((len(texts), len(column)))
+    for row, grams in enumerate(counts):
+        for gram, count in grams.items():
+            matrix[row, column[gram]] = count
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backbone", type=Path, default=REPO / "results" / "backbone" / "model")
@@ -86,6 +111,10 @@ def main(argv=None) -> int:
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 4, 6, 8, 12, 16, 32])
     parser.add_argument("--logit-scale", type=float, default=None,
                         help="default: the backbone's (clamped, as the trainer uses it)")
+    parser.add_argument("--ngrams", type=int, nargs="*", default=[],
+                        help="add rows for the captions' word n-gram counts, one per n")
+    parser.add_argument("--towers", type=Path, nargs="*", default=[],
+                        help="add rows for the captions under these models' text towers")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
@@ -100,19 +129,27 @@ def main(argv=None) -> int:
     manifest = read_manifest(args.manifest)
     if args.caption_column not in manifest.columns:
         raise SystemExit(f"{args.manifest}: no column {args.caption_column!r} (has {list(manifest.columns)})")
-    captions = unit_features(encode_captions(model, [str(c) for c in manifest[args.caption_column]],
-                                             device="cpu").double().numpy())
+    texts = [str(c) for c in manifest[args.caption_column]]
+    longest = int((model.tokenize(texts) > 0).sum(1).max())  # tokens of the longest caption, EOT included
+    captions = unit_features(encode_captions(model, texts, device="cpu").double().numpy())
     del model
     n, width = captions.shape
     mean_cosine = float((captions.sum(0) @ captions.sum(0) - n) / (n * (n - 1)))
     print(f"{n} captions of {args.manifest}, width {width}, logit scale {logit_scale:g}, mean pairwise cosine "
           f"{mean_cosine:.3f}; micro-batches of {MICRO_BATCH}, bounds on {BOUND_BATCHES} of them")
-    print(f"{'captions':>24s} {'dims':>6s} {'mean':>6s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} "
+    print(f"{'captions':>40s} {'dims':>6s} {'mean':>6s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} "
           f"{'per-batch':>9s} {'<1e-3':>6s} {'per-scene':>9s} {'<1e-3':>6s}")
     describe("the pipeline's", captions, logit_scale, args.seed)
     for k in args.dims:
         describe(f"isotropic, k = {k}", isotropic_captions(n, width, k, mean_cosine, args.seed), logit_scale,
                  args.seed)
+    for k in args.ngrams:
+        describe(f"word {k}-grams", ngram_counts(texts, k), logit_scale, args.seed)
+    for path in args.towers:
+        tower = load_model(path)
+        seen = "" if tower.context_length >= longest else f", first {tower.context_length} tokens"
+        features = unit_features(encode_captions(tower, texts, device="cpu").double().numpy())
+        describe(f"{path.parent.name}/{path.name}{seen}"[-40:], features, logit_scale, args.seed)
     print(f"[{time.time() - began:.0f} s]")
     return 0
 

@@ -5,7 +5,9 @@ The embedded default's benchmark is a narrow slice of the family its backbone wa
 drawn by the benchmark's seed). Which kinds a seed draws changes how close the captions sit in the
 backbone's text tower, so the seed is chosen here, on scenes of the slice drawn from a stream no split
 uses, by the paper's caption geometry alone (negatives >= 0.8, hardest in-batch cosine, hardest minus
-mean; ``dims``: the captions' effective dimensions, ``hnclip.analysis.geometry.effective_dimensions``), never
+mean; ``dims``: the captions' effective dimensions, ``hnclip.analysis.geometry.effective_dimensions``, and
+``img`` the images' under the image tower: contrastive pretraining aligns the two, so a tower that resolves
+a slice in few directions leaves its captions in as few, benchmarks/README.md "caption_rank.py"), never
 by a retrieval result of any fine-tuned model. Zero-shot R@1 is printed for information.
 
     .venv/bin/python benchmarks/toy_slice.py --backbone results/backbone/model --seeds 0 1 2 3 4 5 6 7
@@ -94,7 +96,7 @@ def main(argv=None) -> int:
     model = load_model(args.backbone)
     logit_scale = float(model.scale().detach())
     bound_columns = f" {'least':>8s} {'<1e-3':>6s} {'scene':>8s} {'<1e-3':>6s}" if args.bound else ""
-    print(f"{'seed':>4s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} {'dims':>5s} {'mate>=0.9':>9s}{bound_columns} "
+    print(f"{'seed':>4s} {'>=0.8':>6s} {'hardest':>7s} {'hard-mean':>9s} {'dims':>5s} {'img':>5s} {'mate>=0.9':>9s}{bound_columns} "
           f"{'zs I→T':>7s} {'zs T→I':>7s}  kinds")
     for seed in args.seeds:
         where = syn.family_slice(args.family, args.inventory, args.backgrounds, seed, tuple(args.objects),
@@ -122,7 +124,7 @@ def main(argv=None) -> int:
                      f" {np.median(scene):8.2g} {np.mean(scene < SATURATION_LOSS):6.2f}")
         print(f"{seed:4d} {geometry['frac_ge_0.8']:6.2f} {geometry['mean_hardest']:7.3f} "
               f"{geometry['mean_hardest'] - geometry['mean_offdiag']:9.3f} {effective_dimensions(texts):5.1f} "
-              f"{mate[covered].mean():9.2f}{bound} "
+              f"{effective_dimensions(images):5.1f} {mate[covered].mean():9.2f}{bound} "
               f"{i2t:7.1f} {t2i:7.1f}  {kinds} on {', '.join(where.backgrounds or ['all'])}", flush=True)
     return 0
 
