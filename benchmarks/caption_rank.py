@@ -130,7 +130,8 @@ def main(argv=None) -> int:
     if args.caption_column not in manifest.columns:
         raise SystemExit(f"{args.manifest}: no column {args.caption_column!r} (has {list(manifest.columns)})")
     texts = [str(c) for c in manifest[args.caption_column]]
-    longest = int((model.tokenize(texts) > 0).sum(1).max())  # tokens of the longest caption, EOT included
+    # tokens of the longest caption, EOT included, as far as the backbone's positions reach
+    longest = int((model.tokenize(texts) > 0).sum(1).max())
     captions = unit_features(encode_captions(model, texts, device="cpu").double().numpy())
     del model
     n, width = captions.shape
