@@ -102,6 +102,13 @@ def ngram_counts(texts: list[str], n: int) -> np.ndarray:
     return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
 
+def caption_features(model, texts: list[str]) -> np.ndarray:
+    """The texts under ``model``'s text tower: unit float64 rows, as every row of the table measures them."""
+    from hnclip.analysis.geometry_job import encode_captions
+
+    return unit_features(encode_captions(model, texts, device="cpu").double().numpy())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backbone", type=Path, default=REPO / "results" / "backbone" / "model")
@@ -120,7 +127,6 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)
     began = time.time()
 
-    from hnclip.analysis.geometry_job import encode_captions
     from hnclip.data.manifest import read_manifest
     from hnclip.models import load_model
 
@@ -132,7 +138,7 @@ def main(argv=None) -> int:
     texts = [str(c) for c in manifest[args.caption_column]]
     # tokens of the longest caption, EOT included, as far as the backbone's positions reach
     longest = int((model.tokenize(texts) > 0).sum(1).max())
-    captions = unit_features(encode_captions(model, texts, device="cpu").double().numpy())
+    captions = caption_features(model, texts)
     del model
     n, width = captions.shape
     mean_cosine = float((captions.sum(0) @ captions.sum(0) - n) / (n * (n - 1)))
@@ -149,8 +155,8 @@ def main(argv=None) -> int:
     for path in args.towers:
         tower = load_model(path)
         seen = "" if tower.context_length >= longest else f", first {tower.context_length} tokens"
-        features = unit_features(encode_captions(tower, texts, device="cpu").double().numpy())
-        describe(f"{path.parent.name}/{path.name}{seen}"[-40:], features, logit_scale, args.seed)
+        describe(f"{path.parent.name}/{path.name}{seen}"[-40:], caption_features(tower, texts), logit_scale,
+                 args.seed)
     print(f"[{time.time() - began:.0f} s]")
     return 0
 
