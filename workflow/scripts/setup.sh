@@ -16,6 +16,13 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
   exit 1
 fi
 if [[ ! -x .venv/bin/python ]]; then
+  # the pinned torch is a CUDA build: .venv takes about 6.3 GB; a full disk otherwise shows up only as pip's
+  # "[Errno 28] No space left on device" halfway through the install
+  free_kb=$(df -Pk . | awk 'NR == 2 {print $4}')
+  if [[ "$free_kb" =~ ^[0-9]+$ ]] && (( free_kb < 7 * 1024 * 1024 )); then
+    echo "setup.sh: warning: $((free_kb / 1024)) MB free on $(df -P . | awk 'NR == 2 {print $6}');" \
+      ".venv needs about 6.3 GB (torch 2.14.1 with its CUDA libraries)" >&2
+  fi
   echo "setup.sh: creating .venv with $("$python" --version)" >&2
   "$python" -m venv .venv
 fi
