@@ -14,6 +14,12 @@ slice scenes at each of ``--ft-lrs``, and prints the share of its epoch-1 micro-
 loss is < 1e-3 (condition 5's measurement), how many of those hold a caption pair at cosine >= 0.9 under
 the backbone, and the probe numbers after the 3 epochs.
 
+The text side can be replaced (``--targets ngrams``: fixed features of the captions' word n-gram counts,
+optionally without the relation chain the image does not fix; ``--distill-text``: the backbone's text tower
+first trained to give the captions those features), and the pre-stage's scenes drawn from the slice, the
+whole family or other slices of the same shape (``--pool-source``): benchmarks/README.md, "The text tower is
+the limit, not the image tower".
+
 Every scene is drawn from a stream of its own (``synthetic:prestage-pool|probe|ft:<seed>``) that no split
 of the benchmark uses; nothing reads the benchmark's files. An emulation, not the pipeline's trainer: a
 probe of the design, recorded in benchmarks/README.md ("toy_prestage.py").
@@ -39,7 +45,8 @@ sys.path.insert(0, str(REPO / "src"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from toy_slice import slice_scenes  # noqa: E402  (this folder: the script's own)
+from caption_rank import ngram_counts  # noqa: E402  (this folder: the script's own)
+from toy_slice import slice_scenes  # noqa: E402
 
 from hnclip.analysis.geometry import batch_geometry  # noqa: E402
 from hnclip.analysis.regime import micro_batch_has_pair  # noqa: E402
@@ -57,14 +64,17 @@ PRESTAGE_WARMUP = 50
 
 
 class Scenes:
-    """Pixels (model input), tokens and captions of a list of scenes."""
+    """Pixels (model input), tokens and scenes of a list of scenes; ``targets``: fixed caption features, if
+    any, that stand in for the text tower."""
 
     def __init__(self, model, scenes, render_size: int = 96):
         side = int(model.image_size[0])
         pixels = np.stack([np.asarray(resize_center_crop(syn.render_scene(s, render_size), side), dtype=np.uint8)
                            for s in scenes])
         self.pixels = to_model_input(pixels, model.image_mean, model.image_std)
+        self.scenes = list(scenes)
         self.tokens = model.tokenize([syn.describe_scene(s) for s in scenes])
+        self.targets = None
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -73,7 +83,8 @@ class Scenes:
     def subset(cls, data: Scenes, n: int) -> Scenes:
         """The first ``n`` scenes of ``data``."""
         part = cls.__new__(cls)
-        part.pixels, part.tokens = data.pixels[:n], data.tokens[:n]
+        part.pixels, part.tokens, part.scenes = data.pixels[:n], data.tokens[:n], data.scenes[:n]
+        part.targets = None if data.targets is None else data.targets[:n]
         return part
 
 
@@ -81,6 +92,8 @@ class Scenes:
 def features(model, data: Scenes) -> tuple[torch.Tensor, torch.Tensor]:
     model.eval()
     images = torch.cat([model.encode_image(data.pixels[k:k + 256]) for k in range(0, len(data), 256)])
+    if data.targets is not None:
+        return images.float(), data.targets
     texts = torch.cat([model.encode_text(data.tokens[k:k + 256]) for k in range(0, len(data), 256)])
     return images.float(), texts.float()
 
@@ -152,6 +165,96 @@ def rechained(scene, rng: random.Random):
     return dataclasses.replace(scene, relations=tuple((order[k], order[k + 1]) for k in range(n - 1)))
 
 
+def pool_scenes(source: str, where, count: int, seed: int, inventory: int, other_slices: int) -> list:
+    """The pre-stage's scenes (``--pool-source``): of the benchmark's slice ``where``, of the whole family,
+    or an equal share of each of ``other_slices`` other slices of the same shape (``inventory`` solid
+    kinds on one background; ``family_slice`` seeds 100000 and up, which no benchmark uses), shuffled."""
+    if source == "slice":
+        return slice_scenes("synthetic", where, count, seed, "prestage-pool")
+    if source == "family":
+        return slice_scenes("synthetic", syn.Slice(), count, seed, "prestage-pool")
+    shares = [count // other_slices + (k < count % other_slices) for k in range(other_slices)]
+    scenes = [scene for k, share in enumerate(shares)
+              for scene in slice_scenes("synthetic", syn.family_slice("synthetic", inventory, 1, 100000 + k, (7, 7),
+                                                                      ["solid"]), share, seed, "prestage-pool")]
+    random.Random(seed).shuffle(scenes)
+    return scenes
+
+
+def without_relations(scene):
+    """The scene with no relation chain: its caption keeps only what the image fixes (each object's kind,
+    size and cell)."""
+    return dataclasses.replace(scene, relations=())
+
+
+def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = True) -> tuple[int, list[float]]:
+    """Give each of ``datasets`` fixed caption features in place of the text tower: the L2-normalised
+    counts of its captions' word n-grams (``caption_rank.ngram_counts``, one vocabulary over all of them;
+    without the relation chain unless ``relations``), projected onto the ``width`` leading right singular
+    vectors of the first dataset's (the pre-stage pool's; zero columns where it spans fewer) and normalised
+    again, so they have the model's embedding width. Why: ``caption_rank.py`` found these counts spread the
+    slice's captions over 18 directions with the paper's geometry, where the backbone's text tower keeps
+    3-4; trained against them, does the image tower reach the saturation the captions allow? An n-gram the
+    pool never uses has no direction: the features are what a text tower that learned from the pool could
+    know. Returns the number of n-grams and, per dataset, the mean share of its rows' squared norm the
+    projection keeps."""
+    counts = ngram_counts([syn.describe_scene(s if relations else without_relations(s))
+                           for data in datasets for s in data.scenes], n)
+    pool = counts[:len(datasets[0])]
+    basis = np.linalg.svd(pool, full_matrices=False)[2][:width].T
+    basis = np.pad(basis, ((0, 0), (0, width - basis.shape[1])))
+    projected = counts @ basis
+    kept = []
+    start = 0
+    for data in datasets:
+        rows = projected[start:start + len(data)]
+        kept.append(float((np.linalg.norm(rows, axis=1) ** 2).mean()))
+        data.targets = torch.from_numpy(rows / np.linalg.norm(rows, axis=1, keepdims=True)).float()
+        start += len(data)
+    return counts.shape[1], kept
+
+
+def distill_text_tower(model, pool: Scenes, probe: Scenes, steps: int, lr: float, batch: int) -> None:
+    """Train the text tower alone, for ``steps`` steps of ``batch`` pool captions, to give each caption
+    the fixed feature ``--targets ngrams`` set (loss: 1 - cosine), then print how closely it does so on the
+    probe captions, which it never saw. A stand-in for a text tower with knowledge of its own: can this
+    tower's shape hold the captions as their n-grams spread them?"""
+    text_tower = [p for name, p in model.named_parameters()
+                  if not name.startswith("clip.visual.") and name != "logit_scale"]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in text_tower:
+        p.requires_grad_(True)
+    optimiser = adamw(text_tower, lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, cosine_schedule(PRESTAGE_WARMUP, steps))
+    rng = np.random.default_rng(2)
+    order, cursor = rng.permutation(len(pool)), 0
+    model.train()
+    began, recent = time.time(), []
+    for step in range(1, steps + 1):
+        if cursor + batch > len(pool):
+            order, cursor = rng.permutation(len(pool)), 0
+        rows = order[cursor:cursor + batch]
+        cursor += batch
+        loss = 1 - (model.encode_text(pool.tokens[rows]) * pool.targets[rows]).sum(1).mean()
+        optimiser.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(text_tower, 1.0)
+        optimiser.step()
+        schedule.step()
+        recent.append(float(loss.detach()))
+        if step % 250 == 0 or step == steps:
+            print(f"  text distillation step {step}: mean 1 - cosine {np.mean(recent):.4f} over the last "
+                  f"{len(recent)} steps [{time.time() - began:.0f} s]", flush=True)
+            recent = []
+    model.eval()
+    with torch.no_grad():
+        texts = torch.cat([model.encode_text(probe.tokens[k:k + 256]) for k in range(0, len(probe), 256)]).float()
+    agreement = (texts * probe.targets).sum(1)
+    print(f"text tower distilled for {steps} steps: cosine to its targets on the probe captions median "
+          f"{float(agreement.median()):.4f}, 5th percentile {float(agreement.quantile(0.05)):.4f}", flush=True)
+
+
 @torch.no_grad()
 def caption_features(model, scenes) -> torch.Tensor:
     model.eval()
@@ -210,7 +313,13 @@ def main(argv=None) -> int:
     parser.add_argument("--backbone", type=Path, default=REPO / "results" / "backbone" / "model")
     parser.add_argument("--inventory", type=int, default=7)
     parser.add_argument("--slice-seed", type=int, default=2, help="the benchmark's seed (config: synthetic.seed)")
-    parser.add_argument("--pool", type=int, default=16384, help="slice scenes of the image-only pre-stage")
+    parser.add_argument("--pool", type=int, default=16384, help="scenes of the image-only pre-stage")
+    parser.add_argument("--pool-source", choices=("slice", "family", "other-slices"), default="slice",
+                        help="draw the pre-stage's scenes from the benchmark's slice; from the whole family, as "
+                             "the pipeline's pretraining pool does (then the slice is seldom seen); or from "
+                             "--other-slices slices of the same shape, none the benchmark's")
+    parser.add_argument("--other-slices", type=int, default=32,
+                        help="--pool-source other-slices: how many (family_slice seeds 100000, 100001, ...)")
     parser.add_argument("--steps", type=int, nargs="+", default=[0, 1000, 4000],
                         help="pre-stage steps at which to report (the last is the stage's length)")
     parser.add_argument("--lr", type=float, default=1e-3, help="the pre-stage's peak rate")
@@ -220,9 +329,25 @@ def main(argv=None) -> int:
     parser.add_argument("--ft-scenes", type=int, default=1536)
     parser.add_argument("--image-tower", default=None, metavar="WIDTH,LAYERS,IMAGE_SIZE,PATCH",
                         help="pre-stage a fresh image tower of this shape instead of the backbone's")
+    parser.add_argument("--targets", choices=("tower", "ngrams"), default="tower",
+                        help="what the image tower is pre-staged against: the backbone's frozen text tower, or "
+                             "fixed features of the captions' word n-gram counts (fine-tuning only with "
+                             "--distill-text)")
+    parser.add_argument("--distill-text", type=int, default=0, metavar="STEPS",
+                        help="--targets ngrams: first train the text tower for STEPS steps to give the captions "
+                             "those features, then pre-stage the image tower against the distilled tower")
+    parser.add_argument("--ngram", type=int, default=3, help="n of --targets ngrams")
+    parser.add_argument("--ngram-relations", choices=("keep", "drop"), default="keep",
+                        help="--targets ngrams: count the caption's relation chain (which its image does not "
+                             "fix) or only the objects' sentences")
     parser.add_argument("--seen", type=int, default=0,
                         help="also report the micro-batch loss on this many pre-stage scenes (seen in training)")
     args = parser.parse_args(argv)
+    if args.distill_text and args.targets != "ngrams":
+        parser.error("--distill-text needs --targets ngrams (the features it distils)")
+    if args.targets == "ngrams" and args.ft_at and not args.distill_text:
+        parser.error("--targets ngrams alone has no text tower to fine-tune: pass --ft-at with no steps, "
+                     "or --distill-text")
     torch.set_num_threads(2)
     torch.manual_seed(0)
     began = time.time()
@@ -238,13 +363,31 @@ def main(argv=None) -> int:
     print(f"a scene's caption against the same scene's with another relation chain: cosine median "
           f"{float(same.median()):.4f} (512 probe scenes)", flush=True)
     pool, probe, tuning = (Scenes(model, scenes) for scenes in
-                           (slice_scenes("synthetic", where, args.pool, args.slice_seed, "prestage-pool"), probe_scenes,
+                           (pool_scenes(args.pool_source, where, args.pool, args.slice_seed, args.inventory,
+                                        args.other_slices), probe_scenes,
                             slice_scenes("synthetic", where, args.ft_scenes, args.slice_seed, "prestage-ft")))
-    pool_texts = features(model, pool)[1]
-    seen = (Scenes.subset(pool, args.seen), pool_texts[:args.seen]) if args.seen else None
     # the backbone's caption features, for the near-duplicate pairs (float64 rows, as the regime reads them)
     probe_texts = features(model, probe)[1].double().numpy()
     tuning_texts = features(model, tuning)[1].double().numpy()
+    if args.targets == "ngrams":
+        grams, kept = ngram_targets([pool, probe], args.ngram, int(model.spec["config"]["embed_dim"]),
+                                    relations=args.ngram_relations == "keep")
+        captions = [syn.describe_scene(s) for s in probe_scenes[:512]]
+        chains = random.Random(0)
+        rechained_captions = [syn.describe_scene(rechained(s, chains)) for s in probe_scenes[:512]]
+        counts = ngram_counts(captions + rechained_captions, args.ngram)
+        print(f"targets: word {args.ngram}-gram counts ({grams} n-grams, relations {args.ngram_relations}), "
+              f"projected to {model.spec['config']['embed_dim']} dimensions (squared norm kept: pool "
+              f"{kept[0]:.3f}, probe {kept[1]:.3f}); as such counts, a full caption against its scene's with "
+              f"another relation chain: cosine median {float(np.median((counts[:512] * counts[512:]).sum(1))):.4f} (512 probe scenes)",
+              flush=True)
+    if args.distill_text:
+        distill_text_tower(model, pool, probe, args.distill_text, args.lr, args.batch)
+        pool.targets = probe.targets = None  # from here on the distilled tower is the backbone's text tower
+        probe_texts = features(model, probe)[1].double().numpy()
+        tuning_texts = features(model, tuning)[1].double().numpy()
+    pool_texts = features(model, pool)[1]
+    seen = (Scenes.subset(pool, args.seen), pool_texts[:args.seen]) if args.seen else None
     print(f"{len(pool)} pre-stage, {len(probe)} probe, {len(tuning)} fine-tuning scenes rendered in "
           f"{time.time() - began:.0f} s; logit scale {logit_scale:g}", flush=True)
 

@@ -1,0 +1,87 @@
+"""benchmarks/toy_prestage.py's n-gram targets (issue 20, condition 5): the fixed caption features the image
+tower is pre-staged against must keep the captions' n-gram cosines, and dropping the relation chain must
+drop exactly the chain's sentences. References by hand: Counter dot products, sentence lists."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import toy_prestage  # noqa: E402
+
+from hnclip.data import synthetic as syn  # noqa: E402
+
+
+class _Data:
+    """What ngram_targets reads of a Scenes: its scenes and their count."""
+
+    def __init__(self, scenes):
+        self.scenes = scenes
+        self.targets = None
+
+    def __len__(self):
+        return len(self.scenes)
+
+
+def _scenes(count: int, seed: int):
+    where = syn.family_slice("synthetic", 7, 1, 2, (7, 7), ["solid"])
+    return [syn.sample_scene("synthetic", random.Random(f"test-prestage:{seed}:{k}"), where) for k in range(count)]
+
+
+def _trigram_cosine(a: str, b: str) -> float:
+    def grams(text):
+        words = re.findall(r"\w+|[^\w\s]", text.lower())
+        return Counter(zip(words, words[1:], words[2:], strict=False))
+
+    ga, gb = grams(a), grams(b)
+    dot = sum(count * gb[gram] for gram, count in ga.items())
+    return dot / math.sqrt(sum(c * c for c in ga.values()) * sum(c * c for c in gb.values()))
+
+
+@pytest.mark.parametrize("relations", [True, False])
+def test_targets_keep_the_trigram_cosines(relations):
+    scenes = _scenes(32, 0)
+    data = _Data(scenes)
+    grams, kept = toy_prestage.ngram_targets([data], 3, 512, relations=relations)
+    # 32 captions span at most 32 directions, all kept; the other 480 columns are zero
+    assert grams > 32 and kept == [pytest.approx(1.0, abs=1e-9)]
+    captions = [syn.describe_scene(s if relations else toy_prestage.without_relations(s)) for s in scenes]
+    targets = data.targets.numpy().astype(np.float64)
+    assert targets.shape == (32, 512)
+    np.testing.assert_allclose(np.linalg.norm(targets, axis=1), 1.0, atol=1e-6)
+    for i in range(0, 32, 3):
+        for j in range(1, 32, 5):
+            assert targets[i] @ targets[j] == pytest.approx(_trigram_cosine(captions[i], captions[j]), abs=1e-5)
+
+
+def test_what_the_pool_never_says_has_no_direction():
+    pool = _Data(_scenes(24, 0))
+    other = syn.family_slice("synthetic", 7, 1, 100000, (7, 7), ["solid"])
+    elsewhere = _Data([syn.sample_scene("synthetic", random.Random(f"test-prestage:x:{k}"), other) for k in range(8)])
+    _, kept = toy_prestage.ngram_targets([pool, elsewhere], 3, 64)
+    assert kept[0] == pytest.approx(1.0, abs=1e-9)  # 24 pool rows, 64 columns
+    assert 0.2 < kept[1] < 0.999  # the other slice's kinds make trigrams the pool never uses
+    assert elsewhere.targets.shape == (8, 64)
+    np.testing.assert_allclose(np.linalg.norm(elsewhere.targets.numpy(), axis=1), 1.0, atol=1e-6)
+
+
+def test_without_relations_drops_only_the_chain():
+    scene = _scenes(1, 2)[0]
+    full = syn.describe_scene(scene).split(". ")
+    bare = syn.describe_scene(toy_prestage.without_relations(scene)).split(". ")
+    chain = [f"The {scene.objects[i].colour} {scene.objects[i].shape} is" for i, _ in scene.relations]
+    assert len(scene.relations) == 6
+    assert all(any(sentence.startswith(start) for sentence in full) for start in chain)
+    assert not any(sentence.startswith(start) for start in chain for sentence in bare)
+    assert [s.rstrip(".") for s in bare] == [s.rstrip(".") for s in full[:len(bare)]]
+    assert len(full) - len(bare) == len(scene.relations)
