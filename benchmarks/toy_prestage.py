@@ -5,14 +5,14 @@ fine-tuning, from a backbone whose captions crowd (condition 4). The embedded de
 its slice (zero-shot R@1 ~10), and a pre-stage that trained both towers on the slice made it strong but
 spread the captions. This probe tries the remaining split: an image-only pre-stage on slice scenes with the
 text tower frozen, so the caption geometry stays exactly the backbone's, while the image tower learns the
-slice. At each ``--steps`` point it prints, on 1,024 probe scenes of the slice: zero-shot R@1, the share of
-random micro-batches of 16 whose standard InfoNCE is < 1e-3 at those weights, the median of that loss, and
-the caption geometry under the current text tower. At each ``--ft-at`` point it then fine-tunes a copy of
-the whole model, plainly (standard InfoNCE, the trainer's AdamW settings: betas 0.9 / 0.98, eps 1e-6,
-weight decay 0.1, 5 warm-up steps, cosine, clip 1.0, micro-batch 16 x 2, 3 epochs) on ``--ft-scenes``
-slice scenes at each of ``--ft-lrs``, and prints the share of its epoch-1 micro-batches whose training
-loss is < 1e-3 (condition 5's measurement), how many of those hold a caption pair at cosine >= 0.9 under
-the backbone, and the probe numbers after the 3 epochs.
+slice. At each ``--steps`` point it prints, on ``--probe`` (1,024) probe scenes of the slice: zero-shot R@1,
+the share of random micro-batches of 16 whose standard InfoNCE is < 1e-3 at those weights, the median of
+that loss, and the caption geometry under the current text tower. At each ``--ft-at`` point it then
+fine-tunes a copy of the whole model, plainly (standard InfoNCE, the trainer's AdamW settings: betas 0.9 /
+0.98, eps 1e-6, weight decay 0.1, 5 warm-up steps, cosine, clip 1.0, micro-batch 16 x 2, 3 epochs) on
+``--ft-scenes`` slice scenes at each of ``--ft-lrs``, and prints the share of its epoch-1 micro-batches
+whose training loss is < 1e-3 (condition 5's measurement), how many of those hold a caption pair at cosine
+>= 0.9 under the backbone, and the probe numbers after the 3 epochs.
 
 The text side can be replaced (``--targets ngrams``: fixed features of the captions' word n-gram counts,
 optionally without the relation chain the image does not fix; ``--distill-text``: the backbone's text tower
@@ -327,6 +327,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ft-at", type=int, nargs="*", default=[4000])
     parser.add_argument("--ft-lrs", type=float, nargs="+", default=[1e-4])
     parser.add_argument("--ft-scenes", type=int, default=1536)
+    parser.add_argument("--probe", type=int, default=1024,
+                        help="probe scenes: the gallery of the probe R@1 (the paper's DOCCI test has 5,000 images "
+                             "against micro-batches of 16; the toy's test split 1,024)")
     parser.add_argument("--image-tower", default=None, metavar="WIDTH,LAYERS,IMAGE_SIZE,PATCH",
                         help="pre-stage a fresh image tower of this shape instead of the backbone's")
     parser.add_argument("--targets", choices=("tower", "ngrams"), default="tower",
@@ -340,9 +343,14 @@ def main(argv=None) -> int:
     parser.add_argument("--ngram-relations", choices=("keep", "drop"), default="keep",
                         help="--targets ngrams: count the caption's relation chain (which its image does not "
                              "fix) or only the objects' sentences")
+    parser.add_argument("--distill-source", choices=("slice", "family", "other-slices"), default=None,
+                        help="--distill-text on captions of these scenes (as --pool-source; default: the "
+                             "pre-stage's own), with the n-gram directions theirs")
     parser.add_argument("--seen", type=int, default=0,
                         help="also report the micro-batch loss on this many pre-stage scenes (seen in training)")
     args = parser.parse_args(argv)
+    if args.distill_source and not args.distill_text:
+        parser.error("--distill-source needs --distill-text")
     if args.distill_text and args.targets != "ngrams":
         parser.error("--distill-text needs --targets ngrams (the features it distils)")
     if args.targets == "ngrams" and args.ft_at and not args.distill_text:
@@ -356,12 +364,13 @@ def main(argv=None) -> int:
     if args.image_tower:
         fresh_image_tower(model, args.image_tower)
     where = syn.family_slice("synthetic", args.inventory, 1, args.slice_seed, (7, 7), ["solid"])
-    probe_scenes = slice_scenes("synthetic", where, 1024, args.slice_seed, "prestage-probe")
+    probe_scenes = slice_scenes("synthetic", where, args.probe, args.slice_seed, "prestage-probe")
     chains = random.Random(0)
-    same = (caption_features(model, probe_scenes[:512])
-            * caption_features(model, [rechained(s, chains) for s in probe_scenes[:512]])).sum(1)
+    compared = probe_scenes[:512]
+    same = (caption_features(model, compared)
+            * caption_features(model, [rechained(s, chains) for s in compared])).sum(1)
     print(f"a scene's caption against the same scene's with another relation chain: cosine median "
-          f"{float(same.median()):.4f} (512 probe scenes)", flush=True)
+          f"{float(same.median()):.4f} ({len(compared)} probe scenes)", flush=True)
     pool, probe, tuning = (Scenes(model, scenes) for scenes in
                            (pool_scenes(args.pool_source, where, args.pool, args.slice_seed, args.inventory,
                                         args.other_slices), probe_scenes,
@@ -369,21 +378,30 @@ def main(argv=None) -> int:
     # the backbone's caption features, for the near-duplicate pairs (float64 rows, as the regime reads them)
     probe_texts = features(model, probe)[1].double().numpy()
     tuning_texts = features(model, tuning)[1].double().numpy()
+    text_pool = pool
+    if args.distill_source and args.distill_source != args.pool_source:
+        text_pool = Scenes(model, pool_scenes(args.distill_source, where, args.pool, args.slice_seed + 1,
+                                              args.inventory, args.other_slices))
     if args.targets == "ngrams":
-        grams, kept = ngram_targets([pool, probe], args.ngram, int(model.spec["config"]["embed_dim"]),
+        named = {"distillation": text_pool, "pool": pool, "probe": probe} if text_pool is not pool else \
+            {"pool": pool, "probe": probe}
+        grams, kept = ngram_targets(list(named.values()), args.ngram, int(model.spec["config"]["embed_dim"]),
                                     relations=args.ngram_relations == "keep")
-        captions = [syn.describe_scene(s) for s in probe_scenes[:512]]
+        captions = [syn.describe_scene(s) for s in compared]
         chains = random.Random(0)
-        rechained_captions = [syn.describe_scene(rechained(s, chains)) for s in probe_scenes[:512]]
+        rechained_captions = [syn.describe_scene(rechained(s, chains)) for s in compared]
         counts = ngram_counts(captions + rechained_captions, args.ngram)
         print(f"targets: word {args.ngram}-gram counts ({grams} n-grams, relations {args.ngram_relations}), "
-              f"projected to {model.spec['config']['embed_dim']} dimensions (squared norm kept: pool "
-              f"{kept[0]:.3f}, probe {kept[1]:.3f}); as such counts, a full caption against its scene's with "
-              f"another relation chain: cosine median {float(np.median((counts[:512] * counts[512:]).sum(1))):.4f} (512 probe scenes)",
+              f"projected to {model.spec['config']['embed_dim']} dimensions (squared norm kept: "
+              f"{', '.join(f'{name} {share:.3f}' for name, share in zip(named, kept, strict=True))}); as such counts, a full caption against its scene's with "
+              f"another relation chain: cosine median "
+              f"{float(np.median((counts[:len(compared)] * counts[len(compared):]).sum(1))):.4f} "
+              f"({len(compared)} probe scenes)",
               flush=True)
     if args.distill_text:
-        distill_text_tower(model, pool, probe, args.distill_text, args.lr, args.batch)
-        pool.targets = probe.targets = None  # from here on the distilled tower is the backbone's text tower
+        distill_text_tower(model, text_pool, probe, args.distill_text, args.lr, args.batch)
+        # from here on the distilled tower is the backbone's text tower
+        text_pool.targets = pool.targets = probe.targets = None
         probe_texts = features(model, probe)[1].double().numpy()
         tuning_texts = features(model, tuning)[1].double().numpy()
     pool_texts = features(model, pool)[1]
