@@ -165,14 +165,22 @@ def rechained(scene, rng: random.Random):
     return dataclasses.replace(scene, relations=tuple((order[k], order[k + 1]) for k in range(n - 1)))
 
 
-def pool_scenes(source: str, where, count: int, seed: int, inventory: int, other_slices: int) -> list:
-    """The pre-stage's scenes (``--pool-source``): of the benchmark's slice ``where``, of the whole family,
-    or an equal share of each of ``other_slices`` other slices of the same shape (``inventory`` solid
-    kinds on one background; ``family_slice`` seeds 100000 and up, which no benchmark uses), shuffled."""
+def pool_scenes(source: str, where, count: int, seed: int, inventory: int, other_slices: int,
+                slice_share: float = 0.0) -> list:
+    """The pre-stage's scenes (``--pool-source``): of the benchmark's slice ``where``, of the whole family
+    (``slice_share`` of them from the slice instead, as a pool whose own scenes include some like the
+    benchmark's), or an equal share of each of ``other_slices`` other slices of the same shape (``inventory``
+    solid kinds on one background; ``family_slice`` seeds 100000 and up, which no benchmark uses), shuffled."""
     if source == "slice":
         return slice_scenes("synthetic", where, count, seed, "prestage-pool")
-    if source == "family":
+    if source == "family" and not slice_share:
         return slice_scenes("synthetic", syn.Slice(), count, seed, "prestage-pool")
+    if source == "family":
+        on_slice = round(count * slice_share)
+        scenes = (slice_scenes("synthetic", where, on_slice, seed, "prestage-pool")
+                  + slice_scenes("synthetic", syn.Slice(), count - on_slice, seed, "prestage-pool-family"))
+        random.Random(seed).shuffle(scenes)
+        return scenes
     shares = [count // other_slices + (k < count % other_slices) for k in range(other_slices)]
     scenes = [scene for k, share in enumerate(shares)
               for scene in slice_scenes("synthetic", syn.family_slice("synthetic", inventory, 1, 100000 + k, (7, 7),
@@ -318,6 +326,8 @@ def main(argv=None) -> int:
                         help="draw the pre-stage's scenes from the benchmark's slice; from the whole family, as "
                              "the pipeline's pretraining pool does (then the slice is seldom seen); or from "
                              "--other-slices slices of the same shape, none the benchmark's")
+    parser.add_argument("--pool-slice-share", type=float, default=0.0,
+                        help="--pool-source family: this share of the pool drawn from the benchmark's slice")
     parser.add_argument("--other-slices", type=int, default=32,
                         help="--pool-source other-slices: how many (family_slice seeds 100000, 100001, ...)")
     parser.add_argument("--steps", type=int, nargs="+", default=[0, 1000, 4000],
@@ -349,6 +359,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seen", type=int, default=0,
                         help="also report the micro-batch loss on this many pre-stage scenes (seen in training)")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.pool_slice_share <= 1.0 or (args.pool_slice_share and args.pool_source != "family"):
+        parser.error("--pool-slice-share takes a share in [0, 1], with --pool-source family")
     if args.distill_source and not args.distill_text:
         parser.error("--distill-source needs --distill-text")
     if args.distill_text and args.targets != "ngrams":
@@ -373,7 +385,7 @@ def main(argv=None) -> int:
           f"{float(same.median()):.4f} ({len(compared)} probe scenes)", flush=True)
     pool, probe, tuning = (Scenes(model, scenes) for scenes in
                            (pool_scenes(args.pool_source, where, args.pool, args.slice_seed, args.inventory,
-                                        args.other_slices), probe_scenes,
+                                        args.other_slices, args.pool_slice_share), probe_scenes,
                             slice_scenes("synthetic", where, args.ft_scenes, args.slice_seed, "prestage-ft")))
     # the backbone's caption features, for the near-duplicate pairs (float64 rows, as the regime reads them)
     probe_texts = features(model, probe)[1].double().numpy()

@@ -85,3 +85,15 @@ def test_without_relations_drops_only_the_chain():
     assert not any(sentence.startswith(start) for start in chain for sentence in bare)
     assert [s.rstrip(".") for s in bare] == [s.rstrip(".") for s in full[:len(bare)]]
     assert len(full) - len(bare) == len(scene.relations)
+
+
+def test_pool_with_a_share_of_the_slice():
+    where = syn.family_slice("synthetic", 7, 1, 2, (7, 7), ["solid"])
+    kinds = set(where.kinds)
+    mixed = toy_prestage.pool_scenes("family", where, 40, 2, 7, 32, slice_share=0.25)
+    on_slice = [s for s in mixed if {(o.colour, o.shape) for o in s.objects} <= kinds]
+    assert len(mixed) == 40 and len(on_slice) == 10
+    # no share: the whole family's stream, as the runs recorded before the share existed drew it
+    plain = toy_prestage.pool_scenes("family", where, 12, 2, 7, 32)
+    assert [s.signature() for s in plain] == [
+        s.signature() for s in toy_prestage.slice_scenes("synthetic", syn.Slice(), 12, 2, "prestage-pool")]
