@@ -379,8 +379,8 @@ def main(argv=None) -> int:
     probe_scenes = slice_scenes("synthetic", where, args.probe, args.slice_seed, "prestage-probe")
     chains = random.Random(0)
     compared = probe_scenes[:512]
-    same = (caption_features(model, compared)
-            * caption_features(model, [rechained(s, chains) for s in compared])).sum(1)
+    compared_rechained = [rechained(s, chains) for s in compared]
+    same = (caption_features(model, compared) * caption_features(model, compared_rechained)).sum(1)
     print(f"a scene's caption against the same scene's with another relation chain: cosine median "
           f"{float(same.median()):.4f} ({len(compared)} probe scenes)", flush=True)
     pool, probe, tuning = (Scenes(model, scenes) for scenes in
@@ -399,14 +399,11 @@ def main(argv=None) -> int:
             {"pool": pool, "probe": probe}
         grams, kept = ngram_targets(list(named.values()), args.ngram, int(model.spec["config"]["embed_dim"]),
                                     relations=args.ngram_relations == "keep")
-        captions = [syn.describe_scene(s) for s in compared]
-        chains = random.Random(0)
-        rechained_captions = [syn.describe_scene(rechained(s, chains)) for s in compared]
-        counts = ngram_counts(captions + rechained_captions, args.ngram)
+        counts = ngram_counts([syn.describe_scene(s) for s in compared + compared_rechained], args.ngram)
+        shares = ", ".join(f"{name} {share:.3f}" for name, share in zip(named, kept, strict=True))
         print(f"targets: word {args.ngram}-gram counts ({grams} n-grams, relations {args.ngram_relations}), "
-              f"projected to {model.spec['config']['embed_dim']} dimensions (squared norm kept: "
-              f"{', '.join(f'{name} {share:.3f}' for name, share in zip(named, kept, strict=True))}); as such counts, a full caption against its scene's with "
-              f"another relation chain: cosine median "
+              f"projected to {model.spec['config']['embed_dim']} dimensions (squared norm kept: {shares}); as "
+              f"such counts, a full caption against its scene's with another relation chain: cosine median "
               f"{float(np.median((counts[:len(compared)] * counts[len(compared):]).sum(1))):.4f} "
               f"({len(compared)} probe scenes)",
               flush=True)
