@@ -119,9 +119,10 @@ def micro_batch_losses(images: torch.Tensor, texts: torch.Tensor, batches, logit
 
 
 def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str,
-           seen: tuple[Scenes, torch.Tensor] | None = None) -> None:
-    """Probe numbers; with ``seen`` (pre-stage scenes and their frozen caption features), also the
-    micro-batch loss on scenes the image tower trained on: what it can fit, against what it generalises."""
+           others: list[tuple[str, Scenes, torch.Tensor]] = ()) -> None:
+    """Probe numbers; with ``others`` ((what, scenes, their frozen caption features) each: the pre-stage's
+    own scenes, fresh scenes of the pre-stage's source), also the micro-batch loss there: what the image tower
+    can fit, against what it generalises to, on the slice and off it."""
     images, texts = features(model, probe)
     scores = images @ texts.T
     truth = torch.arange(len(probe))
@@ -136,10 +137,9 @@ def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str,
           f"(with a pair {share_with_pair(saturated, pairs)}), median InfoNCE {np.median(losses):.3g}; "
           f"captions >= 0.8 {geometry['frac_ge_0.8']:.2f}, hardest {geometry['mean_hardest']:.3f}, "
           f"hardest - mean {geometry['mean_hardest'] - geometry['mean_offdiag']:.3f}", flush=True)
-    if seen is not None:
-        losses = micro_batch_losses(features(model, seen[0])[0], seen[1], random_micro_batches(len(seen[0])),
-                                    logit_scale)
-        print(f"{' ' * (len(tag) - len(tag.lstrip()))}  on {len(seen[0])} pre-stage scenes (seen): micro-batches "
+    for what, data, texts in others:
+        losses = micro_batch_losses(features(model, data)[0], texts, random_micro_batches(len(data)), logit_scale)
+        print(f"{' ' * (len(tag) - len(tag.lstrip()))}  on {len(data)} {what}: micro-batches "
               f"< {SATURATION_LOSS:g}: {(losses < SATURATION_LOSS).mean():.2f}, median InfoNCE "
               f"{np.median(losses):.3g}", flush=True)
 
@@ -187,6 +187,11 @@ def pool_scenes(source: str, where, count: int, seed: int, inventory: int, other
                                                                       ["solid"]), share, seed, "prestage-pool")]
     random.Random(seed).shuffle(scenes)
     return scenes
+
+
+# offsets to --slice-seed of the streams besides the pre-stage pool's: the distillation's own captions
+# (--distill-source other than --pool-source) and --unseen's fresh scenes, so no two of the three share a scene
+DISTILL_SEED_OFFSET, UNSEEN_SEED_OFFSET = 1, 2
 
 
 def without_relations(scene):
@@ -358,11 +363,17 @@ def main(argv=None) -> int:
                              "pre-stage's own), with the n-gram directions theirs")
     parser.add_argument("--seen", type=int, default=0,
                         help="also report the micro-batch loss on this many pre-stage scenes (seen in training)")
+    parser.add_argument("--unseen", type=int, default=0,
+                        help="also report it on this many fresh scenes of --pool-source (drawn apart from the "
+                             "pool): whether the tower generalises off its own scenes, not only to the slice")
     args = parser.parse_args(argv)
     if not 0.0 <= args.pool_slice_share <= 1.0 or (args.pool_slice_share and args.pool_source != "family"):
         parser.error("--pool-slice-share takes a share in [0, 1], with --pool-source family")
     if args.distill_source and not args.distill_text:
         parser.error("--distill-source needs --distill-text")
+    if args.unseen and args.targets == "ngrams" and not args.distill_text:
+        parser.error("--unseen reads fresh scenes' captions through a text tower: with --targets ngrams it needs "
+                     "--distill-text")
     if args.distill_text and args.targets != "ngrams":
         parser.error("--distill-text needs --targets ngrams (the features it distils)")
     if args.targets == "ngrams" and args.ft_at and not args.distill_text:
@@ -392,7 +403,7 @@ def main(argv=None) -> int:
     tuning_texts = features(model, tuning)[1].double().numpy()
     text_pool = pool
     if args.distill_source and args.distill_source != args.pool_source:
-        text_pool = Scenes(model, pool_scenes(args.distill_source, where, args.pool, args.slice_seed + 1,
+        text_pool = Scenes(model, pool_scenes(args.distill_source, where, args.pool, args.slice_seed + DISTILL_SEED_OFFSET,
                                               args.inventory, args.other_slices))
     if args.targets == "ngrams":
         named = {"distillation": text_pool, "pool": pool, "probe": probe} if text_pool is not pool else \
@@ -414,7 +425,13 @@ def main(argv=None) -> int:
         probe_texts = features(model, probe)[1].double().numpy()
         tuning_texts = features(model, tuning)[1].double().numpy()
     pool_texts = features(model, pool)[1]
-    seen = (Scenes.subset(pool, args.seen), pool_texts[:args.seen]) if args.seen else None
+    others = [("pre-stage scenes (seen)", Scenes.subset(pool, args.seen), pool_texts[:args.seen])] \
+        if args.seen else []
+    if args.unseen:
+        fresh = Scenes(model, pool_scenes(args.pool_source, where, args.unseen, args.slice_seed + UNSEEN_SEED_OFFSET,
+                                          args.inventory,
+                                          args.other_slices, args.pool_slice_share))
+        others.append((f"fresh {args.pool_source} scenes (unseen)", fresh, features(model, fresh)[1]))
     print(f"{len(pool)} pre-stage, {len(probe)} probe, {len(tuning)} fine-tuning scenes rendered in "
           f"{time.time() - began:.0f} s; logit scale {logit_scale:g}", flush=True)
 
@@ -430,7 +447,7 @@ def main(argv=None) -> int:
     order, cursor = rng.permutation(len(pool)), 0
     for step in range(last + 1):
         if step in args.steps:
-            report(model, probe, probe_texts, logit_scale, f"pre-stage step {step}", seen)
+            report(model, probe, probe_texts, logit_scale, f"pre-stage step {step}", others)
             for lr in args.ft_lrs if step in args.ft_at else ():
                 plain_fine_tune(model, tuning, probe, probe_texts, tuning_texts, logit_scale, lr,
                                 f"plain FT from step {step} at lr {lr:g}")

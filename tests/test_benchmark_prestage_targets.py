@@ -97,3 +97,19 @@ def test_pool_with_a_share_of_the_slice():
     plain = toy_prestage.pool_scenes("family", where, 12, 2, 7, 32)
     assert [s.signature() for s in plain] == [
         s.signature() for s in toy_prestage.slice_scenes("synthetic", syn.Slice(), 12, 2, "prestage-pool")]
+
+
+@pytest.mark.parametrize("source", ["family", "slice"])
+def test_unseen_scenes_are_apart_from_the_pool_and_the_distillation(source):
+    where = syn.family_slice("synthetic", 7, 1, 2, (7, 7), ["solid"])
+
+    def drawn(offset):
+        return {s.signature() for s in toy_prestage.pool_scenes(source, where, 200, 2 + offset, 7, 32)}
+
+    pool, distilled, unseen = drawn(0), drawn(toy_prestage.DISTILL_SEED_OFFSET), drawn(toy_prestage.UNSEEN_SEED_OFFSET)
+    assert len(unseen) == 200 and not unseen & pool and not unseen & distilled
+
+
+def test_unseen_needs_a_text_tower():
+    with pytest.raises(SystemExit):
+        toy_prestage.main(["--targets", "ngrams", "--unseen", "64", "--ft-at"])
