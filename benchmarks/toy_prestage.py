@@ -325,6 +325,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backbone", type=Path, default=REPO / "results" / "backbone" / "model")
     parser.add_argument("--inventory", type=int, default=7)
+    parser.add_argument("--backgrounds", type=int, default=1,
+                        help="the slice's backgrounds (0: the family's all; the benchmark's: 1)")
+    parser.add_argument("--patterns", nargs="+", default=["solid"], choices=syn.PATTERNS,
+                        help="the slice's fill patterns (the benchmark's: solid)")
+    parser.add_argument("--objects", type=int, nargs=2, default=[7, 7], metavar=("MIN", "MAX"),
+                        help="objects a scene of the slice (the benchmark's: 7 7)")
     parser.add_argument("--slice-seed", type=int, default=2, help="the benchmark's seed (config: synthetic.seed)")
     parser.add_argument("--pool", type=int, default=16384, help="scenes of the image-only pre-stage")
     parser.add_argument("--pool-source", choices=("slice", "family", "other-slices"), default="slice",
@@ -386,7 +392,8 @@ def main(argv=None) -> int:
     logit_scale = float(model.scale().detach())
     if args.image_tower:
         fresh_image_tower(model, args.image_tower)
-    where = syn.family_slice("synthetic", args.inventory, 1, args.slice_seed, (7, 7), ["solid"])
+    where = syn.family_slice("synthetic", args.inventory, args.backgrounds, args.slice_seed, tuple(args.objects),
+                             args.patterns)
     probe_scenes = slice_scenes("synthetic", where, args.probe, args.slice_seed, "prestage-probe")
     chains = random.Random(0)
     compared = probe_scenes[:512]
