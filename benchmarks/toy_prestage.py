@@ -200,10 +200,17 @@ def without_relations(scene):
     return dataclasses.replace(scene, relations=())
 
 
-def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = True) -> tuple[int, list[float]]:
+def without_sizes(scene):
+    """The scene with every object medium-sized: its caption no longer tells sizes apart (the image still
+    does), for a text tower distilled blind to a detail fine-tuning could teach it."""
+    return dataclasses.replace(scene, objects=tuple(dataclasses.replace(o, size="medium") for o in scene.objects))
+
+
+def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = True,
+                  sizes: bool = True) -> tuple[int, list[float]]:
     """Give each of ``datasets`` fixed caption features in place of the text tower: the L2-normalised
     counts of its captions' word n-grams (``caption_rank.ngram_counts``, one vocabulary over all of them;
-    without the relation chain unless ``relations``), projected onto the ``width`` leading right singular
+    without the relation chain unless ``relations``, every object medium-sized unless ``sizes``), projected onto the ``width`` leading right singular
     vectors of the first dataset's (the pre-stage pool's; zero columns where it spans fewer) and normalised
     again, so they have the model's embedding width. Why: ``caption_rank.py`` found these counts spread the
     slice's captions over 18 directions with the paper's geometry, where the backbone's text tower keeps
@@ -211,8 +218,11 @@ def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = 
     pool never uses has no direction: the features are what a text tower that learned from the pool could
     know. Returns the number of n-grams and, per dataset, the mean share of its rows' squared norm the
     projection keeps."""
-    counts = ngram_counts([syn.describe_scene(s if relations else without_relations(s))
-                           for data in datasets for s in data.scenes], n)
+    def told(scene):
+        scene = scene if relations else without_relations(scene)
+        return syn.describe_scene(scene if sizes else without_sizes(scene))
+
+    counts = ngram_counts([told(s) for data in datasets for s in data.scenes], n)
     pool = counts[:len(datasets[0])]
     basis = np.linalg.svd(pool, full_matrices=False)[2][:width].T
     basis = np.pad(basis, ((0, 0), (0, width - basis.shape[1])))
@@ -364,6 +374,9 @@ def main(argv=None) -> int:
     parser.add_argument("--ngram-relations", choices=("keep", "drop"), default="keep",
                         help="--targets ngrams: count the caption's relation chain (which its image does not "
                              "fix) or only the objects' sentences")
+    parser.add_argument("--ngram-sizes", choices=("keep", "drop"), default="keep",
+                        help="--targets ngrams: count the objects' sizes, or read every object as medium (a text "
+                             "tower distilled blind to sizes, which the image shows and fine-tuning could teach)")
     parser.add_argument("--distill-source", choices=("slice", "family", "other-slices"), default=None,
                         help="--distill-text on captions of these scenes (as --pool-source; default: the "
                              "pre-stage's own), with the n-gram directions theirs")
@@ -416,10 +429,11 @@ def main(argv=None) -> int:
         named = {"distillation": text_pool, "pool": pool, "probe": probe} if text_pool is not pool else \
             {"pool": pool, "probe": probe}
         grams, kept = ngram_targets(list(named.values()), args.ngram, int(model.spec["config"]["embed_dim"]),
-                                    relations=args.ngram_relations == "keep")
+                                    relations=args.ngram_relations == "keep", sizes=args.ngram_sizes == "keep")
         counts = ngram_counts([syn.describe_scene(s) for s in compared + compared_rechained], args.ngram)
         shares = ", ".join(f"{name} {share:.3f}" for name, share in zip(named, kept, strict=True))
-        print(f"targets: word {args.ngram}-gram counts ({grams} n-grams, relations {args.ngram_relations}), "
+        print(f"targets: word {args.ngram}-gram counts ({grams} n-grams, relations {args.ngram_relations}, "
+              f"sizes {args.ngram_sizes}), "
               f"projected to {model.spec['config']['embed_dim']} dimensions (squared norm kept: {shares}); as "
               f"such counts, a full caption against its scene's with another relation chain: cosine median "
               f"{float(np.median((counts[:len(compared)] * counts[len(compared):]).sum(1))):.4f} "

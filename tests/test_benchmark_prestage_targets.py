@@ -4,6 +4,7 @@ drop exactly the chain's sentences. References by hand: Counter dot products, se
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -113,3 +114,20 @@ def test_unseen_scenes_are_apart_from_the_pool_and_the_distillation(source):
 def test_unseen_needs_a_text_tower():
     with pytest.raises(SystemExit):
         toy_prestage.main(["--targets", "ngrams", "--unseen", "64", "--ft-at"])
+
+
+def test_dropping_sizes_reads_every_object_as_medium():
+    scene = _scenes(1, 3)[0]
+    resized = dataclasses.replace(scene, objects=tuple(
+        dataclasses.replace(o, size=syn.SIZES[(syn.SIZES.index(o.size) + 1) % 3]) for o in scene.objects))
+    assert syn.describe_scene(resized) != syn.describe_scene(scene)
+    # by hand: the caption with each size word replaced by "medium", nothing else changed
+    medium = re.sub(r"\b(small|large)\b", "medium", syn.describe_scene(scene))
+    assert syn.describe_scene(toy_prestage.without_sizes(scene)) == medium
+    kept, dropped = _Data([scene, resized]), _Data([scene, resized])
+    toy_prestage.ngram_targets([kept], 3, 64)
+    toy_prestage.ngram_targets([dropped], 3, 64, sizes=False)
+    assert float(kept.targets[0] @ kept.targets[1]) == pytest.approx(
+        _trigram_cosine(syn.describe_scene(scene), syn.describe_scene(resized)), abs=1e-5)
+    assert float(kept.targets[0] @ kept.targets[1]) < 0.99
+    assert float(dropped.targets[0] @ dropped.targets[1]) == pytest.approx(1.0, abs=1e-6)
