@@ -210,11 +210,11 @@ def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = 
                   sizes: bool = True) -> tuple[int, list[float]]:
     """Give each of ``datasets`` fixed caption features in place of the text tower: the L2-normalised
     counts of its captions' word n-grams (``caption_rank.ngram_counts``, one vocabulary over all of them;
-    without the relation chain unless ``relations``, every object medium-sized unless ``sizes``), projected onto the ``width`` leading right singular
-    vectors of the first dataset's (the pre-stage pool's; zero columns where it spans fewer) and normalised
-    again, so they have the model's embedding width. Why: ``caption_rank.py`` found these counts spread the
-    slice's captions over 18 directions with the paper's geometry, where the backbone's text tower keeps
-    3-4; trained against them, does the image tower reach the saturation the captions allow? An n-gram the
+    without the relation chain unless ``relations``, every object medium-sized unless ``sizes``), projected
+    onto the ``width`` leading right singular vectors of the first dataset's (the pre-stage pool's; zero
+    columns where it spans fewer) and normalised again, so they have the model's embedding width. Why:
+    ``caption_rank.py`` found these counts spread the slice's captions over 18 directions with the paper's
+    geometry, where the backbone's text tower keeps 3-4; trained against them, does the image tower reach the saturation the captions allow? An n-gram the
     pool never uses has no direction: the features are what a text tower that learned from the pool could
     know. Returns the number of n-grams and, per dataset, the mean share of its rows' squared norm the
     projection keeps."""
@@ -423,8 +423,9 @@ def main(argv=None) -> int:
     tuning_texts = features(model, tuning)[1].double().numpy()
     text_pool = pool
     if args.distill_source and args.distill_source != args.pool_source:
-        text_pool = Scenes(model, pool_scenes(args.distill_source, where, args.pool, args.slice_seed + DISTILL_SEED_OFFSET,
-                                              args.inventory, args.other_slices))
+        text_pool = Scenes(model, pool_scenes(args.distill_source, where, args.pool,
+                                              args.slice_seed + DISTILL_SEED_OFFSET, args.inventory,
+                                              args.other_slices))
     if args.targets == "ngrams":
         named = {"distillation": text_pool, "pool": pool, "probe": probe} if text_pool is not pool else \
             {"pool": pool, "probe": probe}
@@ -449,9 +450,9 @@ def main(argv=None) -> int:
     others = [("pre-stage scenes (seen)", Scenes.subset(pool, args.seen), pool_texts[:args.seen])] \
         if args.seen else []
     if args.unseen:
-        fresh = Scenes(model, pool_scenes(args.pool_source, where, args.unseen, args.slice_seed + UNSEEN_SEED_OFFSET,
-                                          args.inventory,
-                                          args.other_slices, args.pool_slice_share))
+        fresh = Scenes(model, pool_scenes(args.pool_source, where, args.unseen,
+                                          args.slice_seed + UNSEEN_SEED_OFFSET, args.inventory, args.other_slices,
+                                          args.pool_slice_share))
         others.append((f"fresh {args.pool_source} scenes (unseen)", fresh, features(model, fresh)[1]))
     print(f"{len(pool)} pre-stage, {len(probe)} probe, {len(tuning)} fine-tuning scenes rendered in "
           f"{time.time() - began:.0f} s; logit scale {logit_scale:g}", flush=True)
