@@ -131,3 +131,31 @@ def test_dropping_sizes_reads_every_object_as_medium():
         _trigram_cosine(syn.describe_scene(scene), syn.describe_scene(resized)), abs=1e-5)
     assert float(kept.targets[0] @ kept.targets[1]) < 0.99
     assert float(dropped.targets[0] @ dropped.targets[1]) == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 1.0])
+def test_fine_tuning_moves_the_text_tower_at_its_ratio(ratio):
+    """--ft-text-lr-ratio: 0 leaves every text-tower weight exactly as it was; otherwise the text tower's
+    group runs at the ratio of the image tower's rate, and every weight but the logit scale is trained."""
+    import torch
+
+    from hnclip.models import create_model
+
+    torch.manual_seed(0)
+    model = create_model("micro", seed=0)
+    groups = toy_prestage.fine_tune_groups(model, 1e-3, ratio)
+    trained = {id(p) for group in groups for p in group["params"]}
+    for name, p in model.named_parameters():
+        assert (id(p) in trained) == (name != "logit_scale" and (ratio > 0 or name.startswith("clip.visual.")))
+    assert [group["lr"] for group in groups] == ([1e-3] if ratio == 0 else [1e-3, pytest.approx(1e-3 * ratio)])
+
+    data = toy_prestage.Scenes(model, _scenes(32, 4))
+    texts = toy_prestage.features(model, data)[1].double().numpy()
+    tuned = toy_prestage.plain_fine_tune(model, data, toy_prestage.Scenes.subset(data, 16), texts, texts,
+                                         float(model.scale().detach()), 1e-3, "test", ratio)
+    before, after = dict(model.named_parameters()), dict(tuned.named_parameters())
+    text_moved = any(not torch.equal(before[n], after[n]) for n in before
+                     if not n.startswith("clip.visual.") and n != "logit_scale")
+    image_moved = any(not torch.equal(before[n], after[n]) for n in before if n.startswith("clip.visual."))
+    assert image_moved and text_moved == (ratio > 0)
+    assert torch.equal(before["logit_scale"], after["logit_scale"])
