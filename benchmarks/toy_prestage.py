@@ -49,7 +49,7 @@ from caption_rank import ngram_counts  # noqa: E402  (this folder: the script's 
 from toy_slice import slice_scenes  # noqa: E402
 
 from hnclip.analysis.geometry import batch_geometry  # noqa: E402
-from hnclip.analysis.regime import micro_batch_has_pair  # noqa: E402
+from hnclip.analysis.regime import hardest_partner, micro_batch_has_pair, pairwise_outcomes  # noqa: E402
 from hnclip.data import synthetic as syn  # noqa: E402
 from hnclip.data.image_store import resize_center_crop, to_model_input  # noqa: E402
 from hnclip.dynamics_log import SATURATION_LOSS  # noqa: E402
@@ -133,7 +133,11 @@ def report(model, probe: Scenes, backbone_texts, logit_scale: float, tag: str,
     pairs = np.array([micro_batch_has_pair(backbone_texts, rows) for rows in batches])
     geometry = batch_geometry(texts.double().numpy(), batches)
     saturated = losses < SATURATION_LOSS
-    print(f"{tag}: probe R@1 {i2t:.1f} / {t2i:.1f}; micro-batches < {SATURATION_LOSS:g}: {saturated.mean():.2f} "
+    # condition 6's measure: each probe scene against its hardest caption partner under the backbone
+    pairwise = pairwise_outcomes(images.double().numpy(), texts.double().numpy(), hardest_partner(backbone_texts)[0])
+    print(f"{tag}: probe R@1 {i2t:.1f} / {t2i:.1f} (pairwise vs the hardest partner "
+          f"{100 * pairwise['i2t'].mean():.1f} / {100 * pairwise['t2i'].mean():.1f}); "
+          f"micro-batches < {SATURATION_LOSS:g}: {saturated.mean():.2f} "
           f"(with a pair {share_with_pair(saturated, pairs)}), median InfoNCE {np.median(losses):.3g}; "
           f"captions >= 0.8 {geometry['frac_ge_0.8']:.2f}, hardest {geometry['mean_hardest']:.3f}, "
           f"hardest - mean {geometry['mean_hardest'] - geometry['mean_offdiag']:.3f}", flush=True)
@@ -163,6 +167,15 @@ def rechained(scene, rng: random.Random):
     n = len(scene.objects)
     order = rng.sample(range(n), n)
     return dataclasses.replace(scene, relations=tuple((order[k], order[k + 1]) for k in range(n - 1)))
+
+
+def clustered_scenes(where, count: int, seed: int, stream: str, cluster_size: int, max_changes: int) -> list:
+    """``count`` distinct slice scenes in clusters of ``cluster_size`` near-duplicates (a base scene and
+    variants with 1..``max_changes`` details changed, as the benchmark's ``synthetic.cluster_size`` draws
+    them), consecutive, from the stream ``synthetic:<stream>:<seed>``: hard negatives that come in rare
+    groups, so random micro-batches seldom hold one while every gallery does."""
+    return [scene for _, _, scene in syn.iter_scenes("synthetic", f"{stream}:{seed}", count, seed, cluster_size,
+                                                     max_changes, where=where)]
 
 
 def pool_scenes(source: str, where, count: int, seed: int, inventory: int, other_slices: int,
@@ -358,6 +371,11 @@ def main(argv=None) -> int:
                         help="the slice's fill patterns (the benchmark's: solid)")
     parser.add_argument("--objects", type=int, nargs=2, default=[7, 7], metavar=("MIN", "MAX"),
                         help="objects a scene of the slice (the benchmark's: 7 7)")
+    parser.add_argument("--clusters", type=int, default=1, metavar="SIZE",
+                        help="draw the probe and fine-tuning scenes in clusters of SIZE near-duplicates (the "
+                             "benchmark's synthetic.cluster_size; 1: independent scenes)")
+    parser.add_argument("--max-changes", type=int, default=2,
+                        help="--clusters: details a variant changes from its cluster's base, at most")
     parser.add_argument("--slice-seed", type=int, default=2, help="the benchmark's seed (config: synthetic.seed)")
     parser.add_argument("--pool", type=int, default=16384, help="scenes of the image-only pre-stage")
     parser.add_argument("--pool-source", choices=("slice", "family", "other-slices"), default="slice",
@@ -413,6 +431,8 @@ def main(argv=None) -> int:
     if args.unseen and args.targets == "ngrams" and not args.distill_text:
         parser.error("--unseen reads fresh scenes' captions through a text tower: with --targets ngrams it needs "
                      "--distill-text")
+    if args.clusters < 1 or args.max_changes < 1:
+        parser.error("--clusters and --max-changes take a count >= 1")
     if args.ft_text_lr_ratio < 0:
         parser.error("--ft-text-lr-ratio takes a ratio >= 0")
     if args.distill_text and args.targets != "ngrams":
@@ -429,7 +449,12 @@ def main(argv=None) -> int:
         fresh_image_tower(model, args.image_tower)
     where = syn.family_slice("synthetic", args.inventory, args.backgrounds, args.slice_seed, tuple(args.objects),
                              args.patterns)
-    probe_scenes = slice_scenes("synthetic", where, args.probe, args.slice_seed, "prestage-probe")
+    def slice_draw(count: int, stream: str) -> list:
+        if args.clusters > 1:
+            return clustered_scenes(where, count, args.slice_seed, stream, args.clusters, args.max_changes)
+        return slice_scenes("synthetic", where, count, args.slice_seed, stream)
+
+    probe_scenes = slice_draw(args.probe, "prestage-probe")
     chains = random.Random(0)
     compared = probe_scenes[:512]
     compared_rechained = [rechained(s, chains) for s in compared]
@@ -439,7 +464,7 @@ def main(argv=None) -> int:
     pool, probe, tuning = (Scenes(model, scenes) for scenes in
                            (pool_scenes(args.pool_source, where, args.pool, args.slice_seed, args.inventory,
                                         args.other_slices, args.pool_slice_share), probe_scenes,
-                            slice_scenes("synthetic", where, args.ft_scenes, args.slice_seed, "prestage-ft")))
+                            slice_draw(args.ft_scenes, "prestage-ft")))
     # the backbone's caption features, for the near-duplicate pairs (float64 rows, as the regime reads them)
     probe_texts = features(model, probe)[1].double().numpy()
     tuning_texts = features(model, tuning)[1].double().numpy()

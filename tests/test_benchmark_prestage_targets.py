@@ -151,7 +151,7 @@ def test_fine_tuning_moves_the_text_tower_at_its_ratio(ratio):
 
     data = toy_prestage.Scenes(model, _scenes(32, 4))
     texts = toy_prestage.features(model, data)[1].double().numpy()
-    tuned = toy_prestage.plain_fine_tune(model, data, toy_prestage.Scenes.subset(data, 16), texts, texts,
+    tuned = toy_prestage.plain_fine_tune(model, data, toy_prestage.Scenes.subset(data, 16), texts[:16], texts,
                                          float(model.scale().detach()), 1e-3, "test", ratio)
     before, after = dict(model.named_parameters()), dict(tuned.named_parameters())
     text_moved = any(not torch.equal(before[n], after[n]) for n in before
@@ -159,3 +159,20 @@ def test_fine_tuning_moves_the_text_tower_at_its_ratio(ratio):
     image_moved = any(not torch.equal(before[n], after[n]) for n in before if n.startswith("clip.visual."))
     assert image_moved and text_moved == (ratio > 0)
     assert torch.equal(before["logit_scale"], after["logit_scale"])
+
+
+def test_clustered_scenes_are_groups_of_one_changed_detail():
+    """--clusters 4 --max-changes 1: consecutive groups of four distinct scenes on one background, each
+    variant the base with exactly one object changed (one detail of one object, the cell included)."""
+    where = syn.family_slice("synthetic", 7, 0, 2, (4, 7), ["solid", "striped", "dotted", "outlined"])
+    scenes = toy_prestage.clustered_scenes(where, 40, 2, "prestage-probe", 4, 1)
+    assert len({s.signature() for s in scenes}) == 40
+    for start in range(0, 40, 4):
+        base, *variants = scenes[start:start + 4]
+        for variant in variants:
+            assert variant.background == base.background and len(variant.objects) == len(base.objects)
+            kept = Counter(base.objects) & Counter(variant.objects)
+            assert sum(kept.values()) == len(base.objects) - 1
+    # another stream, other scenes; two clusters' bases differ
+    other = toy_prestage.clustered_scenes(where, 40, 2, "prestage-ft", 4, 1)
+    assert not {s.signature() for s in other} & {s.signature() for s in scenes}
