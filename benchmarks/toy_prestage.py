@@ -172,8 +172,9 @@ def rechained(scene, rng: random.Random):
 def clustered_scenes(where, count: int, seed: int, stream: str, cluster_size: int, max_changes: int) -> list:
     """``count`` distinct slice scenes in clusters of ``cluster_size`` near-duplicates (a base scene and
     variants with 1..``max_changes`` details changed, as the benchmark's ``synthetic.cluster_size`` draws
-    them), consecutive, from the stream ``synthetic:<stream>:<seed>``: hard negatives that come in rare
-    groups, so random micro-batches seldom hold one while every gallery does."""
+    them), consecutive, each cluster from its own stream of ``syn.iter_scenes`` labelled ``<stream>:<seed>``
+    (no split of the benchmark uses it): hard negatives that come in rare groups, so random micro-batches
+    seldom hold one while every gallery does."""
     return [scene for _, _, scene in syn.iter_scenes("synthetic", f"{stream}:{seed}", count, seed, cluster_size,
                                                      max_changes, where=where)]
 
@@ -227,9 +228,9 @@ def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = 
     onto the ``width`` leading right singular vectors of the first dataset's (the pre-stage pool's; zero
     columns where it spans fewer) and normalised again, so they have the model's embedding width. Why:
     ``caption_rank.py`` found these counts spread the slice's captions over 18 directions with the paper's
-    geometry, where the backbone's text tower keeps 3-4; trained against them, does the image tower reach the saturation the captions allow? An n-gram the
-    pool never uses has no direction: the features are what a text tower that learned from the pool could
-    know. Returns the number of n-grams and, per dataset, the mean share of its rows' squared norm the
+    geometry, where the backbone's text tower keeps 3-4; trained against them, does the image tower reach
+    the saturation the captions allow? An n-gram the pool never uses has no direction: the features are what
+    a text tower that learned from the pool could know. Returns the number of n-grams and, per dataset, the mean share of its rows' squared norm the
     projection keeps."""
     def told(scene):
         scene = scene if relations else without_relations(scene)
@@ -250,13 +251,22 @@ def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = 
     return counts.shape[1], kept
 
 
+def towers(model) -> tuple[list, list]:
+    """The image tower's weights and the text tower's (every other weight but the logit scale, which no
+    stage of this probe trains)."""
+    image, text = [], []
+    for name, p in model.named_parameters():
+        if name != "logit_scale":
+            (image if name.startswith("clip.visual.") else text).append(p)
+    return image, text
+
+
 def distill_text_tower(model, pool: Scenes, probe: Scenes, steps: int, lr: float, batch: int) -> None:
     """Train the text tower alone, for ``steps`` steps of ``batch`` pool captions, to give each caption
     the fixed feature ``--targets ngrams`` set (loss: 1 - cosine), then print how closely it does so on the
     probe captions, which it never saw. A stand-in for a text tower with knowledge of its own: can this
     tower's shape hold the captions as their n-grams spread them?"""
-    text_tower = [p for name, p in model.named_parameters()
-                  if not name.startswith("clip.visual.") and name != "logit_scale"]
+    text_tower = towers(model)[1]
     for p in model.parameters():
         p.requires_grad_(False)
     for p in text_tower:
@@ -312,9 +322,7 @@ def fine_tune_groups(model, lr: float, text_lr_ratio: float = 1.0) -> list[dict]
     weight but the logit scale, which stays fixed) at ``lr * text_lr_ratio``, left out when that is 0.
     A ratio other than 1 is not the paper's recipe (one rate for every weight): a diagnostic of whether the
     text tower's drift under fine-tuning is what holds text queries back."""
-    image = [p for name, p in model.named_parameters() if name.startswith("clip.visual.")]
-    text = [p for name, p in model.named_parameters()
-            if not name.startswith("clip.visual.") and name != "logit_scale"]
+    image, text = towers(model)
     groups = [{"params": image, "lr": lr}]
     if text_lr_ratio > 0:
         groups.append({"params": text, "lr": lr * text_lr_ratio})
@@ -449,6 +457,7 @@ def main(argv=None) -> int:
         fresh_image_tower(model, args.image_tower)
     where = syn.family_slice("synthetic", args.inventory, args.backgrounds, args.slice_seed, tuple(args.objects),
                              args.patterns)
+
     def slice_draw(count: int, stream: str) -> list:
         if args.clusters > 1:
             return clustered_scenes(where, count, args.slice_seed, stream, args.clusters, args.max_changes)
@@ -504,7 +513,7 @@ def main(argv=None) -> int:
     print(f"{len(pool)} pre-stage, {len(probe)} probe, {len(tuning)} fine-tuning scenes rendered in "
           f"{time.time() - began:.0f} s; logit scale {logit_scale:g}", flush=True)
 
-    image_tower = list(model.clip.visual.parameters())
+    image_tower = towers(model)[0]
     for p in model.parameters():
         p.requires_grad_(False)
     for p in image_tower:
