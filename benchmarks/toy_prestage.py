@@ -230,8 +230,8 @@ def ngram_targets(datasets: list[Scenes], n: int, width: int, relations: bool = 
     ``caption_rank.py`` found these counts spread the slice's captions over 18 directions with the paper's
     geometry, where the backbone's text tower keeps 3-4; trained against them, does the image tower reach
     the saturation the captions allow? An n-gram the pool never uses has no direction: the features are what
-    a text tower that learned from the pool could know. Returns the number of n-grams and, per dataset, the mean share of its rows' squared norm the
-    projection keeps."""
+    a text tower that learned from the pool could know. Returns the number of n-grams and, per dataset, the
+    mean share of its rows' squared norm the projection keeps."""
     def told(scene):
         scene = scene if relations else without_relations(scene)
         return syn.describe_scene(scene if sizes else without_sizes(scene))
