@@ -87,3 +87,56 @@ def test_the_recorded_recipe_reads_the_optimizer_as_built():
     assert recipe["betas"] == [0.9, 0.999] and recipe["total_steps"] == 1000 and recipe["effective_batch"] == 128
     assert [(g["name"], g["lr"], g["weight_decay"], g["parameters"]) for g in recipe["groups"]] == \
         [("decay", 1e-6, 0.01, 16), ("no_decay", 1e-6, 0.0, 10 * 4 + 5 * 4 + 4 + 4 + 4 + 1)]
+
+
+def _adamw_float64(params, grads_per_step, lrs, weight_decays, betas, eps):
+    """AdamW transcribed from Loshchilov & Hutter (decoupled decay), in torch's bias-corrected form, float64."""
+    beta1, beta2 = betas
+    params = [p.double().clone() for p in params]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    for t, (grads, lr) in enumerate(zip(grads_per_step, lrs, strict=True), start=1):
+        for i, (p, g, wd) in enumerate(zip(params, grads, weight_decays, strict=True)):
+            g = g.double()
+            p.mul_(1 - lr * wd)
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            denom = v[i].sqrt() / math.sqrt(1 - beta2 ** t) + eps
+            p.sub_(lr / (1 - beta1 ** t) * m[i] / denom)
+    return params
+
+
+def test_the_optimizer_is_adamw_and_its_multi_tensor_update_changes_no_weight():
+    """build_optimizer's multi-tensor update (the CPU's per-tensor loop cost twice as much per step) gives the
+    weights of the per-tensor one bit for bit, and AdamW's float64 transcription to float32 precision."""
+    cfg = TrainConfig(lr=1e-2, weight_decay=0.1, warmup_steps=2, beta2=0.98, eps=1e-6)
+    generator = torch.Generator().manual_seed(0)
+    grads = [[torch.randn(p.shape, generator=generator) for p in Tiny().parameters() if p.requires_grad]
+             for _ in range(6)]
+
+    def run(make_optimizer):
+        torch.manual_seed(3)
+        model = Tiny()
+        optimizer = make_optimizer(Framework(cfg).param_groups(model))
+        scheduler = build_scheduler(optimizer, cfg, total_steps=6)
+        params = [p for p in model.parameters() if p.requires_grad]
+        start = [p.detach().clone() for p in params]
+        lrs = []
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            lrs.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        decay = {id(p) for g in optimizer.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+        return start, [p.detach() for p in params], lrs, [cfg.weight_decay if id(p) in decay else 0.0 for p in params]
+
+    start, built, lrs, weight_decays = run(lambda groups: build_optimizer(groups, cfg))
+    _, per_tensor, _, _ = run(lambda groups: torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                                                               eps=cfg.eps, foreach=False))
+    assert all(torch.equal(a, b) for a, b in zip(built, per_tensor, strict=True))
+    reference = _adamw_float64(start, grads, lrs, weight_decays, (cfg.beta1, cfg.beta2), cfg.eps)
+    assert lrs[0] == pytest.approx(5e-3) and 0.1 in weight_decays and 0.0 in weight_decays
+    for got, want, first in zip(built, reference, start, strict=True):
+        assert not torch.equal(got, first)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
