@@ -32,25 +32,32 @@ cpu_kernels.configure_torch()
 
 import torch  # noqa: E402
 
+from hnclip.frameworks.base import Framework  # noqa: E402
 from hnclip.models import DualEncoder  # noqa: E402
 from hnclip.models.registry import get_model_config  # noqa: E402
-from hnclip.training.schedule import param_groups  # noqa: E402
+from hnclip.train_config import TrainConfig  # noqa: E402
+from hnclip.training.schedule import build_optimizer  # noqa: E402
+
+# a training job's defaults (betas, epsilon, weight decay) at the embedded default's fine-tuning rate
+CFG = TrainConfig(lr=1e-3)
+# label -> optimizer over a framework's parameter groups: torch's CPU default, and the project's own
+UPDATES = {
+    "per-tensor loop (foreach=False, torch's CPU default)":
+        lambda groups: torch.optim.AdamW(groups, lr=CFG.lr, betas=(CFG.beta1, CFG.beta2), eps=CFG.eps, foreach=False),
+    "multi-tensor    (foreach=True, build_optimizer)": lambda groups: build_optimizer(groups, CFG),
+}
 
 
-def make_parameters(seed: int) -> tuple[torch.nn.Module, list[torch.nn.Parameter]]:
+def time_steps(make_optimizer, steps: int, seed: int = 0) -> tuple[float, list[torch.Tensor]]:
+    """Seconds per step of ``make_optimizer``'s update on the mini model (one seed: the same weights and
+    gradients for every update), and the weights it leaves."""
     torch.manual_seed(seed)
     model = DualEncoder(get_model_config("mini"), context_length=248, frozen_positions=20, name="mini")
     params = [p for p in model.parameters() if p.requires_grad]
     generator = torch.Generator().manual_seed(seed + 1)
     for p in params:
         p.grad = torch.randn(p.shape, generator=generator) * 1e-3
-    return model, params
-
-
-def time_steps(foreach: bool, steps: int, seed: int) -> tuple[float, list[torch.Tensor]]:
-    model, params = make_parameters(seed)
-    optimizer = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-3, betas=(0.9, 0.98), eps=1e-6,
-                                  foreach=foreach)
+    optimizer = make_optimizer(Framework(CFG).param_groups(model))
     optimizer.step()  # allocates the moments outside the timed steps
     started = time.perf_counter()
     for _ in range(steps):
@@ -64,24 +71,22 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    _, params = make_parameters(0)
-    print(f"mini dual encoder, 248 text positions: {len(params)} trainable tensors, "
-          f"{sum(p.numel() for p in params):,} parameters; one thread; {args.rounds} rounds of {args.steps} steps")
-    per_tensor, multi_tensor = [], []
+    seconds = {label: [] for label in UPDATES}
+    weights = {}
     for round_ in range(args.rounds):
-        order = (False, True) if round_ % 2 == 0 else (True, False)
-        for foreach in order:
-            seconds, weights = time_steps(foreach, args.steps, seed=0)
-            (multi_tensor if foreach else per_tensor).append(seconds)
-            if round_ == 0:
-                if foreach:
-                    multi_weights = weights
-                else:
-                    single_weights = weights
-    identical = all(torch.equal(a, b) for a, b in zip(single_weights, multi_weights, strict=True))
-    a, b = statistics.median(per_tensor), statistics.median(multi_tensor)
-    print(f"per-tensor loop (foreach=False, torch's CPU default): {a * 1e3:7.2f} ms per step (median)")
-    print(f"multi-tensor    (foreach=True, build_optimizer)       : {b * 1e3:7.2f} ms per step (median)")
+        labels = list(UPDATES) if round_ % 2 == 0 else list(reversed(UPDATES))
+        for label in labels:
+            took, weights[label] = time_steps(UPDATES[label], args.steps)
+            seconds[label].append(took)
+    per_tensor, multi_tensor = (weights[label] for label in UPDATES)
+    print(f"mini dual encoder, 248 text positions: {len(per_tensor)} trainable tensors, "
+          f"{sum(w.numel() for w in per_tensor):,} parameters; one thread; {args.rounds} rounds of {args.steps} steps")
+    medians = {label: statistics.median(values) for label, values in seconds.items()}
+    width = max(len(label) for label in medians)
+    for label, median in medians.items():
+        print(f"{label:<{width}}: {median * 1e3:7.2f} ms per step (median)")
+    a, b = medians.values()
+    identical = all(torch.equal(x, y) for x, y in zip(per_tensor, multi_tensor, strict=True))
     print(f"ratio per-tensor / multi-tensor: {a / b:.2f}; weights after {args.steps + 1} steps bit-identical: "
           f"{identical}")
 
