@@ -110,3 +110,15 @@ def test_specs_carry_gamma_and_roles_and_the_report_declares_the_run_logs_it_rea
     relabelled = copy.deepcopy(config)
     relabelled["methods"]["hnclip"]["label"] = "Ours"
     assert plan.report_run_logs({e: plan.experiment_spec(relabelled, e) for e in config["experiments"]}) == logs
+
+
+def test_the_train_sets_whose_runs_their_training_jobs_evaluate_are_those_with_their_own_test_split():
+    from hnclip.config_loading import load_config
+
+    repo = Path(__file__).resolve().parents[1]
+    # the embedded default: the synthetic benchmark trains and holds its test split; synthetic_short and
+    # synthetic_shift are test-only, trained on nothing
+    assert plan.self_evaluated_train_sets(load_config(repo / "config/config.yaml")) == ["synthetic"]
+    # the paper: DOCCI and DCI hold test splits; VG paragraphs (Urban-1K's train set) has none, Long-DCI and
+    # Urban-1K are test-only
+    assert plan.self_evaluated_train_sets(load_config(repo / "config/paper.yaml")) == ["docci", "dci"]

@@ -37,8 +37,10 @@ MICRO = REPO / "tests/e2e/micro.yaml"
 SMALL_MEM_MB = 1000
 SMALL_CPUS = 1
 # every kind of job that goes to the cluster, plus local rules: the main table's runs, a geometry, a subset
+# (the main table's evaluations are its training jobs'; a transfer evaluation is an evaluate job)
 MAIN_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json",
-                "results/data/synthetic/subsets/f0.5_s0.txt"]
+                "results/data/synthetic/subsets/f0.5_s0.txt",
+                "results/evals/synthetic/longclip/g0/f1/s0/synthetic_shift.json"]
 REFERENCE_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json"]
 # rules these targets send to the cluster whatever methods the micro config lists (frameworks add more)
 # (evaluate_zeroshot: the main table's first row, the backbone before fine-tuning)
@@ -49,7 +51,8 @@ LOCAL_RULES = {"fetch_benchmark", "spec", "table"}
 # rules the micro run does not reach (synthetic data has no protocol variants) that must still get the
 # resources of the rule whose work they repeat on another split
 SAME_RESOURCES = {"evaluate_zeroshot": "evaluate", "evaluate_protocol": "evaluate",
-                  "evaluate_protocol_zeroshot": "evaluate", "prepare_protocol_split": "prepare"}
+                  "evaluate_protocol_zeroshot": "evaluate", "prepare_protocol_split": "prepare",
+                  "train_without_test": "train"}
 # resource names snakemake-executor-plugin-slurm 2.8 turns into sbatch options (submit_string.py,
 # utils.set_gres_string) plus snakemake's own; any other name in the profile is silently dropped
 PLUGIN_RESOURCES = {"slurm_partition", "slurm_account", "slurm_extra", "slurm_cluster", "runtime", "mem_mb",
@@ -256,7 +259,8 @@ def test_profile_gives_the_zero_shot_and_protocol_rules_the_resources_of_the_wor
     prof = profile()
     rules = "\n".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk"))
     for rule, like in SAME_RESOURCES.items():
-        assert re.search(rf"^rule {rule}:$", rules, flags=re.M), f"no rule {rule} in workflow/rules"
+        assert re.search(rf"^(rule {rule}|use rule \w+ as {rule} with):$", rules, flags=re.M), \
+            f"no rule {rule} in workflow/rules"
         assert rule in prof["set-resources"], f"{PROFILE}/config.yaml set-resources has no entry for {rule}"
         assert requested(rule) == requested(like), rule
     assert requested("evaluate_protocol")["gpu"] == 1 and requested("prepare_protocol_split").get("gpu", 0) == 0
@@ -270,7 +274,8 @@ def test_cluster_jobs_request_the_profiles_partition_gpus_and_runtime(slurm_run)
     # one SLURM job per job Snakemake ran remotely ("rule x:"), none for its local ones ("localrule x:")
     remote = re.findall(r"^rule (\w+):$", slurm_run["output"], flags=re.M)
     assert sorted(rule_of(j) for j in jobs) == sorted(remote)
-    # 2 prepare, subset, 3 backbone steps, 3 runs and evaluations, the backbone's evaluation, geometry
+    # prepare, subset, the backbone steps, the main runs (each evaluating its model), a transfer evaluation, the
+    # backbone's evaluation, geometry
     assert len(jobs) >= 15
     for job in jobs:
         want = requested(rule_of(job))

@@ -63,8 +63,10 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["train"] == 93
-    assert counts["evaluate"] == 176
+    # DOCCI and DCI hold test splits, so their 62 runs are evaluated there by their training jobs (rule
+    # train: 62 of the 176 evaluations, every such run has one); VG's 31 train in train_without_test
+    assert counts["train"] == 62 and counts["train_without_test"] == 31
+    assert counts["evaluate"] == 176 - 62
     assert counts["evaluate_zeroshot"] == 6
     assert counts["prepare_protocol_split"] == 3
     assert counts["evaluate_protocol"] == 21 and counts["evaluate_protocol_zeroshot"] == 3
@@ -87,10 +89,12 @@ def test_embedded_default_expands_every_experiment(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     # main 7 + plugin 6 + fractions 3 x 3 + gamma 4 + frozen 1 + seeds 2 x 2 (seeds 1 and 2) = 31 runs
-    assert counts["train"] == 31
-    # 31 in-domain evaluations + transfer of longclip, hnclip and hnclip_frozen to synthetic_shift + the
-    # retention table's 7 main models on the short captions of the synthetic test scenes (no new runs)
-    assert counts["evaluate"] == 41
+    assert counts["train"] == 31 and "train_without_test" not in counts
+    # 41 evaluations: the 31 in-domain ones are their training jobs' (the synthetic benchmark holds its
+    # test split); the evaluate jobs are the transfer of longclip, hnclip and hnclip_frozen to
+    # synthetic_shift and the retention table's 7 main models on the short captions of the synthetic test
+    # scenes (no new runs)
+    assert counts["evaluate"] == 41 - 31
     # the backbone before fine-tuning on the three test benchmarks; no protocol variants of synthetic data
     assert counts["evaluate_zeroshot"] == 3 and "evaluate_protocol" not in counts
     # synthetic_short reads the synthetic benchmark's files (files_from): fetched as a copy of its source

@@ -462,6 +462,16 @@ def all_runs(config: dict) -> list[Run]:
     return sorted({e.run for e in all_evaluations(config)})
 
 
+def self_evaluated_train_sets(config: dict) -> list[str]:
+    """Benchmarks that runs train on and that hold their own test split: a run on one of these is
+    evaluated on that split by its training job, once its model is saved (``workflow/rules/train.smk``:
+    one process, the imports and the model load paid once), not by a separate evaluate job. Every other
+    evaluation (transfer, a train set without a test split such as VG paragraphs) stays one job each."""
+    trained = {bench.get("train_set") for bench in config["benchmarks"].values()}
+    return [name for name, bench in config["benchmarks"].items()
+            if name in trained and "test" in bench.get("splits", ["train", "test"])]
+
+
 def in_domain_eval_benchmark(config: dict, train_set: str) -> str | None:
     """The benchmark evaluated after every epoch of a run on ``train_set`` (first one trained on it)."""
     for name, bench in config["benchmarks"].items():

@@ -198,6 +198,36 @@ def get_epoch_eval(wildcards):
     }
 
 
+def get_train_inputs(wildcards):
+    """What every training job reads: the backbone, its training split (and fraction subset), the cached
+    preprocessing its framework needs, and the per-epoch evaluation's test split where the report reads
+    it."""
+    return {
+        **get_epoch_eval(wildcards),
+        **get_products(wildcards),
+        "model": "results/backbone/model",
+        "manifest": f"results/data/{wildcards.train_set}/train.csv",
+        "images": f"results/data/{wildcards.train_set}/train_images",
+        "subset": get_subset(wildcards),
+    }
+
+
+def get_own_test_args(wildcards, input, output):
+    """`hnclip train`'s options for evaluating the saved run on its train set's own test split, with what
+    an evaluate job would be given (the run's record, evaluate.batch_size)."""
+    run_info = shlex.quote(json.dumps(run_of(wildcards).info()))
+    return (
+        f"--test-manifest {input.test_manifest} --test-images {input.test_images} "
+        f"--test-benchmark {wildcards.train_set} --test-out {output.evaluation} "
+        f"--run-info {run_info} --test-batch-size {config['evaluate']['batch_size']}"
+    )
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly these names (none: a pattern that matches nothing)."""
+    return "|".join(names) or "(?!)"
+
+
 def get_product_names(wildcards):
     framework = config["methods"][wildcards.method]["framework"]
     return framework_entry(framework).products

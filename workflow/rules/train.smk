@@ -1,49 +1,86 @@
 # One fine-tuning run per (train_set, method, gamma, fraction, seed). Resumable checkpoints go to
 # results/checkpoints/, which is not a declared output: Snakemake deletes declared outputs before a
 # rerun, and a requeued job must find its last checkpoint.
+#
+# A run on a benchmark with its own test split (hnclip.plan.self_evaluated_train_sets) is evaluated on
+# that split by its training job, once the model is saved: the same `evaluate_checkpoint` on the same
+# saved folder an evaluate job would run, in the process that already imported torch and open_clip
+# (an evaluate job on the toy is two thirds imports: benchmarks/README.md, "startup_cost.py"). Its
+# evaluation record is therefore an output of `train` (ruleorder below); every other evaluation
+# (transfer benchmarks, a train set without a test split such as VG paragraphs, whose runs train in
+# `train_without_test`) stays one evaluate job each. The evaluation runs at the training job's
+# threads and device (resources.train), where an evaluate job would use resources.evaluate's.
+
+_RUN = "{train_set}/{method}/g{gamma}/f{fraction}/s{seed}"
+
+# what both training rules write (the evaluation record is the self-evaluating rule's alone)
+TRAIN_OUTPUTS = dict(
+    summary=f"results/runs/{_RUN}/summary.json",
+    dynamics=f"results/runs/{_RUN}/dynamics.csv",
+    epochs=f"results/runs/{_RUN}/epochs.csv",
+    epoch_ranks=f"results/runs/{_RUN}/epoch_ranks.csv",
+    model=directory(f"results/runs/{_RUN}/model"),
+)
+
+TRAIN_PARAMS = dict(
+    overrides=get_train_overrides,
+    subset=lambda w, input: f"--subset {input.subset}" if input.subset else "",
+    epoch_eval=lambda w, input: (
+        f"--eval-manifest {input.eval_manifest} --eval-images {input.eval_images}"
+        if "eval_manifest" in input.keys()
+        else ""
+    ),
+    products=lambda w, input: " ".join(
+        f"--product {name}={input[name]}" for name in get_product_names(w)
+    ),
+    launcher=get_train_launcher(),
+    out_dir=lambda w, output: Path(output.summary).parent,
+    checkpoint_dir=f"results/checkpoints/{_RUN}",
+)
 
 
 rule train:
     input:
-        unpack(get_epoch_eval),
-        unpack(get_products),
-        model="results/backbone/model",
-        manifest="results/data/{train_set}/train.csv",
-        images="results/data/{train_set}/train_images",
-        subset=get_subset,
+        unpack(get_train_inputs),
+        test_manifest="results/data/{train_set}/test.csv",
+        test_images="results/data/{train_set}/test_images",
     output:
-        summary="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/summary.json",
-        dynamics="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/dynamics.csv",
-        epochs="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/epochs.csv",
-        epoch_ranks="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/epoch_ranks.csv",
-        model=directory(
-            "results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model"
-        ),
+        **TRAIN_OUTPUTS,
+        evaluation=f"results/evals/{_RUN}/{{train_set}}.json",
     log:
-        "results/logs/train/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}.log",
+        f"results/logs/train/{_RUN}.log",
     benchmark:
-        "results/benchmarks/train/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}.tsv"
+        f"results/benchmarks/train/{_RUN}.tsv"
+    wildcard_constraints:
+        train_set=one_of(plan.self_evaluated_train_sets(config)),
     conda:
         "../../envs/train.yaml"
     threads: get_threads("train")
     resources:
         **get_resources("train"),
     params:
-        overrides=get_train_overrides,
-        subset=lambda w, input: f"--subset {input.subset}" if input.subset else "",
-        epoch_eval=lambda w, input: (
-            f"--eval-manifest {input.eval_manifest} --eval-images {input.eval_images}"
-            if "eval_manifest" in input.keys()
-            else ""
-        ),
-        products=lambda w, input: " ".join(
-            f"--product {name}={input[name]}" for name in get_product_names(w)
-        ),
-        launcher=get_train_launcher(),
-        out_dir=lambda w, output: Path(output.summary).parent,
-        checkpoint_dir="results/checkpoints/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}",
+        **TRAIN_PARAMS,
+        own_test=get_own_test_args,
     shell:
         "{params.launcher} train --init {input.model} --manifest {input.manifest} --images {input.images} "
         "{params.subset} {params.epoch_eval} --out {params.out_dir} "
         "--checkpoint-dir {params.checkpoint_dir} --threads {threads} {params.products} "
-        "{params.overrides} 2> {log}"
+        "{params.own_test} {params.overrides} 2> {log}"
+
+
+use rule train as train_without_test with:
+    input:
+        unpack(get_train_inputs),
+    output:
+        **TRAIN_OUTPUTS,
+    wildcard_constraints:
+        train_set=one_of(
+            b for b in BENCHMARKS if b not in plan.self_evaluated_train_sets(config)
+        ),
+    params:
+        **TRAIN_PARAMS,
+        own_test="",
+
+
+# a run's evaluation on its own train set's test split is its training job's (see the top of this file)
+ruleorder: train > evaluate

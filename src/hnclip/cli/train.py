@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hnclip.cli.common import add_verb, set_threads, verify_stores
+from hnclip.cli.common import add_verb, json_arg, set_threads, verify_stores
+
+# the options that evaluate the saved run on a test split in the same process (all or none)
+OWN_TEST_OPTIONS = ("test_manifest", "test_images", "test_benchmark", "test_out", "test_batch_size")
 
 
 def parse_sets(items: list[str]) -> dict[str, str]:
@@ -31,15 +34,29 @@ def add_train(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="TrainConfig field")
     p.add_argument("--product", action="append", default=[], metavar="NAME=PATH",
                    help="a cached preprocessing product the framework needs (segments, edges)")
+    own = p.add_argument_group(
+        "the run's own test split", "evaluated once the model is saved, as `hnclip evaluate` on the saved "
+        "folder would (the same record), in this process: the imports and the model load paid once")
+    own.add_argument("--test-manifest", default=None)
+    own.add_argument("--test-images", default=None, help="image store folder of --test-manifest")
+    own.add_argument("--test-benchmark", default=None, help="benchmark name recorded in the result")
+    own.add_argument("--test-out", default=None, help="evaluation record (JSON) to write")
+    own.add_argument("--test-batch-size", type=int, default=None, help="evaluate.batch_size")
+    own.add_argument("--run-info", type=json_arg, default={}, help="the run's record (train_set, method, ...)")
 
 
 def cmd_train(args) -> None:
     from hnclip.train import train
     from hnclip.train_config import TrainConfig
+    from hnclip.training.distributed import read_launch_env
 
+    given = [name for name in OWN_TEST_OPTIONS if getattr(args, name) is not None]
+    if given and len(given) != len(OWN_TEST_OPTIONS):
+        missing = ", ".join("--" + n.replace("_", "-") for n in OWN_TEST_OPTIONS if n not in given)
+        raise SystemExit(f"hnclip train: evaluating the run's own test split also needs {missing}")
     set_threads(args.threads)
     cfg = TrainConfig.from_overrides(parse_sets(args.set))
-    verify_stores(args.images, args.eval_images)
+    verify_stores(args.images, args.eval_images, args.test_images)
     train(
         cfg,
         init_model_dir=Path(args.init),
@@ -52,3 +69,9 @@ def cmd_train(args) -> None:
         eval_store_dir=Path(args.eval_images) if args.eval_images else None,
         products={name: Path(path) for name, path in parse_sets(args.product).items()},
     )
+    if given and read_launch_env().is_main:  # under torchrun, rank 0 alone (the one that saved the model)
+        from hnclip.evaluate import RECORDED_KS, evaluate_checkpoint
+
+        evaluate_checkpoint(Path(args.out) / "model", Path(args.test_manifest), Path(args.test_images),
+                            Path(args.test_out), run_info=args.run_info, eval_benchmark=args.test_benchmark,
+                            batch_size=args.test_batch_size, ks=RECORDED_KS)
