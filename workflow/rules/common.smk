@@ -67,6 +67,8 @@ ZEROSHOT_EVALUATIONS = [
 # the protocol table's cells: the main models under every published test-split variant (protocols.smk)
 PROTOCOL_SPEC = protocols.protocol_spec(config)
 BENCHMARKS = list(config["benchmarks"])
+# train sets with their own test split: their runs' training jobs evaluate them there (train.smk)
+SELF_EVALUATED = plan.self_evaluated_train_sets(config)
 # benchmarks with a zero-shot evaluation and plain fine-tuning runs: their regime conditions (analysis.smk)
 REGIME_BENCHMARKS = plan.regime_benchmarks(config)
 

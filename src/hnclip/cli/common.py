@@ -40,9 +40,8 @@ def verify_stores(*dirs) -> None:
     file fails the job before it trains on it (~1 s per GB, once per job; see hnclip.data.image_store)."""
     from hnclip.data.image_store import ImageStore
 
-    for store_dir in dirs:
-        if store_dir:
-            ImageStore(store_dir).verify()
+    for store_dir in dict.fromkeys(str(d) for d in dirs if d):  # each once (a test split read twice)
+        ImageStore(store_dir).verify()
 
 
 def run_folders(paths) -> list[Path]:
