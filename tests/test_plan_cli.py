@@ -361,13 +361,16 @@ def test_configfiles_layer_key_by_key_as_snakemake_layers_them():
 def test_the_ci_form_reuses_mains_runs_and_adds_one_per_missing_mechanism():
     config = load_config([PAPER, REHEARSAL, REPO / "config/rehearsal-ci.yaml"])
     assert config["rehearsal"]["sam_image_size"] == 256 and config["train"]["keep_checkpoint"] == "none"
-    runs = {(r.method, r.fraction, r.seed) for r in plan.all_runs(config)}
-    # by hand: main's 7 on DOCCI, FineLIP + HN (plugin), HN-CLIP frozen G on half (fractions), LoRA seed 1
-    main = {(m, "1", 0) for m in load_config(PAPER)["experiments"]["main"]["methods"]}
-    assert runs == main | {("finelip_hn", "1", 0), ("hnclip_frozen", "0.5", 0), ("lora", "1", 1)}
-    # evaluations: each run on DOCCI, main's Long-CLIP FT on DCI, Long-DCI and Urban-1K (transfer), and
-    # main's 7 runs on COCO's stand-in (retention)
-    assert len(plan.all_evaluations(config)) == 10 + 3 + 7
+    runs = {(r.train_set, r.method, r.fraction, r.seed) for r in plan.all_runs(config)}
+    # by hand: main's 7 on DOCCI, FineLIP + HN (plugin), HN-CLIP frozen G on half (fractions), LoRA seed 1,
+    # and Long-CLIP FT on VG paragraphs (transfer's VG -> Urban-1K: a train set without a test split)
+    main = {("docci", m, "1", 0) for m in load_config(PAPER)["experiments"]["main"]["methods"]}
+    assert runs == main | {("docci", "finelip_hn", "1", 0), ("docci", "hnclip_frozen", "0.5", 0),
+                           ("docci", "lora", "1", 1), ("vg", "longclip", "1", 0)}
+    assert "vg" not in plan.self_evaluated_train_sets(config)
+    # evaluations: the 10 DOCCI runs on DOCCI, main's Long-CLIP FT on DCI and Long-DCI and VG's on
+    # Urban-1K (transfer), and main's 7 runs on COCO's stand-in (retention)
+    assert len(plan.all_evaluations(config)) == 10 + 2 + 1 + 7
 
 
 def test_rehearsal_without_its_label_is_refused(tmp_path):

@@ -84,6 +84,23 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     assert elapsed < 30, f"paper DAG dry run took {elapsed:.1f} s"
 
 
+def test_the_rehearsals_ci_form_keeps_every_rule_of_the_paper_dag(tmp_path):
+    # CI's rehearsal (config/rehearsal-ci.yaml, tests/test_rehearsal_e2e.py) checks after 11 minutes that
+    # every rule of the paper DAG ran; this dry run checks the layered configs' DAG holds them, in seconds.
+    # Each rule is named by hand where a config choice decides whether it is in the DAG: a train set
+    # without a test split (train_without_test), the protocol variants, retention's zero-shot rows.
+    ci = [REPO / "config/rehearsal.yaml", REPO / "config/rehearsal-ci.yaml"]
+    paper = dry_run(tmp_path / "paper", "--configfile", str(PAPER))
+    reduced = dry_run(tmp_path / "ci", "--configfile", str(PAPER), *map(str, ci))
+    assert paper.returncode == 0 and reduced.returncode == 0, (paper.stderr + reduced.stderr)[-3000:]
+    paper_rules = set(job_counts(paper.stdout + paper.stderr))
+    ci_counts = job_counts(reduced.stdout + reduced.stderr)
+    assert {"train", "train_without_test", "evaluate", "evaluate_protocol", "prepare_protocol_split",
+            "segments", "edges", "convert_backbone", "report"} <= paper_rules
+    assert set(ci_counts) == paper_rules
+    assert ci_counts["train"] == 10 and ci_counts["train_without_test"] == 1  # VG paragraphs -> Urban-1K
+
+
 def test_embedded_default_expands_every_experiment(tmp_path):
     proc = dry_run(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
