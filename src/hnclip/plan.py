@@ -110,6 +110,14 @@ def _fail(key: str, message: str):
     raise ConfigError(f"config key {key}: {message}")
 
 
+DEFAULT_SPLITS = ("train", "test")  # a benchmark that lists no `splits` has both
+
+
+def benchmark_splits(bench: dict) -> list[str]:
+    """The splits a benchmark's config entry holds (``splits``; both when it names none)."""
+    return list(bench.get("splits", DEFAULT_SPLITS))
+
+
 _OWN_FILES = {"table": "files", "webdataset": "shards"}  # your own captions: adapter -> its splits' key
 
 
@@ -127,7 +135,7 @@ def _check_own_captions(name: str, bench: dict) -> None:
         _fail(f"{key}.{_OWN_FILES[adapter]}", f"required for adapter {adapter}: each split's "
                                               f"{'table file' if adapter == 'table' else 'shards'}, "
                                               "e.g. {train: ..., test: ...} (config/README.md, Your own captions)")
-    splits = bench.get("splits", ["train", "test"])
+    splits = benchmark_splits(bench)
     for split in splits:
         if split not in files:
             _fail(f"{key}.{_OWN_FILES[adapter]}", f"has no {split!r} entry, but benchmarks.{name}.splits lists "
@@ -156,7 +164,7 @@ def check_config(config: dict) -> None:
         if train_set is not None:
             if train_set not in benchmarks:
                 _fail(f"benchmarks.{name}.train_set", _unknown("benchmark", train_set, benchmarks))
-            if "train" not in benchmarks[train_set].get("splits", ["train", "test"]):
+            if "train" not in benchmark_splits(benchmarks[train_set]):
                 _fail(f"benchmarks.{name}.train_set", f"benchmark {train_set!r} has no train split")
     if config["backbone"]["source"] == "pretrain":
         bench = config["pretrain"]["benchmark"]
@@ -176,7 +184,7 @@ def check_config(config: dict) -> None:
             if bench not in benchmarks:
                 _fail(f"experiments.{exp_name}.benchmarks[{i}]", _unknown("benchmark", bench, benchmarks))
             if exp_name == "retention":  # scored by the main table's models: no runs of its own
-                if "test" not in benchmarks[bench].get("splits", ["train", "test"]):
+                if "test" not in benchmark_splits(benchmarks[bench]):
                     _fail(f"experiments.retention.benchmarks[{i}]", f"benchmark {bench!r} has no test split")
                 continue
             if benchmarks[bench].get("train_set") is None:
@@ -196,7 +204,7 @@ def check_config(config: dict) -> None:
             for k in ("train", "eval"):
                 if k in pair and pair[k] not in benchmarks:
                     _fail(f"experiments.{exp_name}.pairs[{i}].{k}", _unknown("benchmark", pair[k], benchmarks))
-            if "train" in pair and "train" not in benchmarks[pair["train"]].get("splits", ["train", "test"]):
+            if "train" in pair and "train" not in benchmark_splits(benchmarks[pair["train"]]):
                 _fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
     if "retention" in experiments and "main" not in experiments:
         _fail("experiments.retention", "scores the main table's models (the zero-shot backbone and every method of "
@@ -469,13 +477,13 @@ def self_evaluated_train_sets(config: dict) -> list[str]:
     evaluation (transfer, a train set without a test split such as VG paragraphs) stays one job each."""
     trained = {bench.get("train_set") for bench in config["benchmarks"].values()}
     return [name for name, bench in config["benchmarks"].items()
-            if name in trained and "test" in bench.get("splits", ["train", "test"])]
+            if name in trained and "test" in benchmark_splits(bench)]
 
 
 def in_domain_eval_benchmark(config: dict, train_set: str) -> str | None:
     """The benchmark evaluated after every epoch of a run on ``train_set`` (first one trained on it)."""
     for name, bench in config["benchmarks"].items():
-        if bench.get("train_set") == train_set and "test" in bench.get("splits", ["train", "test"]):
+        if bench.get("train_set") == train_set and "test" in benchmark_splits(bench):
             return name
     return None
 

@@ -173,6 +173,11 @@ def run_of(wildcards):
     )
 
 
+def get_run_info(wildcards):
+    """The run's record as JSON, for `hnclip train/evaluate --run-info` (written into each evaluation)."""
+    return json.dumps(run_of(wildcards).info())
+
+
 def get_train_overrides(wildcards):
     return " ".join(
         f"--set {item}"
@@ -217,11 +222,11 @@ def get_train_inputs(wildcards):
 def get_own_test_args(wildcards, input, output):
     """`hnclip train`'s options for evaluating the saved run on its train set's own test split, with what
     an evaluate job would be given (the run's record, evaluate.batch_size)."""
-    run_info = shlex.quote(json.dumps(run_of(wildcards).info()))
     return (
         f"--test-manifest {input.test_manifest} --test-images {input.test_images} "
         f"--test-benchmark {wildcards.train_set} --test-out {output.evaluation} "
-        f"--run-info {run_info} --test-batch-size {config['evaluate']['batch_size']}"
+        f"--run-info {shlex.quote(get_run_info(wildcards))} "
+        f"--test-batch-size {config['evaluate']['batch_size']}"
     )
 
 
@@ -371,7 +376,11 @@ def get_regime_inputs(wildcards):
 
 
 def geometry_split(benchmark):
-    return "train" if "train" in config["benchmarks"][benchmark]["splits"] else "test"
+    return (
+        "train"
+        if "train" in plan.benchmark_splits(config["benchmarks"][benchmark])
+        else "test"
+    )
 
 
 def warn_on_local_gpu_cap(resources, local):

@@ -55,7 +55,7 @@ rule evaluate_protocol:
     resources:
         **get_resources("evaluate"),
     params:
-        run=lambda w: json.dumps(run_of(w).info()),
+        run=get_run_info,
         batch_size=lookup(dpath="evaluate/batch_size", within=config),
     shell:
         "python -m hnclip evaluate --model {input.model} --manifest {input.manifest} --images {input.images} "
