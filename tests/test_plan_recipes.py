@@ -122,3 +122,15 @@ def test_the_train_sets_whose_runs_their_training_jobs_evaluate_are_those_with_t
     # the paper: DOCCI and DCI hold test splits; VG paragraphs (Urban-1K's train set) has none, Long-DCI and
     # Urban-1K are test-only
     assert plan.self_evaluated_train_sets(load_config(repo / "config/paper.yaml")) == ["docci", "dci"]
+
+
+def test_a_wildcard_pattern_matches_exactly_its_names_taken_literally_and_nothing_when_empty():
+    import re
+
+    pattern = plan.wildcard_pattern(["docci", "long_dci", "coco+", "v1.0"])
+    for name in ("docci", "long_dci", "coco+", "v1.0"):
+        assert re.fullmatch(pattern, name)
+    # a prefix, a name the metacharacters would have matched, another name: none
+    for other in ("doc", "cocoo", "v1x0", "dci"):
+        assert re.fullmatch(pattern, other) is None
+    assert all(re.fullmatch(plan.wildcard_pattern([]), path) is None for path in ("", "docci", "results/x"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -108,6 +109,16 @@ class Evaluation:
 
 def _fail(key: str, message: str):
     raise ConfigError(f"config key {key}: {message}")
+
+
+NEVER_MATCHES = "(?!)"  # a wildcard constraint no path matches
+
+
+def wildcard_pattern(names) -> str:
+    """A Snakemake wildcard constraint that matches exactly these names, each taken literally; with no
+    names, one that matches nothing, so that the rules it constrains apply to no path (a config without
+    experiments, protocol variants, or train sets of one kind)."""
+    return "|".join(re.escape(name) for name in names) or NEVER_MATCHES
 
 
 DEFAULT_SPLITS = ("train", "test")  # a benchmark that lists no `splits` has both

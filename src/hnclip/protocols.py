@@ -28,7 +28,6 @@ __all__ = ["DEFAULT_SPLIT", "all_variants", "benchmark_variants", "protocol_eval
            "protocol_spec_digest", "variant_pattern", "write_protocol_spec"]
 
 DEFAULT_SPLIT = "test"
-_NEVER = "(?!)"  # a wildcard constraint no path matches: a config without split variants
 
 
 def benchmark_variants(config: dict, benchmark: str) -> dict[str, str]:
@@ -46,8 +45,7 @@ def all_variants(config: dict) -> list[str]:
 
 def variant_pattern(config: dict) -> str:
     """The ``{variant}`` wildcard's constraint: the known variant names (none matches when there are none)."""
-    names = all_variants(config)
-    return "|".join(names) if names else _NEVER
+    return plan.wildcard_pattern(all_variants(config))
 
 
 def protocol_eval_path(cell: dict, split: str) -> str:

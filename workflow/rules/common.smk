@@ -74,12 +74,12 @@ REGIME_BENCHMARKS = plan.regime_benchmarks(config)
 
 
 wildcard_constraints:
-    benchmark="|".join(BENCHMARKS),
-    train_set="|".join(BENCHMARKS),
-    eval_benchmark="|".join(BENCHMARKS),
-    method="|".join(config["methods"]),
+    benchmark=plan.wildcard_pattern(BENCHMARKS),
+    train_set=plan.wildcard_pattern(BENCHMARKS),
+    eval_benchmark=plan.wildcard_pattern(BENCHMARKS),
+    method=plan.wildcard_pattern(config["methods"]),
     # no experiment configured: a pattern that matches nothing, so no spec or table rule can apply
-    experiment="|".join(config["experiments"]) or "(?!)",
+    experiment=plan.wildcard_pattern(config["experiments"]),
     split="train|val|test",
     gamma=r"[0-9]+(\.[0-9]+)?",
     fraction=r"[0-9]+(\.[0-9]+)?(e-[0-9]+)?",
@@ -228,11 +228,6 @@ def get_own_test_args(wildcards, input, output):
         f"--run-info {shlex.quote(get_run_info(wildcards))} "
         f"--test-batch-size {config['evaluate']['batch_size']}"
     )
-
-
-def one_of(names):
-    """A wildcard constraint matching exactly these names (none: a pattern that matches nothing)."""
-    return "|".join(names) or "(?!)"
 
 
 def get_product_names(wildcards):

@@ -52,7 +52,7 @@ rule train:
     benchmark:
         f"results/benchmarks/train/{_RUN}.tsv"
     wildcard_constraints:
-        train_set=one_of(SELF_EVALUATED),
+        train_set=plan.wildcard_pattern(SELF_EVALUATED),
     conda:
         "../../envs/train.yaml"
     threads: get_threads("train")
@@ -74,7 +74,9 @@ use rule train as train_without_test with:
     output:
         **TRAIN_OUTPUTS,
     wildcard_constraints:
-        train_set=one_of(b for b in BENCHMARKS if b not in SELF_EVALUATED),
+        train_set=plan.wildcard_pattern(
+            b for b in BENCHMARKS if b not in SELF_EVALUATED
+        ),
     params:
         **TRAIN_PARAMS,
         own_test="",
