@@ -25,7 +25,7 @@ def bench(tmp_path_factory):
 
 
 def test_pool_holds_no_benchmark_scene_and_no_repeat(bench, tmp_path):
-    manifest = build_pool(bench, 40, 0, RENDER, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
+    manifest = build_pool([(bench, 1.0, RENDER)], 40, 0, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
     family, benchmark = benchmark_signatures(bench)
     assert family == "synthetic" and len(benchmark) == 20
     # independent of the pool's own code path: compare captions, which determine the scene
@@ -44,12 +44,12 @@ def test_a_pool_draw_that_repeats_a_benchmark_scene_is_redrawn(bench, tmp_path, 
         return benchmark_scene if len(calls) == 1 else real(family, rng)
 
     monkeypatch.setattr(syn, "sample_scene", first_draw_is_the_test_scene)
-    manifest = build_pool(bench, 3, 0, RENDER, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
+    manifest = build_pool([(bench, 1.0, RENDER)], 3, 0, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
     assert record["caption"] not in set(manifest["caption"]) and len(calls) == 4
 
 
 def test_pool_pixels_equal_what_prepare_makes_of_the_rendered_png(bench, tmp_path):
-    build_pool(bench, 5, 1, RENDER, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
+    build_pool([(bench, 1.0, RENDER)], 5, 1, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
     store = ImageStore(tmp_path / "pool_images")
     manifest = read_manifest(tmp_path / "pool.csv")
     assert store.image_size == SIZE and store.image_ids == list(manifest["image_id"])
@@ -64,9 +64,9 @@ def test_pool_pixels_equal_what_prepare_makes_of_the_rendered_png(bench, tmp_pat
 
 
 def test_pool_is_deterministic_in_its_seed(bench, tmp_path):
-    first = build_pool(bench, 6, 3, RENDER, SIZE, tmp_path / "a.csv", tmp_path / "a")
-    again = build_pool(bench, 6, 3, RENDER, SIZE, tmp_path / "b.csv", tmp_path / "b")
-    other = build_pool(bench, 6, 4, RENDER, SIZE, tmp_path / "c.csv", tmp_path / "c")
+    first = build_pool([(bench, 1.0, RENDER)], 6, 3, SIZE, tmp_path / "a.csv", tmp_path / "a")
+    again = build_pool([(bench, 1.0, RENDER)], 6, 3, SIZE, tmp_path / "b.csv", tmp_path / "b")
+    other = build_pool([(bench, 1.0, RENDER)], 6, 4, SIZE, tmp_path / "c.csv", tmp_path / "c")
     assert list(first["caption"]) == list(again["caption"]) != list(other["caption"])
     np.testing.assert_array_equal(np.load(tmp_path / "a/images.npy"), np.load(tmp_path / "b/images.npy"))
 
@@ -79,7 +79,7 @@ def test_benchmark_store_still_builds_from_the_clustered_benchmark(bench, tmp_pa
 
 def test_pool_rejects_a_bad_count_naming_it(bench, tmp_path):
     with pytest.raises(ValueError, match="pool count"):
-        build_pool(bench, 0, 0, RENDER, SIZE, tmp_path / "p.csv", tmp_path / "p")
+        build_pool([(bench, 1.0, RENDER)], 0, 0, SIZE, tmp_path / "p.csv", tmp_path / "p")
 
 
 def test_scene_signatures_from_records_match_the_generator(bench):

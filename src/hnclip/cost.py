@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hnclip import plan, protocols
+from hnclip.backbone.released import released_spec
 from hnclip.data import protocol_counts
 from hnclip.data.subsets import subset_size
 
@@ -148,6 +149,11 @@ def _backbone_name(config: dict, results_dir) -> str | None:
             return spec["name"]
     if backbone["source"] == "pretrain":
         return backbone["name"]
+    if backbone["source"] == "released":  # its spec ships with it
+        try:
+            return released_spec(backbone["checkpoint"]).get("name")
+        except (OSError, ValueError, KeyError):
+            return None
     return None  # a checkpoint not converted yet: its architecture is known only after conversion
 
 

@@ -477,6 +477,14 @@ def zeroshot_eval_benchmarks(config: dict) -> list[str]:
                    for c in experiment_spec(config, name)["cells"] if is_zeroshot(c)})
 
 
+def transfer_targets(config: dict, train_set: str) -> list[str]:
+    """The benchmarks that runs trained on ``train_set`` are transferred to (experiments.transfer's pairs)
+    and the zero-shot backbone is scored on: the regime's "transfer_readable" condition reads these."""
+    pairs = config.get("experiments", {}).get("transfer", {}).get("pairs", [])
+    scored = set(zeroshot_eval_benchmarks(config))
+    return sorted({p["eval"] for p in pairs if p["train"] == train_set and p["eval"] in scored})
+
+
 def all_runs(config: dict) -> list[Run]:
     return sorted({e.run for e in all_evaluations(config)})
 

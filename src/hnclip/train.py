@@ -25,7 +25,6 @@ import math
 import os
 import random
 import resource
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
 from hnclip.hashing import fingerprint_files, fingerprint_tree, sha256_file
 from hnclip.losses import HNClipLoss
+from hnclip.provenance import git_commit
 from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order
 from hnclip.training.checkpoint import Resumable, RunCheckpoint, TrainState
@@ -199,15 +199,6 @@ def _peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def _git_commit() -> str | None:
-    try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                                text=True, timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() or None
 
 
 class _TrainStep(nn.Module):
@@ -548,7 +539,7 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             # which CPU kernels computed it (the config's cpu_kernels pin, hnclip.cpu_kernels)
             "cpu_kernels": cpu_kernels.describe(),
             "checkpoint_sha256": sha256_file(Path(model_dir) / "model.safetensors"),
-            "git_commit": _git_commit(),
+            "git_commit": git_commit(),
             "data_fingerprint": session.fingerprint,
             **({"run": run_info} if run_info else {}),
         }

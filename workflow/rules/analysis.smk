@@ -161,7 +161,7 @@ rule regime:
         "python -m hnclip regime --benchmark {wildcards.benchmark} --backbone {input.backbone} "
         "--train-manifest {input.train_manifest} --test-manifest {input.test_manifest} "
         "--test-images {input.test_images} --zeroshot {input.zeroshot} --runs {input.summaries} "
-        "--evals {input.evals} {params.main} --confidence {params.confidence} "
+        "--evals {input.evals} {params.main} --transfer {input.transfer} --confidence {params.confidence} "
         "--resamples {params.resamples} --bootstrap-seed {params.seed} --threads {threads} "
         "--out {output} 2> {log}"
 

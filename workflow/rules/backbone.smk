@@ -1,10 +1,20 @@
-# The backbone every run fine-tunes. Embedded default: Long-CLIP-L's history at toy scale: CLIP on the
-# short captions of a large pool of scenes with a 77-token tower, Long-CLIP's stretch to 248 positions,
-# then Long-CLIP-style training on the pool's long captions (the role ShareGPT4V plays). The pool is
-# rendered like the benchmark and never holds one of its scenes. Otherwise: a Long-CLIP/OpenAI checkpoint.
+# The backbone every run fine-tunes (results/backbone/model), by backbone.source:
+# - released: a model folder shipped with the repository (the embedded default's toy Long-CLIP in
+#   resources/backbones/), checked against backbone.sha256 and installed byte for byte;
+# - pretrain: pretrained in the DAG by the `pretrain` recipe below;
+# - longclip/openai: a Long-CLIP or OpenAI checkpoint, converted.
+# The `pretrain` recipe is Long-CLIP-L's history at toy scale: CLIP on the short captions of a large pool
+# of scenes with a 77-token tower, Long-CLIP's stretch to 248 positions, then Long-CLIP-style training on
+# the pool's long captions (the role ShareGPT4V plays). The pool is rendered like the benchmarks and never
+# holds one of their scenes. `snakemake backbone_release` rebuilds the released backbone with it.
 
+PRETRAIN = config["pretrain"]
+POOL_SOURCES = list(PRETRAIN["pool"]["shares"]) or [PRETRAIN["benchmark"]]
+HAS_PRETRAIN_RECIPE = all(b in config["benchmarks"] for b in POOL_SOURCES) and (
+    PRETRAIN["benchmark"] in config["benchmarks"]
+)
 
-if config["backbone"]["source"] == "pretrain":
+if HAS_PRETRAIN_RECIPE:
     # The long-caption stage runs data-parallel on the CPU (torchrun, gloo): pretrain.long.processes
     # single-threaded processes, each on an even share of the global micro-batch (the contrastive loss
     # spans all of it). Measured on the 2-core machine: the same CPU time per step as one process, so half
@@ -16,29 +26,37 @@ if config["backbone"]["source"] == "pretrain":
 
     rule pretrain_pool:
         input:
-            f"results/data/{config['pretrain']['benchmark']}/source.json",
+            [f"results/data/{b}/source.json" for b in POOL_SOURCES],
         output:
-            manifest="results/backbone/pool/train.csv",
-            images=directory("results/backbone/pool/train_images"),
+            manifest="results/pretrain/pool/train.csv",
+            images=directory("results/pretrain/pool/train_images"),
         log:
-            "results/logs/backbone/pool.log",
+            "results/logs/pretrain/pool.log",
         benchmark:
-            "results/benchmarks/backbone/pool.tsv"
+            "results/benchmarks/pretrain/pool.tsv"
         conda:
             "../../envs/data.yaml"
         params:
             size=lookup(dpath="pretrain/pool/size", within=config),
             seed=lookup(dpath="pretrain/pool/seed", within=config),
             image_size=lookup(dpath="backbone/image_size", within=config),
+            shares=" ".join(
+                str(PRETRAIN["pool"]["shares"].get(b, 1.0)) for b in POOL_SOURCES
+            ),
+            slices=" ".join(
+                f"--{key.replace('_', '-')} {value}"
+                for key, value in pool_slice_options(PRETRAIN["pool"]["slices"]).items()
+            ),
         shell:
-            "python -m hnclip pool --source {input} --count {params.size} --seed {params.seed} "
-            "--image-size {params.image_size} --manifest {output.manifest} --images {output.images} 2> {log}"
+            "python -m hnclip pool --source {input} --share {params.shares} --count {params.size} "
+            "--seed {params.seed} --image-size {params.image_size} {params.slices} "
+            "--manifest {output.manifest} --images {output.images} 2> {log}"
 
     rule init_backbone:
         output:
-            directory("results/backbone/init"),
+            directory("results/pretrain/init"),
         log:
-            "results/logs/backbone/init.log",
+            "results/logs/pretrain/init.log",
         conda:
             "../../envs/train.yaml"
         params:
@@ -51,16 +69,16 @@ if config["backbone"]["source"] == "pretrain":
 
     rule pretrain_backbone:
         input:
-            model="results/backbone/init",
+            model="results/pretrain/init",
             manifest=rules.pretrain_pool.output.manifest,
             images=rules.pretrain_pool.output.images,
         output:
-            model=directory("results/backbone/pretrained/model"),
-            summary="results/backbone/pretrained/summary.json",
+            model=directory("results/pretrain/short/model"),
+            summary="results/pretrain/short/summary.json",
         log:
-            "results/logs/backbone/pretrain.log",
+            "results/logs/pretrain/short.log",
         benchmark:
-            "results/benchmarks/backbone/pretrain.tsv"
+            "results/benchmarks/pretrain/short.tsv"
         conda:
             "../../envs/train.yaml"
         threads: 1
@@ -71,8 +89,8 @@ if config["backbone"]["source"] == "pretrain":
                 f"--set {item}"
                 for item in override_items(
                     {
-                        **config["pretrain"]["train"],
-                        "caption_column": config["pretrain"]["caption_column"],
+                        **PRETRAIN["train"],
+                        "caption_column": PRETRAIN["caption_column"],
                         "seed": config["seeds"][0],
                     }
                 )
@@ -80,16 +98,16 @@ if config["backbone"]["source"] == "pretrain":
             out_dir=lambda w, output: Path(output.summary).parent,
         shell:
             "python -m hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
-            "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone "
+            "--out {params.out_dir} --checkpoint-dir results/checkpoints/pretrain_short "
             "--threads 1 {params.overrides} 2> {log}"
 
     rule stretch_backbone:
         input:
-            "results/backbone/pretrained/model",
+            "results/pretrain/short/model",
         output:
-            directory("results/backbone/stretched"),
+            directory("results/pretrain/stretched"),
         log:
-            "results/logs/backbone/stretch.log",
+            "results/logs/pretrain/stretch.log",
         conda:
             "../../envs/train.yaml"
         params:
@@ -103,19 +121,19 @@ if config["backbone"]["source"] == "pretrain":
 
     rule pretrain_long_backbone:
         input:
-            model="results/backbone/stretched",
+            model="results/pretrain/stretched",
             manifest=rules.pretrain_pool.output.manifest,
             images=rules.pretrain_pool.output.images,
         output:
-            model=directory("results/backbone/model"),
-            summary="results/backbone/summary.json",
+            model=directory("results/pretrain/long/model"),
+            summary="results/pretrain/long/summary.json",
         log:
-            "results/logs/backbone/pretrain_long.log",
+            "results/logs/pretrain/long.log",
         benchmark:
-            "results/benchmarks/backbone/pretrain_long.tsv"
+            "results/benchmarks/pretrain/long.tsv"
         conda:
             "../../envs/train.yaml"
-        threads: config["pretrain"]["long"]["processes"]
+        threads: PRETRAIN["long"]["processes"]
         resources:
             **get_resources("train"),
         params:
@@ -123,8 +141,8 @@ if config["backbone"]["source"] == "pretrain":
                 f"--set {item}"
                 for item in override_items(
                     {
-                        **config["pretrain"]["long"]["train"],
-                        "caption_column": config["pretrain"]["long"]["caption_column"],
+                        **PRETRAIN["long"]["train"],
+                        "caption_column": PRETRAIN["long"]["caption_column"],
                         "seed": config["seeds"][0],
                     }
                 )
@@ -134,8 +152,93 @@ if config["backbone"]["source"] == "pretrain":
         shell:
             "torchrun --standalone --nproc-per-node {params.processes} -m "
             "hnclip train --init {input.model} --manifest {input.manifest} --images {input.images} "
-            "--out {params.out_dir} --checkpoint-dir results/checkpoints/backbone_long "
+            "--out {params.out_dir} --checkpoint-dir results/checkpoints/pretrain_long "
             "--threads 1 {params.overrides} 2> {log}"
+
+    # The release: the pretrained model, its figures before fine-tuning and its card, set beside the
+    # shipped release (backbone.checkpoint, when backbone.source is released).
+    rule backbone_figures:
+        input:
+            unpack(get_release_figure_inputs),
+        output:
+            "results/release/figures.json",
+        log:
+            "results/logs/release/figures.log",
+        conda:
+            "../../envs/train.yaml"
+        threads: get_threads("evaluate")
+        resources:
+            **get_resources("evaluate"),
+        params:
+            scored=lambda w, input: " ".join(
+                f"{label}={input[f'{key}_manifest']},{input[f'{key}_images']}"
+                for key, label in release_scored_splits().items()
+            ),
+            micro_batch=lookup(dpath="train/micro_batch", within=config),
+            batches=lookup(dpath="geometry/n_batches", within=config),
+        shell:
+            "python -m hnclip backbone-figures --model {input.model} --train-manifest {input.train_manifest} "
+            "--train-images {input.train_images} --scored {params.scored} --micro-batch {params.micro_batch} "
+            "--batches {params.batches} --threads {threads} --out {output} 2> {log}"
+
+    rule backbone_release:
+        input:
+            model="results/pretrain/long/model",
+            figures="results/release/figures.json",
+            short="results/pretrain/short/summary.json",
+            long="results/pretrain/long/summary.json",
+            timings=[
+                f"results/benchmarks/pretrain/{job}.tsv"
+                for job in ("pool", "short", "long")
+            ],
+        output:
+            directory(f"results/release/{PRETRAIN['release_name']}"),
+        log:
+            "results/logs/release/release.log",
+        localrule: True
+        conda:
+            "../../envs/train.yaml"
+        params:
+            name=PRETRAIN["release_name"],
+            recipe=json.dumps(release_recipe(), sort_keys=True),
+            shipped=(
+                f"--shipped {config['backbone']['checkpoint']}"
+                if config["backbone"]["source"] == "released"
+                else ""
+            ),
+        shell:
+            "python -m hnclip release-backbone --name {params.name} --model {input.model} "
+            "--figures {input.figures} --recipe {params.recipe:q} --summaries short={input.short} "
+            "long={input.long} --timings pool={input.timings[0]} short={input.timings[1]} "
+            "long={input.timings[2]} {params.shipped} --out {output} 2> {log}"
+
+
+if config["backbone"]["source"] in ("released", "pretrain"):
+
+    # The backbone folder, checked against backbone.sha256 (released) and copied byte for byte; its files
+    # are inputs, so a changed release (or a retrained pretrain stage) reruns what follows.
+    rule install_backbone:
+        input:
+            weights=f"{backbone_folder()}/model.safetensors",
+            spec=f"{backbone_folder()}/model.json",
+        output:
+            directory("results/backbone/model"),
+        log:
+            "results/logs/backbone/install.log",
+        conda:
+            "../../envs/train.yaml"
+        params:
+            source=backbone_folder(),
+            pin=(
+                f"--sha256 {config['backbone']['sha256']}"
+                if config["backbone"]["sha256"]
+                else ""
+            ),
+            image_size=lookup(dpath="backbone/image_size", within=config),
+            context_length=lookup(dpath="backbone/context_length", within=config),
+        shell:
+            "python -m hnclip install-backbone --source {params.source} {params.pin} "
+            "--image-size {params.image_size} --context-length {params.context_length} --out {output} 2> {log}"
 
 else:
 

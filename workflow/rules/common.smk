@@ -92,6 +92,7 @@ def get_final_output():
     built from them exist)."""
     return [
         "results/report.html",
+        "results/summary.md",
         *(e.path for e in EVALUATIONS),
         *ZEROSHOT_EVALUATIONS,
         *protocol_eval_paths(),
@@ -361,6 +362,12 @@ def get_regime_inputs(wildcards):
         "evals": [
             plan.Evaluation(r, bench).path for r in plan.plain_runs(config, bench)
         ],
+        "transfer": [
+            plan.zeroshot_eval_path(t)
+            for t in plan.transfer_targets(
+                config, config["benchmarks"][bench]["train_set"]
+            )
+        ],
     }
     main = plan.main_comparison(config, bench)
     if main is not None:
@@ -406,3 +413,67 @@ def get_run_evaluations(wildcards):
     """Every evaluation record of the run the DAG produces (in-domain and transfer): the card's rows."""
     path = run_of(wildcards).path
     return [e.path for e in EVALUATIONS if e.run.path == path]
+
+
+def backbone_folder():
+    """The model folder install_backbone installs: the released one (backbone.checkpoint) or the DAG's own
+    pretrained one (backbone.source pretrain)."""
+    if config["backbone"]["source"] == "released":
+        return config["backbone"]["checkpoint"]
+    return "results/pretrain/long/model"
+
+
+def pool_slice_options(slices):
+    """`hnclip pool`'s slice options for pretrain.pool.slices (none when count is 0: the whole family)."""
+    if not slices["count"]:
+        return {}
+    return {
+        "slices": slices["count"],
+        "slice_inventory": slices["inventory"],
+        "slice_objects": " ".join(str(n) for n in slices["objects"]),
+        "slice_backgrounds": slices["backgrounds"],
+    }
+
+
+def release_scored_splits():
+    """Input key -> label of every split a release states zero-shot R@1 on: the pretrain benchmark's
+    validation and test splits, and its train set's transfer targets' test splits."""
+    bench = config["pretrain"]["benchmark"]
+    splits = {
+        f"{bench}_{s}": f"{bench}/{s}"
+        for s in ("val", "test")
+        if s in plan.benchmark_splits(config["benchmarks"][bench])
+    }
+    train_set = config["benchmarks"][bench].get("train_set") or bench
+    for target in plan.transfer_targets(config, train_set):
+        splits[f"{target}_test"] = f"{target}/test"
+    return splits
+
+
+def get_release_figure_inputs(wildcards):
+    bench = config["pretrain"]["benchmark"]
+    train_set = config["benchmarks"][bench].get("train_set") or bench
+    inputs = {
+        "model": "results/pretrain/long/model",
+        "train_manifest": f"results/data/{train_set}/train.csv",
+        "train_images": f"results/data/{train_set}/train_images",
+    }
+    for key, label in release_scored_splits().items():
+        benchmark, split = label.split("/")
+        inputs[f"{key}_manifest"] = f"results/data/{benchmark}/{split}.csv"
+        inputs[f"{key}_images"] = f"results/data/{benchmark}/{split}_images"
+    return inputs
+
+
+def release_recipe():
+    """What the released backbone is a function of: the pretrain recipe, the architecture settings, the
+    first seed and the CPU kernel setting (the config hash its card records)."""
+    return {
+        "pretrain": config["pretrain"],
+        "backbone": {
+            k: config["backbone"][k]
+            for k in ("name", "image_size", "context_length", "frozen_positions")
+        },
+        "seed": config["seeds"][0],
+        "cpu_kernels": config["cpu_kernels"],
+    }

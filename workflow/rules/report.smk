@@ -39,3 +39,31 @@ rule report:
         "--tables {input.tables} --figures {input.figures} --geometry {input.geometry} "
         "--summaries {input.summaries} --premise {input.premise} --regime {input.regime} "
         "--out {output} 2> {log}"
+
+
+# What the run shows, in one short file (the README's table) and as JSON another machine's run compares with
+# (`hnclip summary --compare`).
+rule summary:
+    input:
+        regime=[f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
+        claims="results/claims.json",
+        backbone="results/backbone/model",
+    output:
+        md="results/summary.md",
+        json="results/summary.json",
+    log:
+        "results/logs/summary.log",
+    localrule: True
+    conda:
+        "../../envs/report.yaml"
+    params:
+        scale=config["scale"],
+        release=(
+            f"--release {Path(config['backbone']['checkpoint']).name}"
+            if config["backbone"]["source"] == "released"
+            else ""
+        ),
+    shell:
+        "python -m hnclip summary --scale {params.scale} --regime {input.regime} --claims {input.claims} "
+        "--backbone {input.backbone} {params.release} --out-json {output.json} --out-md {output.md} "
+        "> {log} 2>&1"

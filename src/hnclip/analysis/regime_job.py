@@ -76,7 +76,7 @@ def backbone_identity(backbone: Path) -> dict:
 def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manifest: Path, test_images: Path,
                zeroshot_eval: Path, run_dirs: list[Path], eval_paths: list[Path], out_json: Path,
                main_spec: Path | None = None, settings=None, device: str = "auto",
-               caption_column: str = "caption") -> dict:
+               caption_column: str = "caption", transfer_evals: list[Path] = ()) -> dict:
     from hnclip.analysis.bootstrap import BootstrapSettings
     from hnclip.analysis.geometry_job import encode_captions
     from hnclip.analysis.records import load_eval, load_spec
@@ -117,11 +117,15 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
             if method in main_records and cell["eval_benchmark"] == benchmark and not cell.get("zeroshot"):
                 main_records[method].append((str(cell["run"]["seed"]), load_eval(cell["eval_path"])))
                 main_evals.append(cell["eval_path"])
+    transfer = {}
+    for path in transfer_evals:
+        record = load_eval(path)
+        transfer[record["eval_benchmark"]] = (record, str(path))
     report = regime_report(
         benchmark, plain, zeroshot_record, zeroshot, train_features, text_image, main_records, settings,
         sources={"zeroshot": str(zeroshot_eval), "train_manifest": str(train_manifest), "backbone": str(backbone),
                  "main_spec": str(main_spec) if main_spec else "", "main_evals": main_evals},
-        agreement={k: v for k, v in agreement.items() if v}, logit_scale=logit_scale)
+        agreement={k: v for k, v in agreement.items() if v}, logit_scale=logit_scale, transfer=transfer)
     report.update(backbone=str(backbone), train_manifest=str(train_manifest), test_manifest=str(test_manifest),
                   backbone_identity=backbone_identity(backbone))
     write_json_atomic(Path(out_json), report)

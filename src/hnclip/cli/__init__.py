@@ -34,7 +34,8 @@ __all__ = ["build_parser", "main"]
 # the verbs in the order `hnclip --help` lists them: roughly the pipeline's
 VERBS = (
     data.add_fetch, data.add_prepare, data.add_verify_store, data.add_subset,
-    backbone.add_pool, backbone.add_init_model, backbone.add_convert_checkpoint, backbone.add_stretch,
+    backbone.add_pool, backbone.add_init_model, backbone.add_convert_checkpoint, backbone.add_install_backbone,
+    backbone.add_stretch, backbone.add_backbone_figures, backbone.add_release_backbone,
     data.add_segments, data.add_edges,
     train.add_train,
     evaluate.add_evaluate,
@@ -42,7 +43,7 @@ VERBS = (
     convergence.add_table_convergence,
     protocols.add_table_protocols,
     analysis.add_table_cost, analysis.add_figure, analysis.add_gallery, analysis.add_premise, analysis.add_regime,
-    report.add_claims, report.add_report,
+    report.add_claims, report.add_report, report.add_summary,
     rehearsal.add_rehearsal_files,
     export.add_export, export.add_push,
     plan.add_plan,

@@ -129,7 +129,7 @@ def cmd_premise(args) -> None:
 
 
 def add_regime(sub) -> None:
-    p = add_verb(sub, "regime", cmd_regime, "the seven conditions of the paper's regime on one benchmark "
+    p = add_verb(sub, "regime", cmd_regime, "the conditions of the paper's regime on one benchmark "
                                             "(hnclip.analysis.regime)")
     p.add_argument("--benchmark", required=True, help="the benchmark whose test split is judged")
     p.add_argument("--backbone", required=True, help="model folder of the backbone (caption cosines, zero-shot)")
@@ -141,6 +141,8 @@ def add_regime(sub) -> None:
                    help="plain fine-tuning run folders (or their summary.json): gamma 0, no token term, full data")
     p.add_argument("--evals", nargs="+", required=True, help="the runs' evaluation records on the benchmark")
     p.add_argument("--main-spec", default=None, help="spec of the main experiment (condition 7's comparison)")
+    p.add_argument("--transfer", nargs="*", default=[],
+                   help="the zero-shot backbone's records on the train set's transfer targets (transfer_readable)")
     p.add_argument("--confidence", type=float, required=True, help="interval level (statistics.confidence)")
     p.add_argument("--resamples", type=int, required=True, help="bootstrap resamples (statistics.resamples)")
     p.add_argument("--bootstrap-seed", type=int, required=True, help="bootstrap seed (statistics.seed)")
@@ -160,5 +162,6 @@ def cmd_regime(args) -> None:
                zeroshot_eval=Path(args.zeroshot), run_dirs=run_folders(args.runs),
                eval_paths=[Path(p) for p in args.evals], out_json=Path(args.out),
                main_spec=Path(args.main_spec) if args.main_spec else None,
+               transfer_evals=[Path(p) for p in args.transfer],
                settings=BootstrapSettings(args.confidence, args.resamples, args.bootstrap_seed),
                device=args.device)

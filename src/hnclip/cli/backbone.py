@@ -6,30 +6,47 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hnclip.cli.common import WEIGHTS_DIR, add_verb
+from hnclip.cli.common import WEIGHTS_DIR, add_verb, json_arg
 
 
 def add_pool(sub) -> None:
     p = add_verb(sub, "pool", cmd_pool, "render the backbone's pretraining pool: a manifest and an image store")
-    p.add_argument("--source", required=True, help="source record of the synthetic benchmark the pool avoids")
+    p.add_argument("--source", nargs="+", required=True,
+                   help="source records of the synthetic benchmarks whose families the pool draws and whose "
+                        "scenes it avoids")
+    p.add_argument("--share", nargs="+", type=float, default=None,
+                   help="each source family's share of the pool, in --source order (default: equal)")
     p.add_argument("--count", type=int, required=True, help="scenes in the pool")
     p.add_argument("--seed", type=int, required=True, help="seed of the pool's scenes (pretrain.pool.seed)")
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
+    p.add_argument("--slices", type=int, default=0,
+                   help="draw every scene within one of this many narrow slices of its family (0: the whole family)")
+    p.add_argument("--slice-inventory", type=int, default=7, help="(colour, shape) kinds of each slice")
+    p.add_argument("--slice-objects", type=int, nargs=2, default=None, metavar=("MIN", "MAX"),
+                   help="objects per scene within a slice")
+    p.add_argument("--slice-backgrounds", type=int, default=1, help="backgrounds of each slice")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
 
 
 def cmd_pool(args) -> None:
-    """The backbone's pretraining pool: fresh scenes rendered like the benchmark's, none of them its own."""
+    """The backbone's pretraining pool: fresh scenes rendered like the benchmarks', none of them their own."""
     from hnclip.data.pool import build_pool
+    from hnclip.data.synthetic import MAX_OBJECTS, MIN_OBJECTS, PoolSlices
 
-    source = json.loads(Path(args.source).read_text())
-    if source.get("adapter") not in ("synthetic", "synthetic_shift"):
-        raise SystemExit(f"hnclip pool: {args.source} describes adapter {source.get('adapter')!r}; the pool is "
-                         "rendered like a synthetic benchmark only")
-    render_size = source.get("origin", {}).get("settings", {}).get("image_size", 96)
-    build_pool(source["root"], args.count, args.seed, render_size, args.image_size, Path(args.manifest),
-               Path(args.images))
+    shares = args.share or [1.0] * len(args.source)
+    if len(shares) != len(args.source):
+        raise SystemExit(f"hnclip pool: {len(args.source)} --source but {len(shares)} --share")
+    sources = []
+    for path, share in zip(args.source, shares, strict=True):
+        source = json.loads(Path(path).read_text())
+        if source.get("adapter") not in ("synthetic", "synthetic_shift"):
+            raise SystemExit(f"hnclip pool: {path} describes adapter {source.get('adapter')!r}; the pool is "
+                             "rendered like a synthetic benchmark only")
+        sources.append((source["root"], share, source.get("origin", {}).get("settings", {}).get("image_size", 96)))
+    slices = (PoolSlices(args.slices, args.slice_inventory, tuple(args.slice_objects or (MIN_OBJECTS, MAX_OBJECTS)),
+                         args.slice_backgrounds) if args.slices else None)
+    build_pool(sources, args.count, args.seed, args.image_size, Path(args.manifest), Path(args.images), slices)
 
 
 def add_init_model(sub) -> None:
@@ -67,6 +84,26 @@ def cmd_convert_checkpoint(args) -> None:
     save_model(loader(path), args.out)
 
 
+def add_install_backbone(sub) -> None:
+    p = add_verb(sub, "install-backbone", cmd_install_backbone,
+                 "check a released model folder against its pinned sha256 and install it as the backbone")
+    p.add_argument("--source", required=True, help="the released folder (backbone.checkpoint)")
+    p.add_argument("--sha256", default=None, help="the weights' expected sha256 (backbone.sha256)")
+    p.add_argument("--image-size", type=int, required=True, help="backbone.image_size")
+    p.add_argument("--context-length", type=int, required=True, help="backbone.context_length")
+    p.add_argument("--out", required=True)
+
+
+def cmd_install_backbone(args) -> None:
+    import logging
+
+    from hnclip.backbone.released import install_released
+
+    digest = install_released(args.source, args.out, sha256=args.sha256, image_size=args.image_size,
+                              context_length=args.context_length)
+    logging.getLogger(__name__).info("installed the released backbone %s (weights sha256 %s)", args.source, digest)
+
+
 def add_stretch(sub) -> None:
     p = add_verb(sub, "stretch", cmd_stretch, "stretch a 77-position text tower to 248 positions (Long-CLIP's scheme)")
     p.add_argument("--model", required=True)
@@ -95,3 +132,75 @@ def cmd_stretch(args) -> None:
             f"{model.context_length} text positions, but backbone.context_length asks for {args.context_length}"
         )
     save_model(model, args.out)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    """``key=value`` command-line items as a dict, naming the malformed one."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise SystemExit(f"hnclip: {what} expects KEY=VALUE items, got {item!r}")
+        pairs[key] = value
+    return pairs
+
+
+def add_backbone_figures(sub) -> None:
+    p = add_verb(sub, "backbone-figures", cmd_backbone_figures,
+                 "a backbone's figures before fine-tuning: zero-shot R@1, micro-batch geometry and saturation")
+    p.add_argument("--model", required=True, help="the backbone's model folder")
+    p.add_argument("--train-manifest", required=True, help="the training split the runs fine-tune on")
+    p.add_argument("--train-images", required=True, help="its image store")
+    p.add_argument("--scored", nargs="+", required=True, metavar="LABEL=MANIFEST,IMAGES",
+                   help="splits whose zero-shot R@1 is stated, e.g. synthetic/test=results/data/synthetic/test.csv,"
+                        "results/data/synthetic/test_images")
+    p.add_argument("--micro-batch", type=int, required=True, help="the trainer's micro-batch (train.micro_batch)")
+    p.add_argument("--batches", type=int, required=True, help="random micro-batches measured (geometry.n_batches)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", required=True)
+
+
+def cmd_backbone_figures(args) -> None:
+    from hnclip.backbone.figures import backbone_figures
+    from hnclip.cli.common import set_threads, verify_stores
+    from hnclip.data.image_store import ImageStore
+    from hnclip.data.manifest import read_manifest
+    from hnclip.fileio import write_json_atomic
+
+    set_threads(args.threads)
+    scored = {}
+    for label, files in _pairs(args.scored, "--scored").items():
+        manifest, sep, images = files.partition(",")
+        if not sep:
+            raise SystemExit(f"hnclip backbone-figures: --scored {label}= needs MANIFEST,IMAGES, got {files!r}")
+        verify_stores(images)
+        scored[label] = (read_manifest(manifest), ImageStore(images))
+    verify_stores(args.train_images)
+    figures = backbone_figures(args.model, (read_manifest(args.train_manifest), ImageStore(args.train_images)),
+                               scored, args.micro_batch, args.batches, device=args.device)
+    write_json_atomic(Path(args.out), figures, sort_keys=True)
+
+
+def add_release_backbone(sub) -> None:
+    p = add_verb(sub, "release-backbone", cmd_release_backbone,
+                 "write a backbone release (model, release.json, card) and set it beside the shipped one")
+    p.add_argument("--name", required=True, help="the release's name (pretrain.release_name)")
+    p.add_argument("--model", required=True, help="the pretrained model folder")
+    p.add_argument("--figures", required=True, help="its figures (hnclip backbone-figures)")
+    p.add_argument("--recipe", required=True, type=json_arg, help="the recipe it was built with, as JSON")
+    p.add_argument("--summaries", nargs="+", required=True, metavar="STAGE=SUMMARY_JSON",
+                   help="each training stage's summary.json, in order")
+    p.add_argument("--timings", nargs="+", required=True, metavar="JOB=BENCHMARK_TSV",
+                   help="Snakemake benchmark files of the jobs that built it")
+    p.add_argument("--shipped", default=None, help="the shipped release folder to compare with")
+    p.add_argument("--out", required=True, help="the release folder to write")
+
+
+def cmd_release_backbone(args) -> None:
+    from hnclip.backbone.release import compare_releases, read_release, write_release
+
+    release = write_release(args.name, args.model, args.out, args.recipe,
+                            json.loads(Path(args.figures).read_text()), _pairs(args.summaries, "--summaries"),
+                            {k: Path(v) for k, v in _pairs(args.timings, "--timings").items()})
+    print(compare_releases(release, read_release(args.shipped) if args.shipped else None))

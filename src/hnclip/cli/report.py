@@ -73,3 +73,50 @@ def cmd_report(args) -> None:
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime], claims=Path(args.claims), evals=args.evals,
     )
+
+
+def add_summary(sub) -> None:
+    p = add_verb(sub, "summary", cmd_summary,
+                 "what the run shows in one short file (results/summary.md, .json), or several machines' "
+                 "summaries side by side (--compare)")
+    p.add_argument("--compare", nargs="+", default=None, metavar="SUMMARY_JSON",
+                   help="print these summaries side by side with their disagreements (exit 1 if any) and stop")
+    p.add_argument("--scale", choices=SCALES)
+    p.add_argument("--regime", nargs="*", default=[], help="results/regime/<benchmark>.json files")
+    p.add_argument("--claims", help="results/claims.json")
+    p.add_argument("--backbone", help="the backbone's model folder (its weights' sha256)")
+    p.add_argument("--release", default=None, help="the released backbone's name, when it is one")
+    p.add_argument("--out-json")
+    p.add_argument("--out-md")
+
+
+def cmd_summary(args) -> None:
+    import json
+
+    from hnclip.analysis.summary import (
+        build_summary,
+        compare_summaries,
+        load_summaries,
+        machine_record,
+        render_summary_markdown,
+    )
+    from hnclip.fileio import write_json_atomic, write_text_atomic
+    from hnclip.hashing import sha256_file
+    from hnclip.model_files import MODEL_WEIGHTS
+    from hnclip.provenance import git_commit
+
+    if args.compare:
+        text, disagreements = compare_summaries(load_summaries(args.compare))
+        print(text)
+        raise SystemExit(1 if disagreements else 0)
+    missing = [f"--{k.replace('_', '-')}" for k in ("scale", "claims", "backbone", "out_json", "out_md")
+               if getattr(args, k) is None]
+    if missing:
+        raise SystemExit(f"hnclip summary: {', '.join(missing)} required (or --compare)")
+    summary = build_summary(
+        [json.loads(Path(p).read_text()) for p in args.regime], json.loads(Path(args.claims).read_text()),
+        {"weights_sha256": sha256_file(Path(args.backbone) / MODEL_WEIGHTS), "release": args.release},
+        machine_record(git_commit()), args.scale)
+    write_json_atomic(Path(args.out_json), summary, sort_keys=True)
+    write_text_atomic(Path(args.out_md), render_summary_markdown(summary))
+    print(render_summary_markdown(summary))

@@ -6,6 +6,10 @@ that with a pool of independent scenes (no near-duplicate clusters) rendered exa
 benchmark's: the same renderer at the benchmark's ``image_size``, then the image store's resize to the
 backbone's resolution, i.e. the pixels ``hnclip prepare`` would make from the benchmark's PNGs.
 
+A pool may mix families (the transfer target's family too, so the backbone can read it, as Long-CLIP-L
+reads Urban-1K) and draw its scenes from narrow slices of each family (:class:`PoolSlices`), so that its
+batches hold scenes that differ only in which kind sits where.
+
 The pool is written straight into a manifest and an image store (no PNG files: 60k of them would cost
 a minute of encoding and decoding for nothing). Its manifest's ``image_path`` column is empty for that
 reason; only the store holds the pixels. Every benchmark scene (both splits) is excluded by signature,
@@ -23,6 +27,7 @@ import pandas as pd
 from hnclip.data.image_store import resize_center_crop, write_store
 from hnclip.data.manifest import write_manifest
 from hnclip.data.synthetic import (
+    PoolSlices,
     describe_scene,
     describe_scene_short,
     read_records,
@@ -47,17 +52,26 @@ def benchmark_signatures(root) -> tuple[str, set]:
     return families.pop(), {scene_from_record(r).signature() for r in records}
 
 
-def build_pool(benchmark_root, count: int, seed: int, render_size: int, image_size: int, manifest_path,
-               store_dir) -> pd.DataFrame:
-    """Render ``count`` pool scenes of the benchmark's family; write the manifest and the image store.
+def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, store_dir,
+               slices: PoolSlices | None = None) -> pd.DataFrame:
+    """Render ``count`` pool scenes; write the manifest and the image store.
 
-    ``render_size`` is the benchmark's rendered size (its ``synthetic.image_size``), ``image_size`` the
-    backbone's input resolution. Returns the manifest (image_id, image_path = "", caption, short_caption).
+    ``sources``: (benchmark root, share, rendered size) per synthetic benchmark: each one's family is drawn
+    with its share and rendered at that benchmark's size (its ``synthetic.image_size``), and every scene of
+    every listed benchmark (all splits) is excluded. ``image_size`` is the backbone's input resolution;
+    ``slices``: draw scenes within narrow slices of their family (:class:`hnclip.data.synthetic.PoolSlices`).
+    Returns the manifest (image_id, image_path = "", caption, short_caption).
     """
     if not isinstance(count, int) or count < 1:
         raise ValueError(f"pool count must be an int >= 1, got {count!r}")
-    family, exclude = benchmark_signatures(benchmark_root)
-    scenes = sample_pool(family, count, seed, exclude)
+    shares, render_sizes, exclude = {}, {}, set()
+    for root, share, render_size in sources:
+        family, signatures = benchmark_signatures(root)
+        if family in shares:
+            raise ValueError(f"two pool sources of family {family!r} ({root}): give each family once")
+        shares[family], render_sizes[family] = share, render_size
+        exclude |= signatures
+    scenes = sample_pool(shares, count, seed, exclude, slices)
     overlap = exclude.intersection(s.signature() for s in scenes)
     if overlap:  # sample_pool guarantees this; a check here costs nothing and guards the premise
         raise AssertionError(f"{len(overlap)} pool scenes are benchmark scenes")
@@ -68,10 +82,12 @@ def build_pool(benchmark_root, count: int, seed: int, render_size: int, image_si
         "caption": [describe_scene(s) for s in scenes],
         "short_caption": [describe_scene_short(s) for s in scenes],
     }, dtype=str)
-    pixels = (np.asarray(resize_center_crop(render_scene(s, render_size), image_size), dtype=np.uint8)
+    pixels = (np.asarray(resize_center_crop(render_scene(s, render_sizes[s.family]), image_size), dtype=np.uint8)
               for s in scenes)
     write_store(image_ids, pixels, Path(store_dir), image_size)
     write_manifest(manifest, Path(manifest_path))
-    log.info("pool: %d %s scenes (seed %d), rendered at %d px, stored at %d px; %d benchmark scenes excluded",
-             count, family, seed, render_size, image_size, len(exclude))
+    drawn = pd.Series([s.family for s in scenes]).value_counts().to_dict()
+    log.info("pool: %d scenes (seed %d; %s)%s, stored at %d px; %d benchmark scenes excluded", count, seed,
+             ", ".join(f"{n} {f}" for f, n in sorted(drawn.items())),
+             f" from {slices.count} narrow slices per family" if slices else "", image_size, len(exclude))
     return manifest

@@ -46,6 +46,8 @@ from hnclip.data.roots import claim_root
 
 __all__ = [
     "FAMILIES",
+    "POOL_SLICE_SEED",
+    "PoolSlices",
     "STYLES",
     "Scene",
     "SceneObject",
@@ -310,22 +312,54 @@ def iter_scenes(family: str, split: str, count: int, seed: int, cluster_size: in
             index += 1
 
 
-def sample_pool(family: str, count: int, seed: int, exclude: set) -> list[Scene]:
+@dataclass(frozen=True)
+class PoolSlices:
+    """Draw each pool scene from one of ``count`` narrow slices of its family (:func:`family_slice` with
+    ``inventory`` kinds, ``backgrounds`` backgrounds and ``objects`` (min, max) objects, seeds
+    :data:`POOL_SLICE_SEED` + k): scenes of one slice share their kinds, so a pretraining batch holds
+    negatives that differ only in which kind sits where, and the binding of kinds to cells is learned."""
+
+    count: int
+    inventory: int
+    objects: tuple[int, int] = (MIN_OBJECTS, MAX_OBJECTS)
+    backgrounds: int = 1
+
+
+POOL_SLICE_SEED = 1000  # the pool's slices: seeds no benchmark's slice uses by default (0-999)
+
+
+def sample_pool(family: str | dict[str, float], count: int, seed: int, exclude: set,
+                slices: PoolSlices | None = None) -> list[Scene]:
     """``count`` independent scenes (no clusters) whose signatures avoid ``exclude`` and each other.
 
-    The pretraining pool: fresh scenes drawn like the benchmark's, from streams labelled ``pool`` that
-    no benchmark split uses; ``exclude`` holds the benchmark's signatures, so that not one pretraining
-    scene is a training or test scene of the benchmark, whatever the seeds.
+    The pretraining pool: fresh scenes drawn like the benchmarks', from streams labelled ``pool`` that
+    no benchmark split uses; ``exclude`` holds the benchmarks' signatures, so that not one pretraining
+    scene is a training or test scene of a benchmark, whatever the seeds. ``family``: one family, or
+    {family: share} (each scene's family drawn with these weights from its own stream); ``slices``: draw
+    each scene within one of its family's narrow slices (:class:`PoolSlices`), else from the whole family.
     """
-    _style(family)
+    shares = {family: 1.0} if isinstance(family, str) else dict(sorted(family.items()))
+    for name, share in shares.items():
+        _style(name)
+        if not share > 0:
+            raise ValueError(f"pool share of family {name!r} must be > 0, got {share!r}")
+    names, total = list(shares), sum(shares.values())
+    cumulative = np.cumsum([shares[n] / total for n in names])
+    slice_of = lru_cache(maxsize=None)(
+        lambda name, k: family_slice(name, slices.inventory, slices.backgrounds, POOL_SLICE_SEED + k,
+                                     tuple(slices.objects)))
     seen = set(exclude)
     scenes = []
     for index in range(count):
+        name = names[0] if len(names) == 1 else names[int(np.searchsorted(
+            cumulative, random.Random(f"pool:{seed}:{index}:family").random(), side="right").clip(max=len(names) - 1))]
+        where = (slice_of(name, random.Random(f"{name}:pool:{seed}:{index}:slice").randrange(slices.count))
+                 if slices else Slice())
         attempt = 0
-        scene = sample_scene(family, random.Random(f"{family}:pool:{seed}:{index}:{attempt}"))
+        scene = sample_scene(name, random.Random(f"{name}:pool:{seed}:{index}:{attempt}"), where)
         while scene.signature() in seen:
             attempt += 1
-            scene = sample_scene(family, random.Random(f"{family}:pool:{seed}:{index}:{attempt}"))
+            scene = sample_scene(name, random.Random(f"{name}:pool:{seed}:{index}:{attempt}"), where)
         seen.add(scene.signature())
         scenes.append(scene)
     return scenes

@@ -82,6 +82,12 @@ class LongCLIPSettings(FrameworkSettings):
                                                             "(read only when short_weight > 0)")
     pca_components: int = help_field(32, "principal components of the batch's image features kept by the "
                                          "short-caption term (Long-CLIP: 32)", minimum=1)
+    cone_weight: float = help_field(0.0, "weight of the caption-cone term, >= 0; 0 = off. Not Long-CLIP's: the toy "
+                                         "backbone's recipe (pretrain.long) uses it to keep the cone Long-CLIP-L's "
+                                         "text tower has, weight x relu(cone_min - mean off-diagonal caption cosine "
+                                         "of the micro-batch)", minimum=0)
+    cone_min: float = help_field(0.0, "the mean in-batch caption cosine below which the cone term acts, in "
+                                      "[-1, 1]", minimum=-1, maximum=1)
 
     def check(self) -> None:
         if self.short_weight > 0:

@@ -14,6 +14,8 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from hnclip.model_files import FRAMEWORK_JSON, FRAMEWORK_WEIGHTS, MODEL_JSON, MODEL_WEIGHTS
+
 from .adapters import is_adapted, merge_adapters
 from .attention import convert_attention_to_native, has_linear_attention
 from .dual_encoder import DualEncoder
@@ -21,10 +23,6 @@ from .dual_encoder import DualEncoder
 __all__ = ["FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS", "load_model", "read_framework_files",
            "save_framework_files", "save_model"]
 
-MODEL_WEIGHTS = "model.safetensors"
-MODEL_JSON = "model.json"
-FRAMEWORK_WEIGHTS = "framework.safetensors"
-FRAMEWORK_JSON = "framework.json"
 _FORMAT_VERSION = 1
 
 

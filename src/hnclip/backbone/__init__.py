@@ -1,0 +1,1 @@
+"""The backbone every run fine-tunes: a released model folder (:mod:`.released`), and the release of one."""

@@ -1,0 +1,66 @@
+"""A released model folder as a backbone: the embedded default starts from one, as the paper starts from a
+released Long-CLIP-L.
+
+A released folder is what :func:`hnclip.models.save_model` writes (``model.safetensors`` + ``model.json``)
+plus its card (``README.md``) and the figures it was released with (``release.json``), e.g. the toy's in
+``resources/backbones/``. Installing it checks the weights against the sha256 the config pins (a file that
+differs stops the run, naming it and both hashes, as a Hub checkpoint's lock does) and that its
+architecture fits the config's ``backbone.image_size`` / ``backbone.context_length``, then copies the two
+model files byte for byte, so the installed weights keep the released sha256 that cards and provenance cite.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from hnclip.data.checksum_lock import ChecksumMismatchError
+from hnclip.hashing import sha256_file
+from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
+
+__all__ = ["CARD_FILE", "RELEASE_FILE", "install_released", "released_spec"]
+
+CARD_FILE = "README.md"
+RELEASE_FILE = "release.json"
+
+
+def released_spec(folder) -> dict:
+    """The architecture spec of the released model in ``folder`` (its ``model.json``), naming the file on error."""
+    path = Path(folder) / MODEL_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"released backbone {folder}: no {MODEL_JSON} (a model folder written by "
+                                "hnclip's save_model, e.g. resources/backbones/<name>/)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["spec"]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a model spec ({error})") from error
+
+
+def install_released(folder, out, *, sha256: str | None, image_size: int, context_length: int) -> str:
+    """Check the released model in ``folder`` and copy its weights and spec to ``out``; return the weights' sha256.
+
+    ``sha256`` is ``backbone.sha256`` (None: not pinned, the weights are taken as they are). The spec must
+    have the config's ``backbone.image_size`` and ``backbone.context_length``: the image stores are prepared
+    at the configured size, so a mismatch would only surface as a shape error inside the first training job.
+    """
+    folder, out = Path(folder), Path(out)
+    weights = folder / MODEL_WEIGHTS
+    if not weights.is_file():
+        raise FileNotFoundError(f"released backbone {folder}: no {MODEL_WEIGHTS}")
+    spec = released_spec(folder)
+    found = {"backbone.image_size": spec["config"]["vision_cfg"]["image_size"],
+             "backbone.context_length": spec["context_length"]}
+    wanted = {"backbone.image_size": image_size, "backbone.context_length": context_length}
+    for key, value in wanted.items():
+        if found[key] != value:
+            raise ValueError(f"{key} is {value}, but the released backbone {folder} has {found[key]} "
+                             f"({folder / MODEL_JSON}); set {key}: {found[key]}")
+    digest = sha256_file(weights)
+    if sha256 is not None and sha256.lower() != digest:
+        raise ChecksumMismatchError(f"{weights}: sha256 {digest} does not match the pinned {sha256.lower()} "
+                                    "(backbone.sha256); refusing to continue")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (MODEL_WEIGHTS, MODEL_JSON):
+        shutil.copyfile(folder / name, out / name)
+    return digest
