@@ -26,10 +26,14 @@ def add_fetch(sub) -> None:
 def cmd_fetch(args) -> None:
     """Make the benchmark's files exist at its root: render (synthetic), download, or verify them."""
     from hnclip.data.fetch import fetch_benchmark
+    from hnclip.data.roots import RootRefusedError
     from hnclip.fileio import write_json_atomic
 
     files_of = json.loads(Path(args.files_of).read_text()) if args.files_of else None
-    source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings, files_of)
+    try:
+        source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings, files_of)
+    except RootRefusedError as error:  # one line naming the folder and its config key, no traceback
+        raise SystemExit(str(error)) from None
     write_json_atomic(args.out, source, sort_keys=True)
 
 
