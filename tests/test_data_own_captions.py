@@ -241,6 +241,26 @@ def test_a_row_with_the_wrong_number_of_fields(csv_root):
         load(csv_root, "train")
 
 
+@pytest.mark.parametrize("name", ["t.tsv", "t.tsv.gz", "t.jsonl"])
+def test_a_latin1_caption_names_the_tables_line_and_column(tmp_path, name):
+    """Python's decoder gives a byte position within a chunk; the error gives the line a person opens."""
+    root = tmp_path / "r"
+    write_image(root / "p.png", 1)
+    rows = [("p.png", f"caption number {i}, plain ASCII") for i in range(600)]  # past the decoder's first chunk
+    rows[400] = ("p.png", "un caf\u00e9 cr\u00e8me")
+    if name.endswith(".jsonl"):
+        lines = [json.dumps({"filepath": f, "title": c}, ensure_ascii=False) for f, c in rows]
+        line, column = 401, len('{"filepath": "p.png", "title": "un caf') + 1
+    else:
+        lines = ["filepath\ttitle"] + [f"{f}\t{c}" for f, c in rows]
+        line, column = 402, len("p.png\tun caf") + 1
+    data = ("\n".join(lines) + "\n").encode("latin-1")
+    (root / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(OwnFilesError) as info:
+        load(root, "test", {"files": {"test": name}})
+    assert f"{name} line {line}, column {column} (byte 0xE9): not UTF-8 text" in str(info.value)
+
+
 def test_json_lines_errors_name_the_line_and_its_fields(tmp_path):
     root = tmp_path / "r"
     write_image(root / "p.png", 1)
