@@ -423,6 +423,29 @@ def test_fetch_records_the_files_and_writes_nothing_into_the_root(csv_root):
         fetch_benchmark("mine", "table", csv_root / "absent", {"table": CSV_SETTINGS})
 
 
+def test_prepare_logs_how_many_captions_the_text_tower_cuts(tmp_path):
+    """`hnclip prepare --context-length 248` (the rule passes backbone.context_length) warns with the count and
+    the share of the split's captions longer than 248 positions: a 100,000-character caption used to train
+    with no word. "cat" is one CLIP token: 246 of them and SOT/EOT fill 248 positions exactly, 247 do not fit."""
+    root = tmp_path / "mine"
+    for i in range(4):
+        write_image(root / f"{i}.png", i)
+    captions = ["A short caption.", " ".join(["cat"] * 246), " ".join(["cat"] * 247), "word " * 20_000]
+    write_table(root / "train.tsv", [(f"{i}.png", c) for i, c in enumerate(captions)])
+    settings = {"files": {"train": "train.tsv"}}
+    record = fetch_benchmark("mine", "table", root, {"table": settings, "expected_counts": {}})
+    (tmp_path / "source.json").write_text(json.dumps(record))
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "hnclip", "prepare", "--source", str(tmp_path / "source.json"),
+                           "--split", "train", "--image-size", "32", "--context-length", "248",
+                           "--manifest", str(tmp_path / "train.csv"), "--images", str(tmp_path / "train_images")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warnings = [line for line in done.stderr.splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, done.stderr[-3000:]
+    assert "mine/train: 2 of 4 captions (50.0%) are longer than the text tower's 248 positions" in warnings[0]
+
+
 def _config(**bench) -> dict:
     return {"benchmarks": {"mine": {"adapter": "table", "root": "/data/mine", "train_set": "mine", **bench}},
             "methods": {"hnclip": {"framework": "longclip", "hn": True}},

@@ -43,6 +43,7 @@ from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
 from hnclip.hashing import fingerprint_files, fingerprint_tree, sha256_file
 from hnclip.losses import HNClipLoss
+from hnclip.models.tokenizer import describe_truncation, truncation
 from hnclip.run_lock import RunLock
 from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order
@@ -401,6 +402,10 @@ def _prepare_framework(framework: Framework, cfg: TrainConfig, data: TrainingSet
         raise ValueError(f"framework {cfg.framework!r} with these settings reads the manifest column(s) {absent}; "
                          f"the training manifest has {columns}")
     data.tokens = model.tokenize(data.captions)  # once: BPE on 248-token dense captions is slow in Python
+    # the captions cut at the text tower's positions, for the summary (and a warning here, as in prepare's log)
+    data.truncation = truncation(data.captions, data.tokens.shape[1])
+    if data.truncation["count"]:
+        log.warning(describe_truncation(data.truncation, "training set"))
     framework.prepare(data, products, model.tokenize)
 
 
@@ -555,6 +560,8 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "steps_per_epoch": session.steps_per_epoch,
             "samples_seen": state.samples_seen,
             "n_train": len(session.data),
+            # {count, captions, share, context_length, longest}: the training captions cut at the tower's positions
+            "captions_truncated": session.data.truncation,
             "world_size": session.context.world_size,
             "wall_time_s": wall_time_s,
             "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
