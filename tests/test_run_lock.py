@@ -125,3 +125,30 @@ def test_one_folder_given_as_both_is_locked_once_and_the_probe_sees_the_holder(t
             refuse_held_folders([tmp_path / "elsewhere", tmp_path])
     assert live_holder(tmp_path) is None
     refuse_held_folders([tmp_path])  # free: no error
+
+
+def test_a_second_snakemake_stops_before_any_job_when_a_trainer_holds_a_runs_folder(tmp_path):
+    """After `snakemake --unlock` while a training job still runs, a second Snakemake of the same target would
+    delete that job's outputs and log before its own trainer could refuse (Snakemake removes them when it
+    starts a job). The onstart check stops it first, naming the holder; nothing is built or removed."""
+    from checkout import copy_checkout, user_env
+
+    repo = copy_checkout(tmp_path / "repo")
+    run = repo / "results/runs/synthetic/hnclip/g0.5/f1/s0"
+    ready, done = _CTX.Event(), _CTX.Event()
+    holder = _CTX.Process(target=_hold, args=(str(run), ready, done))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        (run / "dynamics.csv").write_text("step\n1\n")  # the running trainer's log so far
+        second = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", f"{run.relative_to(repo)}/summary.json",
+                                 "--configfile", "tests/e2e/micro.yaml"], cwd=repo, env=user_env(),
+                                capture_output=True, text=True, timeout=600)
+    finally:
+        done.set()
+        holder.join(60)
+    console = second.stdout + second.stderr
+    assert second.returncode != 0, console[-3000:]
+    assert f"PID {holder.pid}" in console and str(run.relative_to(repo)) in console, console[-3000:]
+    assert (run / "dynamics.csv").read_text() == "step\n1\n"
+    assert not (repo / "results/data").exists() and not (repo / "results/logs").exists()
