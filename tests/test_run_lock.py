@@ -152,3 +152,17 @@ def test_a_second_snakemake_stops_before_any_job_when_a_trainer_holds_a_runs_fol
     assert f"PID {holder.pid}" in console and str(run.relative_to(repo)) in console, console[-3000:]
     assert (run / "dynamics.csv").read_text() == "step\n1\n"
     assert not (repo / "results/data").exists() and not (repo / "results/logs").exists()
+
+
+def test_a_log_deleted_while_the_run_trains_stops_it_instead_of_restarting_headerless(tmp_path):
+    """What a second Snakemake starting the same job does to the first's outputs (deletes them) used to leave a
+    dynamics.csv of the later rows only, no header, and no error; now the trainer's next row stops it."""
+    from hnclip.training.logs import CsvLog
+
+    log = CsvLog(tmp_path / "dynamics.csv", ("step", "loss"))
+    log.start()
+    log.append({"step": 1, "loss": 0.5})
+    (tmp_path / "dynamics.csv").unlink()
+    with pytest.raises(RuntimeError, match=r"dynamics\.csv was deleted while this run trained"):
+        log.append({"step": 2, "loss": 0.25})
+    assert not (tmp_path / "dynamics.csv").exists()
