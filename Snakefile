@@ -40,8 +40,13 @@ include: "workflow/rules/export.smk"
 
 
 onstart:
+    refuse_running_trainers()
     warn_on_local_gpu_cap(workflow.resource_settings.resources, workflow.local_exec)
     make_rehearsal_files()
+
+
+onerror:
+    surface_job_errors(log)
 
 
 rule all:

@@ -146,3 +146,26 @@ def test_a_root_rendered_before_markers_existed_is_still_ours(tmp_path):
     (root / MARKER).unlink()  # as an older hnclip left it: README, captions and images only
     generate_synthetic(root, "synthetic", 2, 1, image_size=32)
     assert (root / MARKER).is_file()
+
+
+def test_a_foreign_root_refused_in_the_fetch_job_is_named_by_its_key_on_snakemakes_console(tmp_path):
+    """The refusal happens inside the fetch job, whose stderr goes to its log; the onerror hook prints the
+    job's own error line, so the console (not only results/logs/) names benchmarks.synthetic.root."""
+    import yaml
+    from checkout import copy_checkout, user_env
+
+    user = tmp_path / "my-data"
+    before = _plant(user)
+    repo = copy_checkout(tmp_path / "repo")
+    config = yaml.safe_load((repo / "tests/e2e/micro.yaml").read_text())
+    config["benchmarks"]["synthetic"]["root"] = str(user)
+    (repo / "mine.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "results/data/synthetic/source.json",
+                           "--configfile", "mine.yaml"], cwd=repo, env=user_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode != 0
+    console = done.stdout + done.stderr
+    refusal = [line for line in console.splitlines() if "benchmarks.synthetic.root" in line]
+    assert refusal and str(user) in refusal[0] and "rule fetch_benchmark" in refusal[0], console[-3000:]
+    assert _hashes(user) == before
+    assert not (repo / "results/data/synthetic/source.json").exists()

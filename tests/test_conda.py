@@ -4,7 +4,7 @@ here; see tests/conda_standin.py for what the stand-in checks and what it cannot
 In a copy of the checkout, Snakemake creates every rule's environment from the file it copied to
 .snakemake/conda/<hash>.yaml; the stand-in resolves each requirement from there and builds the
 environment from the pinned distributions and their dependencies only. Then jobs of the data env
-(fetch, prepare, subset) and of the train env (init-model) run in their environments and import hnclip
+(fetch, subset) and of the train env (prepare, init-model) run in their environments and import hnclip
 from the workflow's src/, which no environment installs. ~1 min on 2 cores (torch imports).
 """
 
@@ -91,8 +91,9 @@ def test_data_and_train_jobs_run_in_their_environments_importing_hnclip_from_the
     assert (work / TARGETS[0]).read_text().strip()
     assert (work / "results/backbone/init/model.json").is_file()
     # the jobs ran in the environments the stand-in built (one activation per job: fetch, prepare,
-    # subset, init-model), whose python has no hnclip: it came from the workflow's src/
+    # subset, init-model; prepare in the train env, whose tokenizer counts cut captions), whose python has
+    # no hnclip: it came from the workflow's src/
     kinds = {c["prefix"]: kind_of(c) for c in calls(conda_workdir) if c["call"] == "env create"}
     activated = [kinds[c["prefix"]] for c in calls(conda_workdir) if c["call"] == "activate"]
-    assert sorted(activated) == ["data", "data", "data", "train"], activated
+    assert sorted(activated) == ["data", "data", "train", "train"], activated
     assert not [c for c in calls(conda_workdir) if "error" in c]

@@ -241,6 +241,26 @@ def test_a_row_with_the_wrong_number_of_fields(csv_root):
         load(csv_root, "train")
 
 
+@pytest.mark.parametrize("name", ["t.tsv", "t.tsv.gz", "t.jsonl"])
+def test_a_latin1_caption_names_the_tables_line_and_column(tmp_path, name):
+    """Python's decoder gives a byte position within a chunk; the error gives the line a person opens."""
+    root = tmp_path / "r"
+    write_image(root / "p.png", 1)
+    rows = [("p.png", f"caption number {i}, plain ASCII") for i in range(600)]  # past the decoder's first chunk
+    rows[400] = ("p.png", "un caf\u00e9 cr\u00e8me")
+    if name.endswith(".jsonl"):
+        lines = [json.dumps({"filepath": f, "title": c}, ensure_ascii=False) for f, c in rows]
+        line, column = 401, len('{"filepath": "p.png", "title": "un caf') + 1
+    else:
+        lines = ["filepath\ttitle"] + [f"{f}\t{c}" for f, c in rows]
+        line, column = 402, len("p.png\tun caf") + 1
+    data = ("\n".join(lines) + "\n").encode("latin-1")
+    (root / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    with pytest.raises(OwnFilesError) as info:
+        load(root, "test", {"files": {"test": name}})
+    assert f"{name} line {line}, column {column} (byte 0xE9): not UTF-8 text" in str(info.value)
+
+
 def test_json_lines_errors_name_the_line_and_its_fields(tmp_path):
     root = tmp_path / "r"
     write_image(root / "p.png", 1)
@@ -401,6 +421,29 @@ def test_fetch_records_the_files_and_writes_nothing_into_the_root(csv_root):
         fetch_benchmark("mine", "table", csv_root, {"table": {"files": {"test": "nope.tsv"}}})
     with pytest.raises(FileNotFoundError, match=r"root folder .*absent \(benchmarks\.mine\.root\) does not exist"):
         fetch_benchmark("mine", "table", csv_root / "absent", {"table": CSV_SETTINGS})
+
+
+def test_prepare_logs_how_many_captions_the_text_tower_cuts(tmp_path):
+    """`hnclip prepare --context-length 248` (the rule passes backbone.context_length) warns with the count and
+    the share of the split's captions longer than 248 positions: a 100,000-character caption used to train
+    with no word. "cat" is one CLIP token: 246 of them and SOT/EOT fill 248 positions exactly, 247 do not fit."""
+    root = tmp_path / "mine"
+    for i in range(4):
+        write_image(root / f"{i}.png", i)
+    captions = ["A short caption.", " ".join(["cat"] * 246), " ".join(["cat"] * 247), "word " * 20_000]
+    write_table(root / "train.tsv", [(f"{i}.png", c) for i, c in enumerate(captions)])
+    settings = {"files": {"train": "train.tsv"}}
+    record = fetch_benchmark("mine", "table", root, {"table": settings, "expected_counts": {}})
+    (tmp_path / "source.json").write_text(json.dumps(record))
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "hnclip", "prepare", "--source", str(tmp_path / "source.json"),
+                           "--split", "train", "--image-size", "32", "--context-length", "248",
+                           "--manifest", str(tmp_path / "train.csv"), "--images", str(tmp_path / "train_images")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warnings = [line for line in done.stderr.splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, done.stderr[-3000:]
+    assert "mine/train: 2 of 4 captions (50.0%) are longer than the text tower's 248 positions" in warnings[0]
 
 
 def _config(**bench) -> dict:

@@ -341,6 +341,19 @@ def test_export_refuses_a_non_empty_folder(tmp_path):
     assert (tmp_path / "lc2" / "longclip.pt").is_file()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not safetensors"])
+def test_export_of_a_damaged_weights_file_names_the_file(tmp_path, damage):
+    """safetensors' own error (``SafetensorError: ... incomplete metadata``) names no file; the export does."""
+    _, model_dir = _micro(tmp_path)
+    weights = model_dir / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:100] if damage == "truncated" else b"<html>not found</html>" + data[:64])
+    with pytest.raises(SystemExit) as info:
+        main(["export", "--model", str(model_dir), "--format", "open_clip", "--out", str(tmp_path / "oc")])
+    assert str(weights) in str(info.value.code) and "hnclip export" in str(info.value.code)
+    assert not (tmp_path / "oc").exists()
+
+
 # ------------------------------------------------------------------------------------------ model card
 RUN = {"train_set": "synthetic", "method": "hnclip", "gamma": "0.5", "fraction": "1", "seed": 0}
 

@@ -178,3 +178,25 @@ def test_convergence_highlights_hn_clip_by_method_key_under_a_renamed_label(tmp_
     spec = _spec_without_epoch_logs(tmp_path, hn_label="Ours")
     assert figures.method_label(spec) == "Ours"
     assert figures.method_label(spec, "lora") is None
+
+
+def test_a_figure_saved_in_two_processes_has_the_same_bytes(tmp_path):
+    """matplotlib writes the time of saving into an SVG and salts its element ids at random per process; a
+    rebuilt figure (PNG and SVG) now has the same sha256."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import sys\nfrom hnclip.analysis.figures import plt, save_figure\n"
+              "fig, ax = plt.subplots()\nax.imshow([[0, 1], [2, 3]])\nax.plot([0, 1], [1, 0], label='a')\n"
+              "ax.legend()\nsave_figure(fig, sys.argv[1])\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    for i in (1, 2):
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path / f"p{i}" / "figure")], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("figure.png", "figure.svg"):
+        first, second = ((tmp_path / f"p{i}" / name).read_bytes() for i in (1, 2))
+        assert hashlib.sha256(first).hexdigest() == hashlib.sha256(second).hexdigest(), name

@@ -1,6 +1,7 @@
 """save_model / load_model: exact round trips, adapters merged on a copy, safetensors + JSON only."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,3 +86,74 @@ def test_load_model_names_missing_files(tmp_path):
     (tmp_path / "m" / "model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="model.safetensors"):
         load_model(tmp_path / "m")
+
+
+# one script per process: a model, its framework's modules (two metadata keys), open_clip's export and a JSON
+# record whose dict is built in the process's set order (PYTHONHASHSEED), each saved twice in the process
+_SAVE_SCRIPT = r"""
+import sys
+from pathlib import Path
+
+import torch
+
+from hnclip.export.open_clip_format import write_open_clip
+from hnclip.fileio import write_json_atomic
+from hnclip.models import create_model, save_model
+from hnclip.models.io import save_framework_files
+
+out = Path(sys.argv[1])
+model = create_model("micro", seed=0)
+modules = {"aggregator.weight": torch.arange(6.0).reshape(2, 3), "aggregator.bias": torch.zeros(2, dtype=torch.float16)}
+for copy in ("a", "b"):
+    folder = save_model(model, out / copy / "model")
+    save_framework_files(folder, "finelip", {"module_lr": 0.002, "aggregators": 2}, modules)
+    write_open_clip(model, out / copy / "open_clip", "hnclip-test")
+    write_json_atomic(out / copy / "record.json", {name: len(name) for name in {"alpha", "beta", "gamma", "delta"}})
+"""
+
+
+def test_the_same_model_saved_in_two_processes_has_the_same_bytes(tmp_path):
+    """Every file of a saved model (weights, framework modules, open_clip export, a JSON record) has one
+    sha256, written twice in each of two processes: safetensors' metadata order, which Rust seeds per map
+    and per process, and a dict's insertion order no longer reach the bytes."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "save.py"
+    script.write_text(_SAVE_SCRIPT)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONPATH=src, PYTHONHASHSEED=seed)
+        done = subprocess.run([sys.executable, str(script), str(tmp_path / f"p{seed}")], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    hashes: dict[str, set[str]] = {}
+    for copy in ("p1/a", "p1/b", "p2/a", "p2/b"):
+        root = tmp_path / copy
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        assert {p.name for p in files} >= {"model.safetensors", "framework.safetensors", "framework.json",
+                                          "open_clip_model.safetensors", "record.json"}
+        for path in files:
+            hashes.setdefault(path.relative_to(root).as_posix(), set()).add(
+                hashlib.sha256(path.read_bytes()).hexdigest())
+    assert {name: len(found) for name, found in hashes.items()} == {name: 1 for name in hashes}
+
+
+def test_saved_weights_have_sorted_metadata_and_load_back_identical(tmp_path):
+    """The header safetensors wrote, rewritten: metadata keys sorted, the tensors as saved, any key order in."""
+    import struct
+
+    from hnclip.models.weights_files import load_weights, save_weights
+
+    tensors = {"b": torch.arange(5, dtype=torch.int64), "a": torch.randn(3, 2), "c": torch.ones(1, dtype=torch.float16)}
+    metadata = {k: f"value {k}" for k in ("zeta", "alpha", "mid", "beta", "omega", "kappa")}
+    paths = [save_weights(tensors, tmp_path / f"w{i}.safetensors", metadata) for i in range(4)]
+    assert len({p.read_bytes() for p in paths}) == 1
+    raw = paths[0].read_bytes()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    assert list(header["__metadata__"]) == sorted(metadata) and size % 8 == 0
+    loaded = load_weights(paths[0])
+    assert sorted(loaded) == sorted(tensors) and all(torch.equal(loaded[k], tensors[k]) for k in tensors)

@@ -1,5 +1,5 @@
-"""One trainer per run (hnclip.training.run_lock): a second trainer on the same checkpoint folder stops
-naming the holder; a lock left by a killed trainer on this host is taken over with a warning."""
+"""One trainer per run (hnclip.run_lock): a second trainer on the same output or checkpoint folder
+stops naming the holder; a lock left by a killed trainer on this host is taken over with a warning."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hnclip.training.run_lock import LOCK_NAME, RunLock, RunLockedError
+from hnclip.run_lock import LOCK_NAME, RunLock, RunLockedError, live_holder, refuse_held_folders
 
 _CTX = multiprocessing.get_context("spawn")  # no fork of a process that has torch threads running
 
@@ -58,7 +58,7 @@ def test_a_lock_left_by_a_killed_holder_is_taken_over_with_a_warning(tmp_path, c
     holder.start()
     holder.join(60)
     assert holder.exitcode == -signal.SIGKILL and (tmp_path / LOCK_NAME).exists()
-    with caplog.at_level(logging.WARNING, logger="hnclip.training.run_lock"):
+    with caplog.at_level(logging.WARNING, logger="hnclip.run_lock"):
         with RunLock(tmp_path):
             assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
     assert "stale run lock" in caplog.text and f"PID {holder.pid}" in caplog.text and "gone" in caplog.text
@@ -67,21 +67,27 @@ def test_a_lock_left_by_a_killed_holder_is_taken_over_with_a_warning(tmp_path, c
 def test_a_stale_lock_of_another_host_is_taken_over_naming_that_host(tmp_path, caplog):
     # a SLURM job preempted on one node and requeued on another finds the first node's lock file
     (tmp_path / LOCK_NAME).write_text(json.dumps({"pid": 1, "host": "node-elsewhere", "since": "2026-01-01T00:00:00"}))
-    with caplog.at_level(logging.WARNING, logger="hnclip.training.run_lock"):
+    with caplog.at_level(logging.WARNING, logger="hnclip.run_lock"):
         with RunLock(tmp_path):
             assert json.loads((tmp_path / LOCK_NAME).read_text())["host"] == socket.gethostname()
     assert "node-elsewhere" in caplog.text and "another host" in caplog.text
 
 
-def test_a_second_trainer_on_a_running_run_stops_before_touching_its_logs(tmp_path):
-    """A real trainer paused inside its first step holds the run; a second one on the same folders fails."""
+def test_a_second_trainer_sharing_either_folder_of_a_running_run_stops_before_touching_its_logs(tmp_path):
+    """A real trainer paused inside its first step holds the run; a second one that shares its output folder,
+    its checkpoint folder or both fails naming it, and the first one's CSV logs are untouched. (Before the
+    lock in the output folder, the same --out with another --checkpoint-dir trained, and dynamics.csv held
+    its steps twice.)"""
     import dataclasses
 
-    from test_train_support import TRAIN_SCRIPT, make_dataset, run_training, small_config
+    from test_train_support import TRAIN_SCRIPT, make_dataset, small_config
+
+    from hnclip.train import train
 
     paths = make_dataset(tmp_path / "data", n=16)
     cfg = small_config()
-    run_paths = dict(paths, out_dir=tmp_path / "run" / "out", checkpoint_dir=tmp_path / "run" / "ckpt")
+    run = tmp_path / "run"
+    run_paths = dict(paths, out_dir=run / "out", checkpoint_dir=run / "ckpt")
     script = tmp_path / "first.py"
     script.write_text(TRAIN_SCRIPT)
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -93,12 +99,70 @@ def test_a_second_trainer_on_a_running_run_stops_before_touching_its_logs(tmp_pa
         for line in first.stdout:
             if line.strip() == "PAUSED":
                 break
-        logs = {p.name: p.read_bytes() for p in (tmp_path / "run" / "out").glob("*.csv")}
-        with pytest.raises(RunLockedError, match=f"PID {first.pid}"):
-            run_training(paths, tmp_path / "run", cfg)
-        assert {p.name: p.read_bytes() for p in (tmp_path / "run" / "out").glob("*.csv")} == logs
+        logs = {p.name: p.read_bytes() for p in (run / "out").glob("*.csv")}
+        assert logs  # the first trainer has started its logs
+        for out_dir, checkpoint_dir in ((run / "out", run / "ckpt"), (run / "out", run / "other_ckpt"),
+                                        (run / "other_out", run / "ckpt")):
+            with pytest.raises(RunLockedError, match=f"PID {first.pid}"):
+                train(cfg, out_dir=out_dir, checkpoint_dir=checkpoint_dir, **paths)
+            assert {p.name: p.read_bytes() for p in (run / "out").glob("*.csv")} == logs
+            # refused before writing: nothing of the second trainer in its own folder, no lock left held
+            assert not list((run / "other_out").glob("*.csv"))
+            assert not (run / "other_ckpt" / LOCK_NAME).exists() and not (run / "other_out" / LOCK_NAME).exists()
     finally:
         first.kill()
         first.wait()
         first.stdout.close()
-    run_training(paths, tmp_path / "run", cfg)  # the killed trainer's lock is stale: this run takes over
+    train(cfg, out_dir=run / "out", checkpoint_dir=run / "ckpt", **paths)  # the killed trainer's locks are stale
+
+
+def test_one_folder_given_as_both_is_locked_once_and_the_probe_sees_the_holder(tmp_path):
+    with RunLock(tmp_path, tmp_path / "sub" / "..") as lock:
+        assert lock.paths == [tmp_path / LOCK_NAME]
+        holder = live_holder(tmp_path)
+        assert holder is not None and holder["pid"] == os.getpid()
+        with pytest.raises(RunLockedError, match=str(tmp_path)):
+            refuse_held_folders([tmp_path / "elsewhere", tmp_path])
+    assert live_holder(tmp_path) is None
+    refuse_held_folders([tmp_path])  # free: no error
+
+
+def test_a_second_snakemake_stops_before_any_job_when_a_trainer_holds_a_runs_folder(tmp_path):
+    """After `snakemake --unlock` while a training job still runs, a second Snakemake of the same target would
+    delete that job's outputs and log before its own trainer could refuse (Snakemake removes them when it
+    starts a job). The onstart check stops it first, naming the holder; nothing is built or removed."""
+    from checkout import copy_checkout, user_env
+
+    repo = copy_checkout(tmp_path / "repo")
+    run = repo / "results/runs/synthetic/hnclip/g0.5/f1/s0"
+    ready, done = _CTX.Event(), _CTX.Event()
+    holder = _CTX.Process(target=_hold, args=(str(run), ready, done))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        (run / "dynamics.csv").write_text("step\n1\n")  # the running trainer's log so far
+        second = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", f"{run.relative_to(repo)}/summary.json",
+                                 "--configfile", "tests/e2e/micro.yaml"], cwd=repo, env=user_env(),
+                                capture_output=True, text=True, timeout=600)
+    finally:
+        done.set()
+        holder.join(60)
+    console = second.stdout + second.stderr
+    assert second.returncode != 0, console[-3000:]
+    assert f"PID {holder.pid}" in console and str(run.relative_to(repo)) in console, console[-3000:]
+    assert (run / "dynamics.csv").read_text() == "step\n1\n"
+    assert not (repo / "results/data").exists() and not (repo / "results/logs").exists()
+
+
+def test_a_log_deleted_while_the_run_trains_stops_it_instead_of_restarting_headerless(tmp_path):
+    """What a second Snakemake starting the same job does to the first's outputs (deletes them) used to leave a
+    dynamics.csv of the later rows only, no header, and no error; now the trainer's next row stops it."""
+    from hnclip.training.logs import CsvLog
+
+    log = CsvLog(tmp_path / "dynamics.csv", ("step", "loss"))
+    log.start()
+    log.append({"step": 1, "loss": 0.5})
+    (tmp_path / "dynamics.csv").unlink()
+    with pytest.raises(RuntimeError, match=r"dynamics\.csv was deleted while this run trained"):
+        log.append({"step": 2, "loss": 0.25})
+    assert not (tmp_path / "dynamics.csv").exists()

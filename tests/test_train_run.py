@@ -182,3 +182,22 @@ def test_subset_naming_unknown_ids_is_an_error(tmp_path):
     write_subset(["img000", "nope"], tmp_path / "subset.txt")
     with pytest.raises(ValueError, match="names image_id 'nope'"):
         run_training(paths, tmp_path, small_config(), subset_path=tmp_path / "subset.txt")
+
+
+def test_the_summary_counts_the_training_captions_cut_at_the_context_length(tmp_path):
+    """The micro model's tower has 77 positions: 75 one-token words and SOT/EOT fit, 76 are cut, and a
+    100,000-character caption is cut; the summary says how many of the training captions were."""
+    from hnclip.data.manifest import write_manifest
+
+    paths = make_dataset(tmp_path / "data", n=16)
+    manifest = read_manifest(paths["train_manifest"])
+    assert load_model(paths["init_model_dir"]).context_length == 77
+    captions = list(manifest["caption"])
+    captions[0], captions[1], captions[2] = " ".join(["cat"] * 75), " ".join(["cat"] * 76), "word " * 20_000
+    write_manifest(manifest.assign(caption=captions), paths["train_manifest"])
+    summary = run_training(paths, tmp_path / "run", small_config())
+    # the other captions are make_captions' 6 to 19 words: far from 77 positions
+    assert summary["captions_truncated"]["count"] == 2
+    assert summary["captions_truncated"]["share"] == pytest.approx(2 / 16)
+    assert summary["captions_truncated"]["context_length"] == 77
+    assert json.loads((tmp_path / "run" / "out" / "summary.json").read_text())["captions_truncated"]["count"] == 2

@@ -12,13 +12,14 @@ instead of features; everything else is scored with :func:`recall_at_k` on the g
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
+
+from hnclip.fileio import write_json_atomic
 
 __all__ = ["GOAL_KS", "PAPER_KS", "RECORDED_KS", "check_store_matches_model", "encode_split",
            "encode_split_with_framework", "evaluate_checkpoint", "evaluate_model", "mean_caption_words",
@@ -335,5 +336,5 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
     }
     out_json = Path(out_json)
     out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json_atomic(out_json, result)
     return result

@@ -24,7 +24,9 @@ def write_text_atomic(path, text: str) -> Path:
     return path
 
 
-def write_json_atomic(path, data, sort_keys: bool = False) -> Path:
+def write_json_atomic(path, data, sort_keys: bool = True) -> Path:
+    """``data`` as indented JSON, keys sorted unless ``sort_keys`` is False (an order a reader relies on):
+    the same data gives the same bytes whatever order a process built its dicts in."""
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
 
 

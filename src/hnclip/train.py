@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
@@ -41,7 +42,9 @@ from hnclip.frameworks import build_framework, save_framework
 from hnclip.frameworks.base import Batch, Framework
 from hnclip.hashing import fingerprint_files, fingerprint_tree, sha256_file
 from hnclip.losses import HNClipLoss
+from hnclip.models.tokenizer import describe_truncation, truncation
 from hnclip.provenance import git_commit
+from hnclip.run_lock import RunLock
 from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order
 from hnclip.training.checkpoint import Resumable, RunCheckpoint, TrainState
@@ -50,12 +53,12 @@ from hnclip.training.distributed import (
     all_reduce_probe,
     join_process_group,
     rank_seed,
+    read_launch_env,
     sync_gradients,
     wrap_data_parallel,
 )
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, sparse_embeddings, step_saturation
 from hnclip.training.logs import CsvLog
-from hnclip.training.run_lock import RunLock
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
 
 __all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_set", "train", "train_model"]
@@ -281,14 +284,30 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     they share); ``cfg.micro_batch`` is then the global micro-batch, only rank 0 writes (and
     evaluates), and every rank returns rank 0's summary.
     """
+    with _hold_run(out_dir, checkpoint_dir):
+        return _train_held(cfg, model, data, store, out_dir, checkpoint_dir, eval_data, data_fingerprint, run_info,
+                           products)
+
+
+def _hold_run(out_dir, checkpoint_dir):
+    """One trainer per run (hnclip.run_lock): rank 0 holds the output and the checkpoint folder
+    for all ranks, before any log or checkpoint is touched; the other ranks hold nothing."""
+    if dist.is_available() and dist.is_initialized():
+        is_main = dist.get_rank() == 0
+    else:
+        is_main = read_launch_env().is_main
+    return RunLock(out_dir, checkpoint_dir) if is_main else contextlib.nullcontext()
+
+
+def _train_held(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data,
+                data_fingerprint, run_info, products) -> dict:
+    """:func:`train_model` once the run's folders are held."""
     device, amp_dtype = resolve_runtime(cfg)
     context, device = join_process_group(device)
-    # one trainer per run (rank 0 holds it for all ranks), taken before any log or checkpoint is touched
-    with RunLock(checkpoint_dir) if context.is_main else contextlib.nullcontext():
-        session = _start_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
-                                 eval_data, data_fingerprint, products)
-        _run_epochs(session)
-        return _finish_run(session, run_info)
+    session = _start_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
+                             eval_data, data_fingerprint, products)
+    _run_epochs(session)
+    return _finish_run(session, run_info)
 
 
 def _start_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
@@ -374,6 +393,10 @@ def _prepare_framework(framework: Framework, cfg: TrainConfig, data: TrainingSet
         raise ValueError(f"framework {cfg.framework!r} with these settings reads the manifest column(s) {absent}; "
                          f"the training manifest has {columns}")
     data.tokens = model.tokenize(data.captions)  # once: BPE on 248-token dense captions is slow in Python
+    # the captions cut at the text tower's positions, for the summary (and a warning here, as in prepare's log)
+    data.truncation = truncation(data.captions, data.tokens.shape[1])
+    if data.truncation["count"]:
+        log.warning(describe_truncation(data.truncation, "training set"))
     framework.prepare(data, products, model.tokenize)
 
 
@@ -528,6 +551,8 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "steps_per_epoch": session.steps_per_epoch,
             "samples_seen": state.samples_seen,
             "n_train": len(session.data),
+            # {count, captions, share, context_length, longest}: the training captions cut at the tower's positions
+            "captions_truncated": session.data.truncation,
             "world_size": session.context.world_size,
             "wall_time_s": wall_time_s,
             "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
@@ -557,14 +582,24 @@ def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, 
     ``train_manifest``'s benchmark split (e.g. ``{"segments": ...}`` for GOAL); their bytes enter the
     resume fingerprint, so a rebuilt product refuses a stale checkpoint.
     """
+    if (eval_manifest is None) != (eval_store_dir is None):
+        raise ValueError("evaluation after each epoch needs both eval_manifest and eval_store_dir, got "
+                         f"eval_manifest={eval_manifest} and eval_store_dir={eval_store_dir}")
+    # the run's folders are held before the data loads (a minute at paper scale), so a second trainer stops
+    # at once, and the window in which none holds them yet is the interpreter's start-up alone
+    with _hold_run(out_dir, checkpoint_dir):
+        return _load_and_train(cfg, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir, subset_path,
+                               eval_manifest, eval_store_dir, products)
+
+
+def _load_and_train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,
+                    subset_path, eval_manifest, eval_store_dir, products) -> dict:
+    """:func:`train` once the run's folders are held."""
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
     from hnclip.data.subsets import read_subset
     from hnclip.models import load_model
 
-    if (eval_manifest is None) != (eval_store_dir is None):
-        raise ValueError("evaluation after each epoch needs both eval_manifest and eval_store_dir, got "
-                         f"eval_manifest={eval_manifest} and eval_store_dir={eval_store_dir}")
     store = ImageStore(store_dir)
     subset_ids = read_subset(subset_path) if subset_path is not None else None
     data = load_training_set(read_manifest(train_manifest), store, cfg.caption_column, str(train_manifest),
@@ -582,5 +617,5 @@ def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, 
                 "store_dir": str(store_dir), "subset_path": None if subset_path is None else str(subset_path),
                 "eval_manifest": None if eval_manifest is None else str(eval_manifest),
                 **({"products": {k: str(v) for k, v in products.items()}} if products else {})}
-    return train_model(cfg, load_model(init_model_dir), data, store, out_dir, checkpoint_dir, eval_data,
+    return _train_held(cfg, load_model(init_model_dir), data, store, out_dir, checkpoint_dir, eval_data,
                        fingerprint, run_info, products)

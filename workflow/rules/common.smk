@@ -22,7 +22,7 @@ _SHELL_PREFIX = (
     f'set -euo pipefail; export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
     + ("" if _use_conda else f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 )
-from hnclip import cpu_kernels, plan, protocols  # noqa: E402
+from hnclip import cpu_kernels, job_errors, plan, protocols, run_lock  # noqa: E402
 from hnclip.data import own  # noqa: E402
 from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
@@ -396,6 +396,32 @@ def warn_on_local_gpu_cap(resources, local):
             "cluster executor; pass the cluster profile as --workflow-profile profiles/slurm instead of "
             "--profile, which replaces profiles/default."
         )
+
+
+def refuse_running_trainers():
+    """onstart: stop before any job when a live trainer holds the output folder of a job about to run.
+
+    Snakemake deletes a job's outputs and log before its command starts, so a trainer's own lock
+    (hnclip.run_lock) would refuse only after that damage; the second Snakemake of the README's
+    "After a crash" (`--unlock` while the first still runs) is stopped here instead, naming the holder.
+    """
+    folders = {
+        Path(path).parent
+        for job in workflow.dag.needrun_jobs()
+        for path in getattr(job, "output", ())
+    }
+    try:
+        run_lock.refuse_held_folders(folders)
+    except run_lock.RunLockedError as error:
+        # raised afresh, so Snakemake prints the message and this line, not a traceback into src/
+        raise run_lock.RunLockedError(str(error)) from None
+
+
+def surface_job_errors(snakemake_logs):
+    """onerror: each failed job's own error line (the last line of its log) on the console, so a refusal
+    naming its config key is read where the run failed (hnclip.job_errors)."""
+    for line in job_errors.job_error_lines(snakemake_logs):
+        logger.error(f"hnclip: {line}")
 
 
 def get_exports():

@@ -35,14 +35,16 @@ rule prepare:
     benchmark:
         "results/benchmarks/prepare/{benchmark}_{split}.tsv"
     conda:
-        "../../envs/data.yaml"
+        # the train environment: CLIP's tokenizer counts the captions cut at the text tower's positions
+        "../../envs/train.yaml"
     resources:
         **get_resources("prepare"),
     params:
         image_size=lookup(dpath="backbone/image_size", within=config),
+        context_length=lookup(dpath="backbone/context_length", within=config),
     shell:
         "python -m hnclip prepare --source {input} --split {wildcards.split} --image-size {params.image_size} "
-        "--manifest {output.manifest} --images {output.images} 2> {log}"
+        "--context-length {params.context_length} --manifest {output.manifest} --images {output.images} 2> {log}"
 
 
 rule subset:

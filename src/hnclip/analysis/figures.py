@@ -62,14 +62,20 @@ NO_EPOCHS = ("no run of the main experiment logged retrieval after each epoch "
 
 
 def save_figure(fig, out_prefix) -> list[Path]:
-    """Write ``prefix.png`` and ``prefix.svg`` and close the figure (pyplot keeps every open figure alive)."""
+    """Write ``prefix.png`` and ``prefix.svg`` and close the figure (pyplot keeps every open figure alive).
+
+    The SVG's bytes depend on the figure alone: without a date (matplotlib writes the time of saving) and
+    with its element ids salted by a constant (by default a random one per process), so a rebuilt figure
+    has the same sha256.
+    """
     prefix = Path(out_prefix)
     if prefix.suffix in (".png", ".svg"):
         prefix = prefix.with_suffix("")
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = [prefix.with_name(prefix.name + ".png"), prefix.with_name(prefix.name + ".svg")]
     fig.savefig(paths[0], dpi=130)
-    fig.savefig(paths[1])
+    with matplotlib.rc_context({"svg.hashsalt": "hnclip"}):
+        fig.savefig(paths[1], metadata={"Date": None})
     plt.close(fig)
     return paths
 

@@ -7,11 +7,12 @@ the figure in :mod:`hnclip.analysis.figures`, both testable without a model.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from tqdm import tqdm
+
+from hnclip.fileio import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def run_geometry(model_dir: Path, manifest: Path, benchmark: str, batch_size: in
     result.update(benchmark=benchmark, model=str(model_dir), manifest=str(manifest))
     out_json = Path(out_json)
     out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json_atomic(out_json, result)
     plot_caption_geometry({benchmark: result}, out_figure)
     log.info("%s: mean off-diagonal %.3f, hardest %.3f, >=0.8 %.1f %%", benchmark, result["mean_offdiag"],
              result["mean_hardest"], 100 * result["frac_ge_0.8"])

@@ -26,10 +26,14 @@ def add_fetch(sub) -> None:
 def cmd_fetch(args) -> None:
     """Make the benchmark's files exist at its root: render (synthetic), download, or verify them."""
     from hnclip.data.fetch import fetch_benchmark
+    from hnclip.data.roots import RootRefusedError
     from hnclip.fileio import write_json_atomic
 
     files_of = json.loads(Path(args.files_of).read_text()) if args.files_of else None
-    source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings, files_of)
+    try:
+        source = fetch_benchmark(args.benchmark, args.adapter, Path(args.root), args.settings, files_of)
+    except RootRefusedError as error:  # one line naming the folder and its config key, no traceback
+        raise SystemExit(str(error)) from None
     write_json_atomic(args.out, source, sort_keys=True)
 
 
@@ -39,6 +43,8 @@ def add_prepare(sub) -> None:
     p.add_argument("--split", required=True,
                    help="train, test, or a test variant of another published protocol (hnclip.data.test_variants)")
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
+    p.add_argument("--context-length", type=int, required=True,
+                   help="text tower positions (backbone.context_length): captions cut there are counted")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
 
@@ -47,7 +53,7 @@ def cmd_prepare(args) -> None:
     from hnclip.data.prepare import prepare_split
 
     source = json.loads(Path(args.source).read_text())
-    prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images))
+    prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images), args.context_length)
 
 
 def add_verify_store(sub) -> None:

@@ -33,6 +33,7 @@ def cmd_export(args) -> None:
     """A model folder in Long-CLIP's, open_clip's or transformers' format, a model card beside it."""
     from hnclip.analysis.bootstrap import BootstrapSettings
     from hnclip.export import ExportError, export_model
+    from hnclip.models.weights_files import WeightsFileError
 
     given = {"confidence": args.confidence, "resamples": args.resamples, "seed": args.bootstrap_seed}
     settings = BootstrapSettings(**{k: v for k, v in given.items() if v is not None})
@@ -40,7 +41,7 @@ def cmd_export(args) -> None:
         export_model(Path(args.model), args.format, Path(args.out), run_dir=Path(args.run) if args.run else None,
                      eval_paths=[Path(p) for p in args.evals] if args.evals is not None else None,
                      settings=settings, name=args.name, encoder_only=args.encoder_only)
-    except (ExportError, FileExistsError) as error:
+    except (ExportError, FileExistsError, FileNotFoundError, WeightsFileError) as error:
         raise SystemExit(f"hnclip export: {error}") from None
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "find_layout_root",
     "iter_json_lines",
     "make_manifest",
+    "not_utf8_where",
     "read_json",
     "require_image",
     "require_text",
@@ -88,6 +89,21 @@ def find_layout_root(root: Path, marker: str, wrappers: Iterable[str], benchmark
     raise FileNotFoundError(f"{benchmark}: none of {looked} exists; is {root} the unpacked download?")
 
 
+def not_utf8_where(data: bytes) -> str:
+    """Where ``data`` (a text file's bytes) stops being UTF-8: ``line N, column C (byte 0xE9)``.
+
+    Python's UnicodeDecodeError gives a byte position, and, from a file read in chunks, one within the
+    chunk: a person needs the line (and the likely cause, a file saved as Latin-1 or Windows-1252).
+    """
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        return f"line {line}, column {column} (byte 0x{data[err.start]:02X})"
+    return "(decodes as UTF-8 when read whole)"
+
+
 def read_json(path: Path, benchmark: str):
     try:
         with open(path, encoding="utf-8") as f:
@@ -99,7 +115,8 @@ def read_json(path: Path, benchmark: str):
             f"{benchmark}: {path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
         ) from e
     except UnicodeDecodeError as e:
-        raise BenchmarkFormatError(f"{benchmark}: {path} is not UTF-8 text ({e})") from e
+        raise BenchmarkFormatError(f"{benchmark}: {path} is not UTF-8 text at {not_utf8_where(Path(path).read_bytes())}"
+                                   f" ({e.reason})") from e
 
 
 def iter_json_lines(path: Path, benchmark: str) -> Iterator[tuple[int, dict]]:

@@ -77,6 +77,7 @@ def download_benchmark(
     sources: dict | None = None,
     retries: int = 5,
     retry_wait: float = 2.0,
+    root_key: str | None = None,
 ) -> Path:
     """Make ``dest`` hold source ``name``'s files as its publisher distributes them, archives unpacked.
 
@@ -84,13 +85,14 @@ def download_benchmark(
     checked against the lock (or recorded in it on first download) and, for archives, unpacked once
     per archive checksum. Raises ChecksumMismatchError naming the file and both hashes,
     ManualDownloadRequired with instructions for licence-gated files, DownloadError or ArchiveError.
+    ``root_key``: the config key ``dest`` came from, named when the folder is refused (hnclip.data.roots).
     """
     sources = load_sources() if sources is None else sources
     if name not in sources:
         raise ValueError(f"unknown source {name!r}; known: {', '.join(sorted(sources))}")
     entry = sources[name]
     # a root holding a user's own files is refused before anything is fetched (hnclip.data.roots)
-    dest = claim_root(dest, f"download of {name!r}", known=root_entries(entry))
+    dest = claim_root(dest, f"download of {name!r}", known=root_entries(entry), key=root_key)
     lock = ChecksumLock(lock_path)
     log.info("%s: licence %s", name, entry["licence"])
     for spec in entry["files"]:

@@ -14,6 +14,8 @@ import datetime as _dt
 import logging
 from pathlib import Path
 
+from hnclip.data.roots import root_key
+
 log = logging.getLogger(__name__)
 
 SYNTHETIC_ADAPTERS = ("synthetic", "synthetic_shift")
@@ -49,13 +51,13 @@ def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict, fi
                            cluster_size=gen.get("cluster_size", 1), max_changes=gen.get("max_changes", 2),
                            n_val=gen.get("n_val", 0), inventory=gen.get("inventory", 0),
                            backgrounds=gen.get("backgrounds", 0), objects=gen.get("objects"),
-                           patterns=gen.get("patterns"))
+                           patterns=gen.get("patterns"), root_key=root_key(benchmark))
         origin = {"kind": "rendered", "settings": gen}
     else:
         from hnclip.data.download import LOCK_FILE, download_benchmark
 
         lock = root / LOCK_FILE
-        download_benchmark(adapter, root, lock)
+        download_benchmark(adapter, root, lock, root_key=root_key(benchmark))
         origin = {"kind": "downloaded", "lock": str(lock.resolve())}
     return {
         "benchmark": benchmark,
@@ -76,7 +78,7 @@ def own_files_record(benchmark: str, adapter: str, root: Path, block: dict) -> d
 
     key = f"benchmarks.{benchmark}.{adapter}.{'files' if adapter == 'table' else 'shards'}"
     if not root.is_dir():
-        raise FileNotFoundError(f"benchmark {benchmark!r}: root folder {root} (benchmarks.{benchmark}.root) "
+        raise FileNotFoundError(f"benchmark {benchmark!r}: root folder {root} ({root_key(benchmark)}) "
                                 "does not exist")
     record = {}
     for split, paths in split_files(adapter, root, block, benchmark).items():

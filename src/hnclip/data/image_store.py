@@ -157,7 +157,7 @@ def write_store(image_ids: Sequence[str], arrays, out_dir, image_size: int, resa
              "manifest_sha256": manifest_sha256, "images_sha256": digest.hexdigest(),
              "images_bytes": (out_dir / IMAGES_FILE).stat().st_size}
     tmp_index = out_dir / (INDEX_FILE + ".tmp")
-    tmp_index.write_text(json.dumps(index), encoding="utf-8")
+    tmp_index.write_text(json.dumps(index, sort_keys=True), encoding="utf-8")
     os.replace(tmp_index, out_dir / INDEX_FILE)
 
 

@@ -13,7 +13,11 @@ log = logging.getLogger(__name__)
 ORIGINALS_DIR = "originals"  # <split>_images/originals/: images unpacked from WebDataset shards
 
 
-def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path, store_dir: Path) -> None:
+def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path, store_dir: Path,
+                  context_length: int | None = None) -> dict | None:
+    """Write ``split``'s manifest and image store; with ``context_length`` (the text tower's positions,
+    config ``backbone.context_length``), count the captions cut there, logged (a warning when any is) and
+    returned (:func:`hnclip.models.tokenizer.truncation`)."""
     from hnclip.data.image_store import build_store
     from hnclip.data.manifest import write_manifest
 
@@ -34,9 +38,16 @@ def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path
     manifest = _with_caption_column(manifest, source)
     if len(manifest) == 0:
         raise ValueError(f"benchmark {source['benchmark']!r} split {split!r}: no records under {source['root']}")
+    cut = None
+    if context_length is not None:
+        from hnclip.models.tokenizer import describe_truncation, truncation
+
+        cut = truncation([str(c) for c in manifest["caption"]], context_length)
+        (log.warning if cut["count"] else log.info)(describe_truncation(cut, f"{source['benchmark']}/{split}"))
     write_manifest(manifest, manifest_path)
     build_store(manifest, store_dir, image_size)
     log.info("prepared %s/%s: %d records at %d px", source["benchmark"], split, len(manifest), image_size)
+    return cut
 
 
 def _with_caption_column(manifest, source: dict):

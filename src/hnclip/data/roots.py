@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["MARKER", "MARKERS", "REHEARSAL_MARKER", "RootRefusedError", "check_root", "claim_root", "is_ours",
-           "unsafe_root_reason"]
+           "root_key", "unsafe_root_reason"]
 
 MARKER = "HNCLIP-ROOT.txt"
 REHEARSAL_MARKER = "REHEARSAL.txt"  # the rehearsal's stand-ins (hnclip.rehearsal.make) claim roots with it
@@ -38,6 +38,11 @@ _CHECKOUT = Path(__file__).resolve().parents[3]
 
 class RootRefusedError(FileExistsError):
     """A benchmark root that is not ours to write into; the message names the folder and what to do."""
+
+
+def root_key(benchmark: str) -> str:
+    """The config key of ``benchmark``'s root, which every refusal of that folder names."""
+    return f"benchmarks.{benchmark}.root"
 
 
 def _repository(repository) -> Path | None:

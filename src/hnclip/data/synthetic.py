@@ -544,9 +544,11 @@ def _scene_rng(family: str, seed: int, split: str, index: int, attempt: int) -> 
 
 def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size: int = 128,
                        seed: int = 0, cluster_size: int = 1, max_changes: int = 2, n_val: int = 0,
-                       inventory: int = 0, backgrounds: int = 0, objects=None, patterns=None) -> None:
+                       inventory: int = 0, backgrounds: int = 0, objects=None, patterns=None,
+                       root_key: str | None = None) -> None:
     """Write a ``family`` benchmark of ``n_train`` + ``n_val`` + ``n_test`` scenes under ``root``.
 
+    ``root_key``: the config key ``root`` came from, named when the folder is refused (hnclip.data.roots).
     ``inventory`` / ``backgrounds`` (0: all), ``objects`` ([min, max]) and ``patterns`` (names) narrow
     the benchmark to a slice of its family (:func:`family_slice`, seeded by ``seed``). Every split has its own scene streams, so adding a
     validation split leaves the training and test scenes as they were.
@@ -571,7 +573,7 @@ def generate_synthetic(root, family: str, n_train: int, n_test: int, image_size:
     # markers existed is recognised as ours by its README's first line
     root = claim_root(root, f"hnclip fetch --adapter {family}",
                       known=(README_FILE, CAPTIONS_FILE, CAPTIONS_FILE + ".tmp", IMAGES_DIR)
-                      if _is_rendered_here(root) else ())
+                      if _is_rendered_here(root) else (), key=root_key)
     (root / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     seen: set[tuple] = set()
     records = []

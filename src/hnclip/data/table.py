@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .adapter_utils import make_manifest
+from .adapter_utils import make_manifest, not_utf8_where
 from .own import OwnFilesError, check_disjoint, check_image_bytes, split_files, split_settings
 
 __all__ = ["FORMATS", "SEVERAL_CAPTIONS_PER_IMAGE", "load", "load_table", "table_rows"]
@@ -142,6 +142,18 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8-sig", newline="")
 
 
+def _not_utf8(path: Path, error: UnicodeDecodeError) -> OwnFilesError:
+    """The error for a table that is not UTF-8, naming its line (read again whole: the decoder's position
+    is a byte within a chunk)."""
+    try:
+        with (gzip.open(path, "rb") if path.suffix.lower() == ".gz" else open(path, "rb")) as f:
+            where = not_utf8_where(f.read())
+    except (OSError, EOFError):
+        where = f"byte {error.start} of a chunk"
+    return OwnFilesError(f"table {path} {where}: not UTF-8 text ({error.reason}); a table saved as Latin-1 or "
+                         "Windows-1252? Save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+
+
 def _missing_columns(path: Path, columns: list[str], settings: dict, where: str | None = None) -> None:
     wanted = [(k, settings[k]) for k in ("img_key", "caption_key")]
     missing = [(k, c) for k, c in wanted if c not in columns]
@@ -190,7 +202,7 @@ def _csv_records(path: Path, settings: dict) -> Iterator[tuple[str, dict]]:
                                         f"(separator {settings['separator']!r})")
                 yield where, {column: fields[i] for column, i in index.items()}
     except UnicodeDecodeError as e:
-        raise OwnFilesError(f"table {path} is not UTF-8 text ({e})") from e
+        raise _not_utf8(path, e) from e
     except (OSError, EOFError) as e:  # gzip: not a gzip file, truncated
         raise OwnFilesError(f"table {path} cannot be read ({e})") from e
 
@@ -211,7 +223,7 @@ def _jsonl_records(path: Path, settings: dict) -> Iterator[tuple[str, dict]]:
                 _missing_columns(path, list(record), {**settings, "separator": None}, where)
                 yield where, record
     except UnicodeDecodeError as e:
-        raise OwnFilesError(f"table {path} is not UTF-8 text ({e})") from e
+        raise _not_utf8(path, e) from e
     except (OSError, EOFError) as e:
         raise OwnFilesError(f"table {path} cannot be read ({e})") from e
 

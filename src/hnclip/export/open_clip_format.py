@@ -17,11 +17,11 @@ needs no mean/std arguments.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from safetensors.torch import save_file
+from hnclip.fileio import write_json_atomic
+from hnclip.models.weights_files import save_weights
 
 from .common import ExportError, architecture, openai_state_dict
 
@@ -58,11 +58,11 @@ def write_open_clip(model, out_dir: Path, name: str, where: str = "model") -> li
     out_dir.mkdir(parents=True, exist_ok=True)
     config = open_clip_model_config(model)
     config_path = out_dir / f"{name}.json"
-    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    write_json_atomic(config_path, config)
     weights_path = out_dir / OPEN_CLIP_WEIGHTS
-    save_file(openai_state_dict(model), str(weights_path), metadata={"format": "pt"})
+    save_weights(openai_state_dict(model), weights_path, metadata={"format": "pt"})
     preprocess = {"size": arch.image_size, "mode": "RGB", "mean": list(arch.mean), "std": list(arch.std),
                   "interpolation": "bicubic", "resize_mode": "shortest"}
     hub_path = out_dir / OPEN_CLIP_CONFIG
-    hub_path.write_text(json.dumps({"model_cfg": config, "preprocess_cfg": preprocess}, indent=2) + "\n")
+    write_json_atomic(hub_path, {"model_cfg": config, "preprocess_cfg": preprocess})
     return [config_path, weights_path, hub_path]

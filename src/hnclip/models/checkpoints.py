@@ -67,9 +67,9 @@ def resolve_source(source) -> Path:
 def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """Tensors of a ``.safetensors`` file or a ``torch.save``'d state dict (maybe under ``state_dict``)."""
     if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+        from .weights_files import load_weights
 
-        return load_file(str(path), device="cpu")
+        return load_weights(path)
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:

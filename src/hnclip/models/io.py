@@ -11,7 +11,6 @@ import copy
 import json
 from pathlib import Path
 
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from hnclip.model_files import FRAMEWORK_JSON, FRAMEWORK_WEIGHTS, MODEL_JSON, MODEL_WEIGHTS
@@ -19,6 +18,7 @@ from hnclip.model_files import FRAMEWORK_JSON, FRAMEWORK_WEIGHTS, MODEL_JSON, MO
 from .adapters import is_adapted, merge_adapters
 from .attention import convert_attention_to_native, has_linear_attention
 from .dual_encoder import DualEncoder
+from .weights_files import load_weights, save_weights
 
 __all__ = ["FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS", "load_model", "read_framework_files",
            "save_framework_files", "save_model"]
@@ -40,7 +40,7 @@ def save_model(model: nn.Module, directory) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(tensors, str(directory / MODEL_WEIGHTS), metadata={"format": "hnclip-dual-encoder"})
+    save_weights(tensors, directory / MODEL_WEIGHTS, metadata={"format": "hnclip-dual-encoder"})
     manifest = {"format_version": _FORMAT_VERSION, "spec": model.spec}
     (directory / MODEL_JSON).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return directory
@@ -61,7 +61,7 @@ def load_model(directory) -> DualEncoder:
         raise ValueError(f"{spec_path}: expected format_version {_FORMAT_VERSION} with a 'spec', got "
                          f"format_version={manifest.get('format_version')!r}")
     model = DualEncoder.from_spec(manifest["spec"])
-    state = load_file(str(weights_path), device="cpu")
+    state = load_weights(weights_path)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise ValueError(f"{weights_path}: weights do not fit the spec in {spec_path.name}; missing "
@@ -79,7 +79,7 @@ def save_framework_files(directory, name: str, config: dict, tensors: dict) -> P
     directory.mkdir(parents=True, exist_ok=True)
     weights = directory / FRAMEWORK_WEIGHTS
     if tensors:
-        save_file(tensors, str(weights), metadata={"format": "hnclip-framework", "framework": name})
+        save_weights(tensors, weights, metadata={"format": "hnclip-framework", "framework": name})
     else:
         weights.unlink(missing_ok=True)
     manifest = {"format_version": _FORMAT_VERSION, "framework": name, "config": config,
@@ -107,5 +107,5 @@ def read_framework_files(directory):
         weights_path = directory / FRAMEWORK_WEIGHTS
         if not weights_path.is_file():
             raise FileNotFoundError(f"{spec_path} announces module weights but {weights_path} is missing")
-        tensors = load_file(str(weights_path), device="cpu")
+        tensors = load_weights(weights_path)
     return manifest["framework"], manifest["config"], tensors, spec_path

@@ -7,7 +7,7 @@ from functools import lru_cache
 import torch
 from open_clip.tokenizer import SimpleTokenizer
 
-__all__ = ["EOT_TOKEN_ID", "SOT_TOKEN_ID", "tokenize"]
+__all__ = ["EOT_TOKEN_ID", "SOT_TOKEN_ID", "describe_truncation", "token_counts", "tokenize", "truncation"]
 
 
 @lru_cache(maxsize=1)
@@ -29,3 +29,30 @@ def tokenize(texts: list[str] | str, context_length: int) -> torch.LongTensor:
     if isinstance(texts, str):
         texts = [texts]
     return _tokenizer()(list(texts), context_length=context_length)
+
+
+def token_counts(texts: list[str]) -> list[int]:
+    """Positions each text needs before truncation: its BPE tokens plus SOT and EOT (what :func:`tokenize`
+    writes when they fit; it keeps the first ``context_length - 1`` and EOT when they do not)."""
+    encode = _tokenizer().encode
+    return [len(encode(text)) + 2 for text in texts]
+
+
+def truncation(texts: list[str], context_length: int) -> dict:
+    """How many of ``texts`` :func:`tokenize` cuts at ``context_length``: ``{"count", "captions", "share",
+    "context_length", "longest"}`` (longest: the most positions one text needs).
+
+    Long captions are the paper's subject, and a cut caption trains and is evaluated on its first
+    ``context_length - 2`` tokens only, without an error: the prepare log and the run's summary say how many.
+    """
+    counts = token_counts(texts)
+    cut = sum(1 for n in counts if n > context_length)
+    return {"count": cut, "captions": len(counts), "share": cut / len(counts) if counts else 0.0,
+            "context_length": int(context_length), "longest": max(counts, default=0)}
+
+
+def describe_truncation(report: dict, what: str) -> str:
+    """One log line for :func:`truncation`'s ``report`` of ``what`` (e.g. ``"synthetic/train"``)."""
+    return (f"{what}: {report['count']} of {report['captions']} captions ({100 * report['share']:.1f}%) are longer "
+            f"than the text tower's {report['context_length']} positions and are cut there (the longest needs "
+            f"{report['longest']})")

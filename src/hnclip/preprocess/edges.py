@@ -96,7 +96,7 @@ def build_edges(store_dir, segments_dir, out_dir, low: float = DEFAULT_LOW, high
              "canny": {"low": low, "high": high, "blur_ksize": blur_ksize, "aperture": 3, "l2_gradient": False},
              "store_manifest_sha256": store.manifest_sha256, "segments_sha256": segments.content_sha256}
     tmp_index = out_dir / (INDEX_FILE + ".tmp")
-    tmp_index.write_text(json.dumps(index), encoding="utf-8")
+    tmp_index.write_text(json.dumps(index, sort_keys=True), encoding="utf-8")
     os.replace(tmp_index, out_dir / INDEX_FILE)
     return index
 

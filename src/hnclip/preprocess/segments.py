@@ -342,7 +342,7 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
              "stats": stats, "manifest_sha256": manifest_digest(manifest), "content_sha256": digest.hexdigest()}
     log.info("segments of %d images: %s", len(manifest), stats)
     tmp_index = out_dir / (INDEX_FILE + ".tmp")
-    tmp_index.write_text(json.dumps(index, indent=1), encoding="utf-8")
+    tmp_index.write_text(json.dumps(index, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp_index, out_dir / INDEX_FILE)
     return index
 

@@ -16,7 +16,7 @@ import json
 import logging
 from pathlib import Path
 
-from hnclip.data.roots import REHEARSAL_MARKER, check_root, claim_root
+from hnclip.data.roots import REHEARSAL_MARKER, check_root, claim_root, root_key
 from hnclip.fileio import write_json_atomic
 
 from .benchmarks import write_rehearsal_benchmark
@@ -37,7 +37,7 @@ def _digest(settings: dict) -> str:
 
 def _check_root(root: Path, benchmark: str) -> None:
     # every root is checked before any is written, so a refused one leaves the others untouched
-    check_root(root, "hnclip rehearsal-files", key=f"benchmarks.{benchmark}.root")
+    check_root(root, "hnclip rehearsal-files", key=root_key(benchmark))
 
 
 def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: int = 0,
@@ -85,7 +85,7 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
 
     made = {}
     for name, bench in settings["benchmarks"].items():
-        claim_root(bench["root"], "hnclip rehearsal-files", key=f"benchmarks.{name}.root", marker=MARKER,
+        claim_root(bench["root"], "hnclip rehearsal-files", key=root_key(name), marker=MARKER,
                    text=_MARKER_TEXT)
         made[name] = write_rehearsal_benchmark(name, bench, hub_cache, seed)
         log.info("rehearsal benchmark %s: %s", name, made[name])

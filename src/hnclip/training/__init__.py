@@ -5,7 +5,6 @@
 - :mod:`.dynamics` standard vs boosted gradient probe (the dynamics.csv columns).
 - :mod:`.checkpoint` atomic, ``weights_only``-readable resume checkpoints with RNG states.
 - :mod:`.logs` append-only CSV logs that are cut back to the checkpoint on resume.
-- :mod:`.run_lock` one trainer per run: an flock'd lock file in the checkpoint folder.
 - :mod:`.distributed` torchrun/DDP: process group, per-rank shares of the global micro-batch, gradient
   synchronisation (the global term over gathered features is :class:`hnclip.losses.HNClipLoss`).
 """
@@ -21,7 +20,6 @@ from .checkpoint import (
 from .distributed import DistributedContext
 from .dynamics import DYNAMICS_COLUMNS, GradientProbe
 from .logs import CsvLog
-from .run_lock import RunLock, RunLockedError
 from .schedule import (
     build_optimizer,
     build_scheduler,
@@ -38,8 +36,6 @@ __all__ = [
     "DistributedContext",
     "GradientProbe",
     "MicroBatchImages",
-    "RunLock",
-    "RunLockedError",
     "TrainingSet",
     "build_optimizer",
     "build_scheduler",

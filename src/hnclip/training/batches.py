@@ -34,6 +34,8 @@ class TrainingSet:
     store_rows: np.ndarray
     tokens: torch.Tensor | None = None
     manifest: pd.DataFrame | None = None
+    # how many captions the tokenizer cut (hnclip.models.tokenizer.truncation), set with ``tokens``
+    truncation: dict | None = None
 
     def __len__(self) -> int:
         return len(self.image_ids)

@@ -3,13 +3,16 @@
 Rows are appended and flushed as they are produced. Each checkpoint carries the logs' text as of its
 step, and a resumed run rewrites the files from it: rows written after the checkpoint (about to be
 recomputed) disappear, and logs that Snakemake deleted with the job's other outputs before a rerun
-come back. A resumed run's logs thus equal an uninterrupted one's line for line.
+come back. A resumed run's logs thus equal an uninterrupted one's line for line. A log deleted while the
+run trains (by a second Snakemake starting the same job) stops the run instead of being started afresh
+without its first rows.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import os
 from pathlib import Path
 
 from hnclip.fileio import write_text_atomic
@@ -62,5 +65,12 @@ class CsvLog:
         unknown = set(row) - set(self.columns)
         if unknown:
             raise KeyError(f"{self.path}: no column(s) {sorted(unknown)}")
-        with self.path.open("a", newline="", encoding="utf-8") as handle:
+        try:  # appended to, never created here: a log that vanished mid-run is an error, not a fresh file
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            raise RuntimeError(
+                f"{self.path} was deleted while this run trained: another process removed the run's outputs (a "
+                "second Snakemake starting this job, README 'After a crash'); stopping rather than writing a log "
+                "without its first rows. Run again: the run resumes from its last checkpoint, logs restored") from None
+        with open(fd, "a", newline="", encoding="utf-8") as handle:
             csv.writer(handle, lineterminator="\n").writerow([_format(row.get(c)) for c in self.columns])

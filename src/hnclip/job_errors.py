@@ -1,0 +1,71 @@
+"""The failed jobs' own error lines, for the console: read by the Snakefile's ``onerror`` hook.
+
+A job's message goes to its rule's log (``2> {log}``), and Snakemake's console shows only the shell's
+``CalledProcessError`` and the log's path, so a refusal that names its config key (``benchmarks.<b>.root``)
+stays one ``cat`` away. ``onerror`` receives Snakemake's own log file (the documented ``log``), whose
+"Error in rule" blocks list each failed job's log files; the last line of each is the job's error (the
+``hnclip VERB: ...`` line of a refusal, the exception's line of a traceback), printed under the rule's
+name. Reads only; a log that is missing or empty is said to be so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["failed_job_logs", "job_error_lines", "last_line"]
+
+_RULE = re.compile(r"^Error in rule (\S+?):\s*$")
+_LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)\s*$")
+_MAX_CHARS = 2000  # one line of a log can be a progress bar's whole history
+
+
+def failed_job_logs(snakemake_log: str) -> list[tuple[str, list[str]]]:
+    """(rule, [its log files]) of each "Error in rule" block of Snakemake's log text, in order, once each."""
+    found, rule = [], None
+    for line in snakemake_log.splitlines():
+        match = _RULE.match(line)
+        if match:
+            rule = match.group(1)
+            continue
+        match = _LOG.match(line)
+        if match and rule is not None:
+            entry = (rule, [p.strip() for p in match.group(1).split(",") if p.strip()])
+            if entry not in found:
+                found.append(entry)
+            rule = None
+    return found
+
+
+def last_line(path: Path) -> str:
+    """The last non-blank line of the file at ``path`` (at most :data:`_MAX_CHARS`), or why there is none."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError as err:
+        return f"(no log: {err.strerror})"
+    # a progress bar redraws with carriage returns: its last state is the text after the last one
+    lines = [line.rsplit("\r", 1)[-1].strip() for line in tail.splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return "(the log is empty)"
+    return lines[-1][-_MAX_CHARS:]
+
+
+def job_error_lines(snakemake_logs: Iterable, workdir=".") -> list[str]:
+    """``rule <name> (<log>): <its last line>`` for each failed job in ``snakemake_logs`` (Snakemake's log
+    files, as ``onerror`` receives them; relative job logs are taken against ``workdir``)."""
+    lines = []
+    for snakemake_log in snakemake_logs:
+        try:
+            text = Path(snakemake_log).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for rule, logs in failed_job_logs(text):
+            for log in logs:
+                lines.append(f"rule {rule} ({log}): {last_line(Path(workdir) / log)}")
+    return lines

@@ -1,0 +1,57 @@
+"""The onerror hook's reading (hnclip.job_errors): each failed job's log files from Snakemake's own log, and
+the last line of each (the job's error), against hand-written logs in Snakemake 9's wording."""
+
+from __future__ import annotations
+
+from hnclip.job_errors import failed_job_logs, job_error_lines
+
+SNAKEMAKE_LOG = """\
+Building DAG of jobs...
+[Sat Dec  5 23:58:13 2026]
+localrule fetch_benchmark:
+    output: results/data/mine/source.json
+    log: results/logs/fetch_benchmark/mine.log
+    jobid: 1
+RuleException:
+CalledProcessError in file "workflow/rules/data.smk", line 24:
+Command 'python -m hnclip fetch ... 2> results/logs/fetch_benchmark/mine.log' returned non-zero exit status 1.
+[Sat Dec  5 23:58:13 2026]
+Error in rule fetch_benchmark:
+    message: None
+    jobid: 1
+    output: results/data/mine/source.json
+    log: results/logs/fetch_benchmark/mine.log (check log file(s) for error details)
+    shell:
+        python -m hnclip fetch ... 2> results/logs/fetch_benchmark/mine.log
+        (command exited with non-zero exit code)
+Error in rule two_logs:
+    jobid: 2
+    log: logs/a.log, logs/b.log (check log file(s) for error details)
+Error in rule no_log:
+    jobid: 3
+    output: x
+Exiting because a job execution failed. Look above for error messages
+"""
+
+
+def test_the_failed_jobs_log_files_are_read_from_snakemakes_log():
+    assert failed_job_logs(SNAKEMAKE_LOG) == [("fetch_benchmark", ["results/logs/fetch_benchmark/mine.log"]),
+                                              ("two_logs", ["logs/a.log", "logs/b.log"])]
+
+
+def test_each_failed_jobs_last_line_is_printed_under_its_rule(tmp_path):
+    (tmp_path / "snakemake.log").write_text(SNAKEMAKE_LOG)
+    fetch_log = tmp_path / "results/logs/fetch_benchmark/mine.log"
+    fetch_log.parent.mkdir(parents=True)
+    fetch_log.write_text("2026-12-05 INFO hnclip: starting\nrendering: 10%|#\rrendering: 20%|##\n"
+                         "benchmarks.mine.root = '/data/mine' holds files hnclip did not make\n\n")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs/a.log").write_text("Traceback (most recent call last):\n  ...\nValueError: a.log's error\n")
+    (tmp_path / "logs/b.log").write_text("")
+    lines = job_error_lines([tmp_path / "snakemake.log", tmp_path / "absent.log"], workdir=tmp_path)
+    assert lines == [
+        "rule fetch_benchmark (results/logs/fetch_benchmark/mine.log): benchmarks.mine.root = '/data/mine' holds "
+        "files hnclip did not make",
+        "rule two_logs (logs/a.log): ValueError: a.log's error",
+        "rule two_logs (logs/b.log): (the log is empty)",
+    ]
