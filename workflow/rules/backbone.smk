@@ -219,8 +219,7 @@ if config["backbone"]["source"] in ("released", "pretrain"):
     # are inputs, so a changed release (or a retrained pretrain stage) reruns what follows.
     rule install_backbone:
         input:
-            weights=f"{backbone_folder()}/model.safetensors",
-            spec=f"{backbone_folder()}/model.json",
+            backbone_inputs(),
         output:
             directory("results/backbone/model"),
         log:

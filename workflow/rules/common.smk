@@ -449,6 +449,14 @@ def backbone_folder():
     return "results/pretrain/long/model"
 
 
+def backbone_inputs():
+    """install_backbone's inputs: the released folder's two files, or the pretrain stage's folder (a
+    directory output, whose files cannot be named as inputs)."""
+    if config["backbone"]["source"] == "released":
+        return [f"{backbone_folder()}/{name}" for name in ("model.safetensors", "model.json")]
+    return [backbone_folder()]
+
+
 def pool_slice_options(slices):
     """`hnclip pool`'s slice options for pretrain.pool.slices (none when count is 0: the whole family)."""
     if not slices["count"]:
