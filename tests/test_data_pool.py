@@ -39,9 +39,9 @@ def test_a_pool_draw_that_repeats_a_benchmark_scene_is_redrawn(bench, tmp_path, 
     benchmark_scene = syn.scene_from_record(record)
     real, calls = syn.sample_scene, []
 
-    def first_draw_is_the_test_scene(family, rng):
+    def first_draw_is_the_test_scene(family, rng, where=syn.Slice()):
         calls.append(1)
-        return benchmark_scene if len(calls) == 1 else real(family, rng)
+        return benchmark_scene if len(calls) == 1 else real(family, rng, where)
 
     monkeypatch.setattr(syn, "sample_scene", first_draw_is_the_test_scene)
     manifest = build_pool([(bench, 1.0, RENDER)], 3, 0, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
@@ -85,3 +85,28 @@ def test_pool_rejects_a_bad_count_naming_it(bench, tmp_path):
 def test_scene_signatures_from_records_match_the_generator(bench):
     scenes = [s for _, _, s in syn.iter_scenes("synthetic", "test", 8, 0, 4, 2)]
     assert len({s.signature() for s in scenes} & benchmark_signatures(bench)[1]) == 8
+
+
+def test_a_pool_of_two_families_draws_each_at_its_share_and_avoids_both_benchmarks(bench, tmp_path_factory, tmp_path):
+    shift = tmp_path_factory.mktemp("shift")
+    syn.generate_synthetic(shift, "synthetic_shift", 0, 10, image_size=RENDER, seed=1)
+    manifest = build_pool([(bench, 0.25, RENDER), (shift, 0.75, RENDER)], 400, 0, SIZE, tmp_path / "pool.csv",
+                          tmp_path / "pool_images")
+    # the shift family's captions open "This image shows", the synthetic family's "A synthetic scene"
+    shifted = manifest["caption"].str.startswith("This image shows").mean()
+    assert 0.75 - 0.07 < shifted < 0.75 + 0.07  # 400 Bernoulli(0.75) draws: SD 0.022
+    excluded = {r["caption"] for root in (bench, shift) for r in syn.read_records(root)}
+    assert not excluded & set(manifest["caption"])
+
+
+def test_pool_slices_hold_their_scenes_to_a_few_kinds_each():
+    slices = syn.PoolSlices(count=3, inventory=7, objects=(4, 7), backgrounds=1)
+    scenes = syn.sample_pool("synthetic", 300, 0, set(), slices)
+    # each scene's kinds lie within one of the three slices' inventories (family_slice with the pool's seeds)
+    inventories = [set(syn.family_slice("synthetic", 7, 1, syn.POOL_SLICE_SEED + k, (4, 7)).kinds) for k in range(3)]
+    homes = [[k for k, kinds in enumerate(inventories) if {(o.colour, o.shape) for o in s.objects} <= kinds]
+             for s in scenes]
+    assert all(homes)
+    # and every slice is used (300 uniform draws over 3: none empty but with negligible probability)
+    assert {h[0] for h in homes} == {0, 1, 2}
+    assert all(4 <= len(s.objects) <= 7 for s in scenes) and len({s.background for s in scenes}) <= 3

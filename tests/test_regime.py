@@ -598,3 +598,55 @@ def test_power_condition_states_the_projected_seeds_only_when_the_interval_is_to
     narrow = {m: [(s, _record(base, base, m, int(s))) for s, _ in r] for m, r in records.items()}
     cond = R.power_condition(400, narrow, BootstrapSettings(resamples=300))
     assert cond["values"]["seeds_for_target"] == 3 and "seeds if it shrinks" not in cond["ours"]
+
+
+def test_strong_init_needs_both_directions_at_the_target_with_a_bootstrap_interval():
+    rng = np.random.default_rng(3)
+    strong = _record(rng.random(1000) < 0.7, rng.random(1000) < 0.6, method="zeroshot")
+    cond = R.strong_init_condition(strong, BootstrapSettings(resamples=500))
+    assert cond["values"]["i2t"] == pytest.approx(strong["metrics"]["i2t_r1"])
+    assert cond["met"] is True and cond["value"] == pytest.approx(strong["metrics"]["t2i_r1"])
+    low, high = cond["intervals"]["t2i"]
+    # a binomial R@1 over 1,000 queries: about ±3 points at 95 %
+    assert low < cond["values"]["t2i"] < high and 4 < high - low < 8
+    weak = _record(rng.random(1000) < 0.7, rng.random(1000) < 0.45, method="zeroshot")
+    assert R.strong_init_condition(weak, BootstrapSettings(resamples=200))["met"] is False
+
+
+@pytest.mark.parametrize(("mean", "hardest", "frac", "met"), [
+    (0.85, 0.93, 0.9, True),
+    (0.79, 0.93, 0.9, False),  # below the band's mean
+    (0.85, 0.96, 0.9, False),  # crowded past the paper's hardest: no room to saturate
+    (0.85, 0.93, 0.995, False),  # every negative >= 0.8
+])
+def test_geometry_is_met_only_inside_the_papers_band(monkeypatch, mean, hardest, frac, met):
+    monkeypatch.setattr(R, "batch_geometry", lambda features, rows: {
+        "mean_offdiag": mean, "mean_hardest": hardest, "frac_ge_0.8": frac, "n_pairs": 10})
+    plain = [_plain({}, 0)]
+    cond = R.geometry_condition(plain, {plain[0].run_dir: [R.MicroBatch(1, 1, 0, np.array([0, 1, 2]))]}, FEATURES)
+    assert cond["met"] is met
+
+
+def test_transfer_is_readable_only_when_every_target_clears_the_target_both_ways():
+    rng = np.random.default_rng(4)
+    good = _record(rng.random(500) < 0.4, rng.random(500) < 0.35, method="zeroshot", benchmark="a")
+    chance = _record(rng.random(500) < 0.01, rng.random(500) < 0.3, method="zeroshot", benchmark="b")
+    settings = BootstrapSettings(resamples=200)
+    cond = R.transfer_condition({"a": (good, "ea.json"), "b": (chance, "eb.json")}, settings)
+    assert cond["met"] is False and cond["values"]["b.i2t"] == pytest.approx(chance["metrics"]["i2t_r1"])
+    assert cond["sources"] == ["ea.json", "eb.json"] and "a: I→T" in cond["ours"]
+    assert R.transfer_condition({"a": (good, "ea.json")}, settings)["met"] is True
+    none = R.transfer_condition({}, settings)
+    assert none["met"] is None and none["value"] is None
+
+
+def test_backbone_identity_of_a_released_backbone_names_the_release_and_its_kernels(tmp_path):
+    from safetensors.numpy import save_file
+
+    from hnclip.analysis.regime_job import backbone_identity
+
+    save_file({"w": np.arange(3, dtype=np.float32)}, str(tmp_path / "model.safetensors"))
+    kernels = {"setting": "avx2", "cpu": "Some CPU"}
+    (tmp_path / "release.json").write_text(json.dumps({"name": "toy-v1", "built": {"cpu_kernels": kernels}}))
+    identity = backbone_identity(tmp_path)
+    assert identity["release"] == "toy-v1" and identity["cpu_kernels"] == kernels

@@ -59,15 +59,21 @@ def _agreement(features, record, text_image) -> dict[str, float]:
 
 def backbone_identity(backbone: Path) -> dict:
     """Which backbone the conditions were measured on: its weight digest (:func:`hnclip.hashing.weights_digest`)
-    and, where its training summary sits beside it (``results/backbone/summary.json``), the CPU kernels and
-    CPU that pretrained it. Why: a CPU-pretrained backbone depends on the CPU (hnclip.cpu_kernels), and the
-    conditions depend on the backbone, so a reader must be able to tell two machines' regimes apart."""
+    and, for a released backbone (its ``release.json``, installed beside the weights) or a pretrained one (its
+    training ``summary.json`` beside the folder), the release's name and the CPU kernels and CPU that built it.
+    Why: a CPU-pretrained backbone depends on the CPU (hnclip.cpu_kernels), and the conditions depend on the
+    backbone, so a reader must be able to tell two machines' regimes apart."""
+    from hnclip.backbone.released import RELEASE_FILE
     from hnclip.hashing import weights_digest
 
     try:
         weights = weights_digest(backbone)
     except FileNotFoundError:
         weights = None
+    release_path = Path(backbone) / RELEASE_FILE
+    if release_path.is_file():
+        release = json.loads(release_path.read_text())
+        return {"weights": weights, "cpu_kernels": release["built"].get("cpu_kernels"), "release": release["name"]}
     summary_path = Path(backbone).parent / "summary.json"
     kernels = json.loads(summary_path.read_text()).get("cpu_kernels") if summary_path.is_file() else None
     return {"weights": weights, "cpu_kernels": kernels}

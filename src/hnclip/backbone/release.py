@@ -133,7 +133,9 @@ def _zeroshot_rows(release: Mapping) -> list[tuple[str, tuple[float, float]]]:
 
 def render_card(release: Mapping) -> str:
     """The model card (Markdown) of a release: what it is, how it was built, what it measures, its limits."""
-    arch, built, recipe = release["architecture"], release["built"], release["recipe"]
+    arch, built = release["architecture"], release["built"]
+    pretrain = release["recipe"].get("pretrain", {})
+    pool = pretrain.get("pool", {}).get("size")
     kernels = built.get("cpu_kernels") or {}
     figure_lines = "\n".join(f"| {label} | {value} |" for label, value in _rows(release))
     stages = "\n".join(f"- {stage}: {s['steps']} steps, {s['samples_seen']:,} samples, {s['world_size']} "
@@ -157,8 +159,8 @@ hnclip-repro's embedded default. Its numbers are toy-scale results on synthetic 
 
 ## How it was built
 `snakemake backbone_release` rebuilds it from nothing (the config's `pretrain` section, recipe sha256
-`{release['recipe_sha256'][:16]}…`): a pool of {recipe.get('pool', {}).get('size', '?'):,} fresh scenes that holds
-no benchmark scene, CLIP on their short captions at {recipe.get('context_length', 77)} positions, Long-CLIP's
+`{release['recipe_sha256'][:16]}…`): a pool of {f"{pool:,}" if pool else "?"} fresh scenes that holds
+no benchmark scene, CLIP on their short captions at {pretrain.get('context_length', 77)} positions, Long-CLIP's
 stretch to {arch['context_length']} positions, then Long-CLIP-style training on their long captions.
 {stages}
 

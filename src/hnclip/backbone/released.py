@@ -61,6 +61,7 @@ def install_released(folder, out, *, sha256: str | None, image_size: int, contex
         raise ChecksumMismatchError(f"{weights}: sha256 {digest} does not match the pinned {sha256.lower()} "
                                     "(backbone.sha256); refusing to continue")
     out.mkdir(parents=True, exist_ok=True)
-    for name in (MODEL_WEIGHTS, MODEL_JSON):
-        shutil.copyfile(folder / name, out / name)
+    for name in (MODEL_WEIGHTS, MODEL_JSON, RELEASE_FILE):  # release.json: which release, built on which CPU
+        if name != RELEASE_FILE or (folder / name).is_file():
+            shutil.copyfile(folder / name, out / name)
     return digest

@@ -1,0 +1,98 @@
+"""The released backbone: installing it against its pin, writing a release and its card, comparing two."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import torch
+
+from hnclip.backbone.release import compare_releases, read_release, recipe_digest, write_release
+from hnclip.backbone.released import install_released
+from hnclip.data.checksum_lock import ChecksumMismatchError
+from hnclip.models import create_model, load_model, save_model
+
+
+@pytest.fixture()
+def released(tmp_path):
+    folder = tmp_path / "release"
+    save_model(create_model("micro", context_length=248, frozen_positions=20, seed=0), folder)
+    return folder
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_install_copies_the_pinned_weights_byte_for_byte(released, tmp_path):
+    digest = _sha(released / "model.safetensors")
+    out = tmp_path / "installed"
+    assert install_released(released, out, sha256=digest.upper(), image_size=32, context_length=248) == digest
+    assert _sha(out / "model.safetensors") == digest
+    assert (out / "model.json").read_bytes() == (released / "model.json").read_bytes()
+    model = load_model(out)
+    assert torch.equal(model.positional_embedding(), load_model(released).positional_embedding())
+
+
+def test_install_refuses_other_weights_naming_the_file_and_both_hashes(released, tmp_path):
+    wrong = "0" * 64
+    with pytest.raises(ChecksumMismatchError) as error:
+        install_released(released, tmp_path / "out", sha256=wrong, image_size=32, context_length=248)
+    text = str(error.value)
+    assert str(released / "model.safetensors") in text and wrong in text and _sha(released / "model.safetensors") in text
+    assert "backbone.sha256" in text and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("key", "kwargs"), [("backbone.image_size", {"image_size": 64, "context_length": 248}),
+                                              ("backbone.context_length", {"image_size": 32, "context_length": 77})])
+def test_install_names_the_config_key_an_architecture_mismatch_breaks(released, tmp_path, key, kwargs):
+    with pytest.raises(ValueError, match=key):
+        install_released(released, tmp_path / "out", sha256=None, **kwargs)
+
+
+def _timing(path, seconds):
+    path.write_text("s\th:m:s\tmax_rss\n" + f"{seconds}\t0:00:00\t1.0\n")
+    return path
+
+
+def test_a_release_states_its_recipe_provenance_minutes_and_figures(released, tmp_path):
+    stages = {}
+    for stage, loss in (("short", 0.5), ("long", 0.01)):
+        stages[stage] = tmp_path / f"{stage}.json"
+        stages[stage].write_text(json.dumps({
+            "steps": 10, "samples_seen": 640, "world_size": 2, "final_loss": loss, "git_commit": "abc123",
+            "torch_version": "2.14.1", "device": "cpu",
+            "cpu_kernels": {"setting": "avx2", "capability": "AVX2", "cpu": "Test CPU (no AVX512, AVX2)"}}))
+    figures = {"logit_scale": 100.0, "zeroshot": {"synthetic/test": {"i2t_r1": 61.25, "t2i_r1": 58.5, "n_images": 1024}},
+               "train": {"mean_offdiag": 0.84, "mean_hardest": 0.93, "frac_ge_0.8": 0.9, "pair_share": 1.0,
+                         "infonce_median": 4e-4, "saturated_share": 0.62, "effective_dimensions": 6.5}}
+    recipe = {"pretrain": {"pool": {"size": 10}}, "seed": 0}
+    timings = {"pool": _timing(tmp_path / "pool.tsv", 30), "short": _timing(tmp_path / "s.tsv", 90),
+               "long": _timing(tmp_path / "l.tsv", 3600)}
+    out = tmp_path / "hnclip-toy"
+    release = write_release("hnclip-toy", released, out, recipe, figures, stages, timings)
+    assert read_release(out) == release
+    assert release["weights_sha256"] == _sha(released / "model.safetensors")
+    assert release["recipe_sha256"] == hashlib.sha256(
+        b'{"pretrain":{"pool":{"size":10}},"seed":0}').hexdigest() == recipe_digest(recipe)
+    assert release["built"]["minutes"] == {"pool": 0.5, "short": 1.5, "long": 60.0, "total": 62.0}
+    assert release["architecture"]["parameters"] == sum(p.numel() for p in load_model(released).state_dict().values())
+    card = (out / "README.md").read_text()
+    for text in ("Toy scale", "61.2 / 58.5", "62.0%", "0.840", "Test CPU", "`avx2`", "abc123", "Limitations",
+                 "license: mit", release["weights_sha256"]):
+        assert text in card, text
+
+
+def test_the_comparison_sets_figures_side_by_side_and_says_when_weights_differ():
+    base = {"name": "t", "weights_sha256": "a" * 64, "recipe_sha256": "r" * 64,
+            "figures": {"logit_scale": 100.0, "zeroshot": {"b/test": {"i2t_r1": 50.0, "t2i_r1": 40.0, "n_images": 8}},
+                        "train": {"saturated_share": 0.5}}}
+    other = json.loads(json.dumps(base))
+    other["weights_sha256"] = "b" * 64
+    other["figures"]["train"]["saturated_share"] = 0.25
+    text = compare_releases(other, base)
+    line = next(l for l in text.splitlines() if "saturated" in l)
+    assert "25.0%" in line and "50.0%" in line
+    assert "different weights" in text and "identical weights" not in compare_releases(base, None)
+    assert "identical weights" in compare_releases(base, base)

@@ -1,0 +1,69 @@
+"""The run's summary (results/summary.md, .json) and the side-by-side comparison of machines."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hnclip.analysis.summary import build_summary, compare_summaries, render_summary_markdown
+
+
+def _condition(key, met, value=1.0, **values):
+    return {"key": key, "label": key.replace("_", " "), "met": met, "ours": f"{key} ours", "target": f"{key} target",
+            "value": value, "values": values, "intervals": {}}
+
+
+def _regime(difference=3.0, bounds=(1.0, 5.0), saturation=True):
+    power = _condition("power", True, 1.5, difference=difference, seeds=3, half_width=(bounds[1] - bounds[0]) / 2)
+    power["intervals"] = {"difference": list(bounds)}
+    return {"benchmark": "synthetic", "met": 2 if saturation else 1,
+            "conditions": [_condition("strong_init", True), _condition("saturation", saturation), power]}
+
+
+CLAIMS = {"claims": [{"id": "a1_columns", "verdict": "holds"}, {"id": "speed.goal", "verdict": "no data"},
+                     {"id": "premise_error", "verdict": "inconclusive"}]}
+MACHINE = {"cpu": "AMD EPYC (no AVX512, AVX2)", "cpu_kernels": "avx2", "torch": "2.14.1", "git_commit": "c0ffee",
+           "date": "2026-12-06"}
+
+
+def _summary(**kwargs):
+    return build_summary([_regime(**kwargs)], CLAIMS, {"weights_sha256": "ab" * 32, "release": "toy"}, MACHINE, "toy")
+
+
+def test_the_summary_holds_conditions_main_comparison_and_verdicts():
+    s = _summary()
+    assert s["regime"]["synthetic"]["conditions"]["saturation"]["met"] is True
+    assert s["main"]["synthetic"] == {"difference": 3.0, "interval": [1.0, 5.0], "seeds": 3, "half_width": 2.0}
+    assert s["claims"]["tally"] == {"holds": 1, "does not hold": 0, "inconclusive": 1, "no data": 1}
+    md = render_summary_markdown(s)
+    assert "+3.00 [+1.00, +5.00] (3 seeds)" in md and "AMD EPYC" in md and "2 of 3" in md
+
+
+def test_two_machines_agreeing_within_their_intervals_show_no_disagreement():
+    text, n = compare_summaries([("a", _summary()), ("b", _summary(difference=3.5, bounds=(1.4, 5.6)))])
+    assert n == 0 and "0 disagreement" in text
+
+
+def test_a_verdict_or_a_number_outside_the_other_interval_is_flagged():
+    other = _summary(difference=6.0, bounds=(5.5, 6.5), saturation=False)
+    other["machine"]["cpu"] = "Intel Xeon"
+    other["claims"]["verdicts"]["a1_columns"] = "inconclusive"
+    text, n = compare_summaries([("a", _summary()), ("b", other)])
+    flagged = [line.split()[0] for line in text.splitlines() if line.endswith("<- differs")]
+    assert n == 3 and "a1_columns" in flagged and "synthetic:" in flagged
+    assert any("saturation" in line and "differs" in line for line in text.splitlines())
+
+
+def test_the_compare_verb_exits_1_on_a_disagreement(tmp_path):
+    a, b = _summary(), copy.deepcopy(_summary())
+    b["backbone"]["weights_sha256"] = "cd" * 32
+    for name, s in (("a", a), ("b", b)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(s))
+    proc = subprocess.run([sys.executable, "-m", "hnclip", "summary", "--compare", str(tmp_path / "a.json"),
+                           str(tmp_path / "b.json")], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert proc.returncode == 1 and "backbone weights" in proc.stdout
