@@ -133,6 +133,11 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     if unsampled:
         evidence["conditions judged on their value (no per-query outcomes behind them)"] = \
             f"{unsampled} of {len(conditions)}"
+    edges = [c for c, _ in conditions if c.edge]
+    if edges:
+        evidence["on the edge (a bound within its Monte Carlo error of 0 at "
+                 f"{max(c.resamples for c in edges):,} resamples: left undecided, its side is the resampling "
+                 "seed's)"] = f"{len(edges)} of {len(conditions)}"
     deciding = _deciding(conditions)
     decision = None
     if deciding is not None:
@@ -141,7 +146,7 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
                     "ci_low": round_margin(condition.low) if _sampled(margin, bounds) else None,
                     "ci_high": round_margin(condition.high) if _sampled(margin, bounds) else None,
                     "resolution": maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
-                    "status": condition.status}
+                    "status": condition.status, "edge": condition.edge}
     decided = sum(s != "undecided" for s in statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
             "holds": holds, "verdict": verdict, "evidence": evidence,
@@ -150,10 +155,10 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
             "conditions": [{"margin": round_margin(c.value), "ties_pass": c.ties_pass,
                             "ci_low": round_margin(c.low) if _sampled(m, bounds) else None,
                             "ci_high": round_margin(c.high) if _sampled(m, bounds) else None,
-                            "status": c.status} for c, m in conditions],
+                            "status": c.status, "edge": c.edge} for c, m in conditions],
             "decided": f"{decided} of {len(conditions)} conditions decided "
                        f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if conditions else None,
-            "interval": decision, "confidence": settings.confidence}
+            "interval": decision, "confidence": settings.confidence, "edge": len(edges)}
 
 def _deciding(conditions: list) -> tuple | None:
     """The condition a reader should look at: a refuted one, else an undecided one, else the closest call
