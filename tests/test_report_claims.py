@@ -399,9 +399,118 @@ PREMISE_IDS = ("premise_saturation", "premise_exact_zero", "premise_active", "pr
                "premise_error")
 
 
-def test_premise_claims_hold_on_measurements_like_the_papers():
+def _flat(flat_epoch, status=None, epochs=3, train_set="docci"):
+    """The premise's InfoNCE flattening on ``train_set`` (hnclip.analysis.premise.infonce_flattening's
+    shape): flat after ``flat_epoch`` (None: nowhere), each epoch's status as given."""
+    status = status or ["falling" if e < (flat_epoch or epochs) else "flat" for e in range(1, epochs)]
+    falls = {"flat": (1.1, 0.9, 1.4), "falling": (5.0, 3.0, 8.0), "undecided": (2.0, 1.2, 3.5)}
+    rows = [falls[st] for st in status]
+    return {"infonce_flat": {train_set: {
+        "epochs": list(range(1, epochs + 1)), "mean": [0.5 / 3 ** e for e in range(epochs)],
+        "fall": [r[0] for r in rows], "fall_low": [r[1] for r in rows], "fall_high": [r[2] for r in rows],
+        "status": status, "flat_epoch": flat_epoch, "factor": 2.0, "confidence": 0.95, "resamples": 2000}}}
+
+
+def _error_curve(tmp_path, r1_per_epoch, n=1000, group="DOCCI"):
+    """Main table, epochs table (with per-query outcomes) and main spec of HN-CLIP and Long-CLIP FT on one
+    benchmark; ``r1_per_epoch``: HN-CLIP's (I->T, T->I) R@1 as fractions after each epoch, on nested query
+    sets (a query right after epoch e stays right later), so a rise is a paired gain."""
+    cells, records = [], []
+    for row in ("HN-CLIP", "Long-CLIP FT"):
+        cell, record = _cell(row, group, 50, 50, gamma=0.5 if row == "HN-CLIP" else 0.0)
+        cells.append(cell)
+        records.append(record)
+    run_dir = tmp_path / "hnclip"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines, ranks = ["epoch,step," + ",".join(METRICS)], ["epoch,i2t,t2i,text_image"]
+    for e, (a, b) in enumerate(r1_per_epoch, start=1):
+        i2t = [0 if q < round(a * n) else 7 for q in range(n)]
+        t2i = [0 if q < round(b * n) else 7 for q in range(n)]
+        lines.append(f"{e},{10 * e},{100 * a},50,50,{100 * b},50,50")
+        ranks.append(f"{e},{' '.join(map(str, i2t))},{' '.join(map(str, t2i))},{' '.join(map(str, range(n)))}")
+    (run_dir / "epochs.csv").write_text("\n".join(lines) + "\n")
+    (run_dir / "epoch_ranks.csv").write_text("\n".join(ranks) + "\n")
+    spec = {"experiment": "main", "scale": "toy", "cells": cells}
+    main = build_table(spec, records)
+    epochs = build_epochs_table({"experiment": "main", "scale": "toy", "cells": [{**cells[0], "run_dir": str(run_dir)}]})
+    return main, epochs, spec
+
+
+def test_premise_error_compares_the_error_after_infonce_flattens_with_the_last_epochs(tmp_path):
+    main, epochs, spec = _error_curve(tmp_path, [(0.70, 0.72), (0.80, 0.82), (0.85, 0.86)])
+    tables, specs = {"main": main, "epochs": epochs}, {"main": spec}
+    # flat after epoch 1: error after epoch 1 (30, 28) vs after epoch 3 (15, 14), on 1,000 paired queries
+    v = _verdicts(tables, specs=specs, premise=PREMISE | _flat(1))["premise_error"]
+    assert v["verdict"] == "holds"
+    assert v["measures"]["retrieval error after InfoNCE flattens"] == {"I→T": 30.0, "T→I": 28.0}
+    assert v["measures"]["retrieval error after the last epoch"] == {"I→T": 15.0, "T→I": 14.0}
+    # flat only after epoch 2: the error still falls from (20, 18) to (15, 14)
+    assert _verdicts(tables, specs=specs, premise=PREMISE | _flat(2))["premise_error"]["verdict"] == "holds"
+    # a plain loss that keeps falling by more than 2x after every epoch never flattens: refuted, although
+    # the error falls from the first epoch to the last
+    v = _verdicts(tables, specs=specs, premise=PREMISE | _flat(None, ["falling", "falling"]))["premise_error"]
+    assert v["verdict"] == "does not hold" and "never before the last epoch" in v["evidence"]["InfoNCE flattens"]
+    # where it flattens cannot be told: inconclusive
+    v = _verdicts(tables, specs=specs, premise=PREMISE | _flat(None, ["falling", "undecided"]))["premise_error"]
+    assert v["verdict"] == "inconclusive"
+    # flat after epoch 2, but the error after epoch 3 is no lower than after epoch 2: not "continues falling"
+    main, epochs, spec = _error_curve(tmp_path / "b", [(0.70, 0.72), (0.85, 0.86), (0.85, 0.86)])
+    v = _verdicts({"main": main, "epochs": epochs}, specs={"main": spec}, premise=PREMISE | _flat(2))
+    assert v["premise_error"]["verdict"] == "does not hold"
+
+
+def _active(plain_saturated, hn_only, plain_only, n=400, hn_active=200):
+    """One epoch's active micro-batches: HN-only ``hn_active`` of n, plain n - plain_saturated of n, and the
+    discordant pairs on the same micro-batches."""
+    return {"epoch": 1, "hn": [hn_active, n], "plain": [n - plain_saturated, n], "hn_only": hn_only,
+            "plain_only": plain_only, "paired": n}
+
+
+def test_premise_active_compares_hn_with_plain_runs_on_the_same_micro_batches():
+    # plain runs saturating 300 of 400 micro-batches; the HN run keeps 200 active, 110 of them ones the plain
+    # run saturated (the plain run alone keeps 10): the HN share 0.5 > 0.26 and 110 of 120 discordant
+    v = _verdicts(premise=PREMISE | {"active_per_epoch": [_active(300, 110, 10)]})["premise_active"]
+    assert v["verdict"] == "holds"
+    # plain runs that saturate nothing: HN keeps every batch active, as plain does: nothing is compared
+    v = _verdicts(premise=PREMISE | {"active_per_epoch": [_active(0, 0, 0, hn_active=400)]})["premise_active"]
+    assert v["verdict"] == "inconclusive" and "saturate no micro-batch" in str(v["evidence"])
+    # the HN run keeps fewer of them active than the plain run does: refuted
+    v = _verdicts(premise=PREMISE | {"active_per_epoch": [_active(300, 10, 110)]})["premise_active"]
+    assert v["verdict"] == "does not hold"
+    # the HN share 90 of 400 = 0.225: its Wilson interval [0.187, 0.269] straddles 0.26
+    v = _verdicts(premise=PREMISE | {"active_per_epoch": [_active(300, 60, 5, hn_active=90)]})["premise_active"]
+    assert v["verdict"] == "inconclusive"
+
+
+def test_premise_shares_are_decided_by_their_wilson_interval():
+    # 35 positive cosines of 36: 0.972, Wilson 95 % [0.858, 0.995] straddles 0.98
+    counts = {"grad_cosine_positive_share": [35, 36]}
+    v = _verdicts(premise=PREMISE | {"grad_cosine_positive_share": 35 / 36, "counts": counts})["premise_cosine"]
+    assert v["verdict"] == "inconclusive"
+    assert v["conditions"][0]["ci_low"] == pytest.approx(0.858 - 0.98, abs=0.01)
+    # 990 of 1,000 saturated: above 0.98 with its interval; 801 of 1,000: 0.801 cannot tell 0.80
+    v = _verdicts(premise=PREMISE | {"counts": {"saturated_share_epoch1": [990, 1000]}})["premise_saturation"]
+    assert v["verdict"] == "holds"
+    v = _verdicts(premise=PREMISE | {"saturated_share_epoch1": 0.801,
+                                     "counts": {"saturated_share_epoch1": [801, 1000]}})["premise_saturation"]
+    assert v["verdict"] == "inconclusive"
+    v = _verdicts(premise=PREMISE | {"exact_zero.param_grad.fp32": 0.3,
+                                     "counts": {"exact_zero.param_grad.fp32": [300, 1000]}})["premise_exact_zero"]
+    assert v["verdict"] == "does not hold"
+    # the per-epoch median ratios with their intervals: one median's interval reaching below 10^2 leaves it open
+    medians = [{"run": "results/runs/synthetic/longclip_hn/g0.5/f1/s0", "epoch": 1, "median": 300.0, "low": 150.0,
+                "high": 900.0, "n": 12},
+               {"run": "results/runs/synthetic/longclip_hn/g0.5/f1/s0", "epoch": 2, "median": 150.0, "low": 60.0,
+                "high": 400.0, "n": 12}]
+    v = _verdicts(premise=PREMISE | {"ratio_medians": medians})["premise_ratio"]
+    assert v["verdict"] == "inconclusive"
+    assert _verdicts(premise=PREMISE | {"ratio_medians": medians[:1]})["premise_ratio"]["verdict"] == "holds"
+
+
+def test_premise_claims_hold_on_measurements_like_the_papers(tmp_path):
     assert set(PREMISE) == set(PREMISE_KEYS)
-    v = _verdicts(premise=PREMISE)
+    main, epochs, spec = _error_curve(tmp_path, [(0.70, 0.72), (0.80, 0.82), (0.85, 0.86)])
+    v = _verdicts({"main": main, "epochs": epochs}, specs={"main": spec}, premise=PREMISE | _flat(1))
     assert {k: v[k]["verdict"] for k in PREMISE_IDS} == dict.fromkeys(PREMISE_IDS, "holds")
     assert v["premise_exact_zero"]["measures"] == {"exact-zero share, parameter gradient, fp32": 0.5}
     assert v["premise_saturation"]["noise"] is None  # one run's measurement: no seed floor
@@ -415,13 +524,12 @@ def test_premise_claims_hold_on_measurements_like_the_papers():
     ("ratio_median_per_epoch_max", 1.1e6, "premise_ratio"),
     ("grad_cosine_positive_share", 0.97, "premise_cosine"),
     ("grad_cosine_median", -0.1, "premise_cosine"),
-    ("error_t2i_last", 20.6, "premise_error"),
-    ("infonce_flat_epoch", None, "premise_error"),
 ])
 def test_each_premise_criterion_fails_just_past_the_papers_number(key, value, claim):
+    # a premise file without counts (made before they were written): each figure judged on its value
     v = _verdicts(premise=PREMISE | {key: value})
     assert v[claim]["verdict"] == "does not hold"
-    assert all(v[k]["verdict"] == "holds" for k in PREMISE_IDS if k != claim)
+    assert all(v[k]["verdict"] == "holds" for k in PREMISE_IDS if k not in (claim, "premise_error"))
 
 
 def test_premise_measurements_are_checked_naming_the_key():
@@ -474,7 +582,7 @@ def _paper_grid(tmp_path, hn="HN-CLIP"):
     specs = {"main": main_spec, "plugin": plugin_spec, "ablation": ablation_spec, "gamma_sweep": gamma[1],
              "seeds": seeds_spec}
     dynamics = {"docci/hnclip": pd.DataFrame({"grad_ratio": [10.0, 1e6, math.inf]})}
-    return evaluate_claims(tables, "paper", specs=specs, records=records, premise=PREMISE, dynamics=dynamics,
+    return evaluate_claims(tables, "paper", specs=specs, records=records, premise=PREMISE | _flat(1), dynamics=dynamics,
                            caption_words={"DOCCI": 120.0, "DCI": 130.0, "Long-DCI": 110.0})
 
 
@@ -500,7 +608,7 @@ def test_a_premise_figure_no_run_measured_makes_its_claim_no_data_naming_the_rol
     v = _verdicts(premise=PREMISE | dict.fromkeys(hn_keys))
     for claim in ("premise_active", "premise_ratio", "premise_cosine"):
         assert v[claim]["verdict"] == "no data" and "HN-only fine-tuning" in v[claim]["missing"]
-    assert v["premise_saturation"]["verdict"] == v["premise_error"]["verdict"] == "holds"
+    assert v["premise_saturation"]["verdict"] == "holds"
     # no plain run: saturation and exact zeros unmeasured; the HN-CLIP errors alone cannot say InfoNCE flattened
     v = _verdicts(premise=PREMISE | {"saturated_share_epoch1": None, "exact_zero.param_grad.fp32": None})
     assert v["premise_saturation"]["verdict"] == v["premise_exact_zero"]["verdict"] == "no data"

@@ -134,8 +134,13 @@ rule premise:
         "../../envs/report.yaml"
     params:
         gamma=lookup(dpath="gamma", within=config),
+        confidence=lookup(dpath="statistics/confidence", within=config),
+        resamples=lookup(dpath="statistics/resamples", within=config),
+        seed=lookup(dpath="statistics/seed", within=config),
     shell:
-        "python -m hnclip premise --runs {input.summaries} --gamma {params.gamma} --out {output} 2> {log}"
+        "python -m hnclip premise --runs {input.summaries} --gamma {params.gamma} "
+        "--confidence {params.confidence} --resamples {params.resamples} --bootstrap-seed {params.seed} "
+        "--out {output} 2> {log}"
 
 
 rule regime:

@@ -118,6 +118,10 @@ def add_premise(sub) -> None:
                  "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs")
     p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files")
     p.add_argument("--gamma", type=float, required=True, help="gamma of the HN and HN-CLIP runs to use (config gamma)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (statistics.confidence)")
+    p.add_argument("--resamples", type=int, default=2000,
+                   help="bootstrap resamples of where InfoNCE flattens (statistics.resamples)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (statistics.seed)")
     p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
 
 
@@ -125,7 +129,9 @@ def cmd_premise(args) -> None:
     from hnclip.analysis.premise import premise_report
     from hnclip.fileio import write_json_atomic
 
-    write_json_atomic(Path(args.out), premise_report(run_folders(args.runs), gamma=args.gamma))
+    write_json_atomic(Path(args.out), premise_report(run_folders(args.runs), gamma=args.gamma,
+                                                     confidence=args.confidence, resamples=args.resamples,
+                                                     seed=args.bootstrap_seed))
 
 
 def add_regime(sub) -> None:

@@ -93,12 +93,15 @@ class Context:
 def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[float, bool]] | None,
              evidence: Mapping | None = None, measures: Mapping | None = None, noise: float | None = None,
              missing: str | None = None, coverage: str | None = None, holds: bool | None = None,
-             bounds: Sequence[tuple[float, float] | None] | None = None) -> dict:
+             bounds: Sequence[tuple[float, float] | None] | None = None,
+             unjudged: Sequence[str] = ()) -> dict:
     """One verdict. ``margins``: (value, ties_pass) pairs, each an inequality the claim needs (> 0, or >= 0
-    when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number (a
-    measurement without resampling unit, judged on its value). ``bounds`` gives intervals computed
+    when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number
+    (judged on ``bounds`` where given, else on its value, and said so). ``bounds`` gives intervals computed
     elsewhere (a non-linear statistic's replicates), one per margin or None. ``holds`` overrides the
     margins for a claim decided otherwise (a ranking); ``noise`` (the seed-to-seed R@1 change) is shown only.
+    ``unjudged``: conditions the criterion needs that these runs cannot measure, each said in words: each
+    counts as undecided (the claim is at best inconclusive) and is listed in the evidence.
     """
     entry = REGISTRY[key]
     section, quote, title = entry.section, entry.quote, entry.title
@@ -117,12 +120,14 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
                 given = (value, value)
                 unsampled += 1
             conditions.append((judge(margin, ties, settings, given), margin))
-    statuses = [c.status for c, _ in conditions]
+    statuses = [c.status for c, _ in conditions] + ["undecided"] * (0 if missing is not None else len(unjudged))
+    if unjudged and missing is None:
+        evidence["not measurable here (undecided)"] = "; ".join(unjudged)
     if missing is not None:
         verdict = "no data"
-    elif holds is not None and not conditions:
+    elif holds is not None and not statuses:
         verdict = "holds" if holds else "does not hold"
-    elif not conditions:
+    elif not statuses:
         verdict, holds = "no data", None
     elif "failed" in statuses:
         verdict, holds = "does not hold", False
@@ -148,6 +153,7 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
                     "resolution": maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
                     "status": condition.status, "edge": condition.edge}
     decided = sum(s != "undecided" for s in statuses)
+    n_conditions = len(statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
             "holds": holds, "verdict": verdict, "evidence": evidence,
             "measures": dict(measures or {}), "noise": noise if margins else None, "scale": scale,
@@ -156,8 +162,8 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
                             "ci_low": round_margin(c.low) if _sampled(m, bounds) else None,
                             "ci_high": round_margin(c.high) if _sampled(m, bounds) else None,
                             "status": c.status, "edge": c.edge} for c, m in conditions],
-            "decided": f"{decided} of {len(conditions)} conditions decided "
-                       f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if conditions else None,
+            "decided": f"{decided} of {n_conditions} conditions decided "
+                       f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if statuses else None,
             "interval": decision, "confidence": settings.confidence, "edge": len(edges)}
 
 def _deciding(conditions: list) -> tuple | None:
@@ -283,6 +289,14 @@ def round_margin(x: float) -> float:
 
 def direction_word(d: str) -> str:
     return d.replace("->", "→")
+
+def docci_group(groups: Sequence, scale: str) -> tuple[object, str]:
+    """DOCCI's group, or at toy scale the first benchmark standing in for it."""
+    if "DOCCI" in groups:
+        return "DOCCI", "DOCCI"
+    if not groups:
+        return None, ""
+    return groups[0], f"{groups[0]} (standing in for DOCCI at {scale} scale)"
 
 def in_domain_groups(spec: Mapping | None, table: pd.DataFrame | None = None) -> list:
     """Groups of an experiment whose runs are tested on their own training distribution: the run's train

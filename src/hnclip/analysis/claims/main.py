@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -20,6 +20,7 @@ from hnclip.analysis.claims.base import (
     claim,
     competitors_of,
     direction_word,
+    docci_group,
     label_of,
     make_verdict,
     maybe_round,
@@ -129,14 +130,6 @@ def a1_first_epoch(ctx: Context) -> dict:
                     {"first-epoch average R@1": first, "baselines matched by the first epoch": counts}, noise,
                     coverage=coverage)
 
-def _docci_group(groups: Sequence, scale: str) -> tuple[object, str]:
-    """DOCCI's group, or at toy scale the first benchmark standing in for it."""
-    if "DOCCI" in groups:
-        return "DOCCI", "DOCCI"
-    if not groups:
-        return None, ""
-    return groups[0], f"{groups[0]} (standing in for DOCCI at {scale} scale)"
-
 @claim("a1_second_epoch", "§3.2 A1",
        "On DOCCI, its first epoch reaches 84.3 average R@1, exceeding FineLIP, GOAL, and StructXLIP's "
        "final accuracy; the second epoch reaches 86.1 and surpasses every baseline.",
@@ -144,7 +137,7 @@ def _docci_group(groups: Sequence, scale: str) -> tuple[object, str]:
 def a1_second_epoch(ctx: Context) -> dict:
     main, epochs = ctx.tables.get("main"), ctx.tables.get("epochs")
     hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
-    group, where = _docci_group([g for g in table_groups(main) if g in _epoch_groups(epochs)] if main is not None else [],
+    group, where = docci_group([g for g in table_groups(main) if g in _epoch_groups(epochs)] if main is not None else [],
                                 scale)
     criterion = (f"on {where or 'DOCCI'}, {hn_row}'s average R@1 after epoch 2 > every fine-tuned baseline's final "
                  "average R@1")
