@@ -31,7 +31,8 @@ def a3_transfer(ctx: Context) -> dict:
     where = ("the paper's DCI↔DOCCI and DOCCI→Long-DCI pairs" if present
              else f"every configured transfer pair (standing in for DCI↔DOCCI and DOCCI→Long-DCI at {scale} scale)")
     criterion = (f"on {where}, {hn_row}'s R@1 > every other fine-tuned row's in both directions (its frozen-G "
-                 "variant and the zero-shot backbone are not competitors)")
+                 "variant and the zero-shot backbone are not competitors); every baseline of the main table must "
+                 "have its transfer row (one without is a comparison not made: undecided)")
     if transfer is None or not pairs:
         return no_data("a3_transfer", scale, criterion, "no transfer table")
     rivals = competitors_of(rows_of(transfer), hn_row)
@@ -54,8 +55,19 @@ def a3_transfer(ctx: Context) -> dict:
         return no_data("a3_transfer", scale, criterion, "no transfer pair with two rows")
     missing = [p for p in PAPER_TRANSFER_PAIRS if present and p not in present]
     coverage = f"pairs not configured: {', '.join(missing)}" if missing else None
+    untested = untransferred_baselines(ctx, rivals)
     return make_verdict("a3_transfer", scale, criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
-                    coverage=coverage)
+                    coverage=coverage, unjudged=[f"{b}: no transfer evaluation" for b in untested])
+
+
+def untransferred_baselines(ctx: Context, transfer_rows) -> list[str]:
+    """The main table's baselines (display labels) without a row in the transfer table: "leads every
+    column" compares HN-CLIP with every baseline, so each of these is a comparison not made."""
+    main = ctx.tables.get("main")
+    if main is None:
+        return []
+    present = {ctx.methods.get(str(r), str(r)) for r in transfer_rows}
+    return [str(b) for b in competitors_of(rows_of(main), ctx.hn_row) if ctx.methods.get(str(b), str(b)) not in present]
 
 @claim("a3_dci_to_docci", "§3.4 A3",
        "HN-CLIP transfers strongly across domains, scoring 85.00/83.14 R@1 when trained on DCI and "
