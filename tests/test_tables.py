@@ -304,6 +304,29 @@ def test_epochs_table_leaves_out_the_zero_shot_row_and_runs_that_log_another_ben
     assert list(df.index) == [("HN-CLIP", "DOCCI", 1)]  # its DOCCI log is not shown as Long-DCI's
 
 
+def test_epochs_table_reads_each_benchmark_a_run_logs_after_each_epoch(tmp_path, monkeypatch):
+    # one DOCCI run evaluated after each epoch on DOCCI (33, 34) and Long-DCI (21, 25): each cell reads its
+    # own benchmark's rows and per-query outcomes (Long-DCI: 4 images, hits 0 1 2 3 of 4 -> R@1 25 at epoch 2)
+    monkeypatch.chdir(tmp_path)
+    r = run("hnclip", 0, 0.5)
+    docci = cell("HN-CLIP", "DOCCI", r, "docci") | {"epochs_benchmark": "docci"}
+    long_dci = cell("HN-CLIP", "Long-DCI", r, "long_dci") | {"epochs_benchmark": "long_dci"}
+    d = tmp_path / docci["run_dir"]
+    d.mkdir(parents=True)
+    rows = [{"epoch": e, "step": 5 * e, **dict.fromkeys(METRICS, v), "benchmark": b}
+            for e, b, v in ((1, "docci", 33.0), (1, "long_dci", 21.0), (2, "docci", 34.0), (2, "long_dci", 25.0))]
+    pd.DataFrame(rows).to_csv(d / "epochs.csv", index=False)
+    ranks = ["epoch,i2t,t2i,text_image,benchmark", "1,0 0,0 0,0 1,docci", "1,0 9 9 9,0 9 9 9,0 1 2 3,long_dci",
+             "2,0 0,0 0,0 1,docci", "2,0 9 9 9,9 0 9 9,0 1 2 3,long_dci"]
+    (d / "epoch_ranks.csv").write_text("\n".join(ranks) + "\n")
+    df = build_epochs_table({"experiment": "main", "scale": "toy", "cells": [docci, long_dci]})
+    assert set(df.index) == {("HN-CLIP", g, e) for g in ("DOCCI", "Long-DCI") for e in (1, 2)}
+    assert df.loc[("HN-CLIP", "Long-DCI", 2), ("I->T", "R@1", "mean")] == pytest.approx(25.0)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("I->T", "R@1", "mean")] == pytest.approx(34.0)
+    estimate = df.attrs["estimates"][(("HN-CLIP", "Long-DCI", 2), ("T->I", "R@1"))]
+    assert estimate.terms[0][1].outcomes[0].n_images == 4  # Long-DCI's outcomes, not DOCCI's two images
+
+
 def test_convergence_table_has_r1_error_per_direction_and_the_epochs_mean_infonce(tmp_path, monkeypatch):
     from hnclip.analysis.tables import build_convergence_table
 

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from hnclip.analysis.binomial import median_interval
+from hnclip.analysis.records import epoch_rows
 from hnclip.dynamics_log import (
     EXACT_ZERO_DTYPE_NAMES,
     EXACT_ZERO_QUANTITIES,
@@ -430,7 +431,8 @@ def ratio_median_intervals(hn: list[dict], confidence: float = 0.95) -> list[dic
 def retrieval_errors(hnclip: list[dict]) -> dict[str, float | None]:
     """100 - R@1 of the HN-CLIP runs (mean over them) after their first and their last epoch, both directions."""
     out = dict.fromkeys(("error_i2t_first", "error_i2t_last", "error_t2i_first", "error_t2i_last"))
-    epochs = [logs["epochs"] for logs in hnclip if logs["epochs"] is not None and len(logs["epochs"])]
+    # each run's own test split (the first its epochs.csv names: a DOCCI run also logs Long-DCI)
+    epochs = [epoch_rows(logs["epochs"], None) for logs in hnclip if logs["epochs"] is not None and len(logs["epochs"])]
     if not epochs:
         return out
     for direction in ("i2t", "t2i"):

@@ -338,9 +338,9 @@ def build_epochs_table(spec, summaries: Mapping | None = None,
     """Retrieval after each epoch (epochs.csv) of the spec's runs: rows (method, benchmark, epoch).
 
     Several runs of one (method, benchmark), i.e. seeds, are aggregated per epoch; ``summaries`` as in
-    :func:`build_table`. The zero-shot row has no epochs; a cell whose run logs another benchmark's test
-    split after each epoch (its ``epochs_benchmark``: Long-DCI's runs train on DOCCI and log DOCCI) is
-    left out, not mislabelled.
+    :func:`build_table`. The zero-shot row has no epochs; each cell reads its run's rows of its own benchmark
+    (a DOCCI run logs DOCCI and Long-DCI), and a cell whose run does not log its benchmark after each epoch
+    (its ``epochs_benchmark`` another's) is left out, not mislabelled.
     """
     spec = load_spec(spec)
     grid = _Grid(("method", "benchmark", "epoch"), ("direction", "metric"),
@@ -354,10 +354,11 @@ def build_epochs_table(spec, summaries: Mapping | None = None,
         if (cell["row"], cell["group"], run_dir) in seen:
             continue
         seen.add((cell["row"], cell["group"], run_dir))
-        per_run.setdefault((cell["row"], cell["group"]), []).append(load_epochs(run_dir))
+        bench = cell["eval_benchmark"]
+        per_run.setdefault((cell["row"], cell["group"]), []).append(load_epochs(run_dir, bench))
         seed = record_key(cell["run"], "")[4]
         per_run_outcomes.setdefault((cell["row"], cell["group"]), []).append(
-            (seed, load_epoch_outcomes(run_dir, f"{cell['eval_benchmark']}/test")))
+            (seed, load_epoch_outcomes(run_dir, f"{bench}/test", bench)))
         behind.setdefault((cell["row"], cell["group"]), []).append(_run_of(cell["run"], _config_hash(cell, summaries)))
     for (row, group), frames in per_run.items():
         epochs = sorted(set().union(*(set(f["epoch"].astype(int)) for f in frames)))
@@ -572,9 +573,11 @@ def build_convergence_table(spec, summaries: Mapping | None = None,
             continue
         seen.add(key)
         dynamics = load_dynamics(cell["run_dir"])
-        per_run.setdefault(key[:2], []).append((load_epochs(cell["run_dir"]), epoch_infonce(dynamics)))
+        per_run.setdefault(key[:2], []).append((load_epochs(cell["run_dir"], cell["eval_benchmark"]),
+                                                epoch_infonce(dynamics)))
         per_run_outcomes.setdefault(key[:2], []).append(
-            (record_key(cell["run"], "")[4], load_epoch_outcomes(cell["run_dir"], f"{cell['eval_benchmark']}/test")))
+            (record_key(cell["run"], "")[4], load_epoch_outcomes(cell["run_dir"], f"{cell['eval_benchmark']}/test",
+                                                                 cell["eval_benchmark"])))
         behind.setdefault(key[:2], []).append(_run_of(cell["run"], _config_hash(cell, summaries)))
     for (row, group), runs in per_run.items():
         epochs = sorted(set().union(*(set(e["epoch"].astype(int)) for e, _ in runs)))
