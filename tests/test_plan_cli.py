@@ -448,6 +448,12 @@ def test_paper_plan_prints_each_frameworks_memory_from_the_committed_measurement
             expected = y1 + (y2 - y1) / (x2 - x1) * (16 - x1) if y2 >= y1 else y1  # a falling line: flat
         assert f"{expected:,.0f}" in lines[f"train {label}"], (label, lines[f"train {label}"])
     assert "evaluate" in lines and "not measured" not in out
+    # the paper's cost claim at paper scale: GOAL's and StructXLIP's time per sample against HN-CLIP's (the
+    # needs table's "vs HN-CLIP" column, plain steps), beside the paper's 2.4x and 5.4x
+    speed = out.split("the paper's cost claim", 1)[1]
+    for label, paper in (("goal", "2.4x"), ("structxlip", "5.4x")):
+        ratio = lines[f"train {label}"].split()[4]
+        assert f"  {label}: {ratio} HN-CLIP's time (paper: {paper})" in speed, (label, ratio, speed)
 
 def _diagnostics_lines(out: str) -> dict[str, str]:
     section = out.split("\ndiagnostics: ", 1)[1]

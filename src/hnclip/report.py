@@ -195,6 +195,24 @@ def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
     return []
 
 
+def _label_matches(value, labels: list[str]) -> bool:
+    """Whether a tidy table's level value is one of ``labels``: as text, or as a number (a fraction read
+    back as 1.0 is the label "1")."""
+    if str(value) in labels:
+        return True
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    for label in labels:
+        try:
+            if float(label) == number:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
 def _table_cells(tidy, select: Mapping, over: list) -> list[tuple[str, float]]:
     """Cells of a tidy table matching ``select`` (a label, or a list of labels, per level). Without
     ``over`` exactly one cell must match; with it, one value per match, labelled by its ``over`` levels."""
@@ -203,7 +221,7 @@ def _table_cells(tidy, select: Mapping, over: list) -> list[tuple[str, float]]:
         if level not in tidy.columns:
             return []
         labels = [str(x) for x in label] if isinstance(label, list) else [str(label)]
-        hit = tidy[level].astype(str).isin(labels)
+        hit = tidy[level].map(lambda v, labels=labels: _label_matches(v, labels))
         mask = hit if mask is None else mask & hit
     rows = tidy if mask is None else tidy[mask]
     if not over:

@@ -27,7 +27,7 @@ import random
 import resource
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +258,7 @@ class _Session:
     base_wall_time: float = 0.0  # wall time of the run's earlier sessions
     # each evaluated split's caption token ids, tokenised at the first evaluation and kept for the others
     eval_tokens: dict = field(default_factory=dict)
+    steps_this_session: int = 0  # the first step of a session (warm-up, allocation) is not timed
 
     def __post_init__(self):
         # what the optimizer trains, in a fixed order (gradient clipping, the dynamics probe)
@@ -429,6 +430,7 @@ def _run_epochs(session: _Session) -> None:
             state.epoch += 1
             state.batch_in_epoch = 0
             evaluated = session.eval_data if context.is_main else None  # the other ranks wait in save()
+            eval_started = time.perf_counter()
             for i, (name, manifest, images) in enumerate(evaluated or []):
                 if i not in session.eval_tokens:  # BPE on dense captions is slow in Python: once per run
                     session.eval_tokens[i] = tokenize_captions(parts.model, manifest)
@@ -440,6 +442,7 @@ def _run_epochs(session: _Session) -> None:
                                                                           for k, v in ranks.items()},
                                                   "benchmark": name})
                 log.info("epoch %d%s: %s", state.epoch, f" ({name})" if name else "", metrics)
+            state.epoch_eval_s += time.perf_counter() - eval_started
             session.save()
     bar.close()
     if session.checkpoint.saved_step != state.step:  # a max_steps stop mid-epoch: epoch ends wrote theirs
@@ -449,6 +452,7 @@ def _run_epochs(session: _Session) -> None:
 def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) -> None:
     """``accum_steps`` micro-batches, then clip, AdamW, schedule, logit-scale clamp and the dynamics row."""
     cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
+    step_started = time.perf_counter()
     step_number = state.step + 1
     params = session.params
     # the boosted gradient is the step's own .grad: the probe reads it before clipping
@@ -484,7 +488,38 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
         row.update(probe_row)
     if context.is_main:
         parts.logs["dynamics"].append(row)
+    _time_step(session, probe is not None, time.perf_counter() - step_started)
 
+
+def _time_step(session: _Session, probed: bool, seconds: float) -> None:
+    """Count a step (probed or not) and add its seconds to its kind's sum, except a session's first."""
+    state = session.state
+    state.probed_steps += probed
+    session.steps_this_session += 1
+    if session.steps_this_session == 1:
+        return
+    if probed:
+        state.probed_step_s += seconds
+        state.probed_timed += 1
+    else:
+        state.plain_step_s += seconds
+        state.plain_timed += 1
+
+
+def step_timing(state) -> dict:
+    """Where a run's wall time went, from its :class:`TrainState` counters: ``probe_excess_s``, what the
+    probed steps took beyond as many plain steps (their mean excess over the plain steps' mean, times the
+    run's probed steps; 0 when either kind was never timed), ``epoch_eval_s``, the evaluations after each
+    epoch, and ``train_time_s``, the wall time less both: what the run's training took, comparable between
+    a run that probes or evaluates per epoch and one that does not (the paper's time ratios)."""
+    excess = 0.0
+    if state.probed_timed and state.plain_timed:
+        per_step = state.probed_step_s / state.probed_timed - state.plain_step_s / state.plain_timed
+        excess = max(0.0, per_step) * state.probed_steps
+    return {"probed_steps": state.probed_steps, "probed_step_s": state.probed_step_s,
+            "probed_timed": state.probed_timed, "plain_step_s": state.plain_step_s,
+            "plain_timed": state.plain_timed, "probe_excess_s": excess, "epoch_eval_s": state.epoch_eval_s,
+            "train_time_s": max(0.0, state.wall_time_s - excess - state.epoch_eval_s)}
 
 def _micro_batches(session: _Session, runner: nn.Module, batches, global_rows, probe) -> tuple[list, list, object]:
     """Forward and backward of the step's ``accum_steps`` micro-batches (the probe, if any, taking its
@@ -545,6 +580,7 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "n_train": len(session.data),
             "world_size": session.context.world_size,
             "wall_time_s": wall_time_s,
+            "timing": step_timing(replace(state, wall_time_s=wall_time_s)),
             "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
             "peak_memory_mb": _peak_memory_mb(device),
             "final_loss": state.last_loss,

@@ -70,6 +70,7 @@ rule table_cost:
     input:
         summaries=get_summaries(),
         benchmarks=get_benchmark_files(),
+        preprocess=get_preprocess_benchmark_files(),
     output:
         report(
             "results/tables/cost.html",
@@ -89,7 +90,8 @@ rule table_cost:
         prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
         "python -m hnclip table-cost --summaries {input.summaries} --benchmarks {input.benchmarks} "
-        "--scale {params.scale} --gamma {params.gamma} --out-prefix {params.prefix} 2> {log}"
+        "--preprocess {input.preprocess} --scale {params.scale} --gamma {params.gamma} "
+        "--out-prefix {params.prefix} 2> {log}"
 
 
 rule geometry:

@@ -359,6 +359,20 @@ def get_benchmark_files():
     return [f"results/benchmarks/train/{r.path}.tsv" for r in RUNS]
 
 
+def get_preprocess_benchmark_files():
+    """The Snakemake benchmark TSVs of the preprocessing jobs the runs need (segments, edges per train set):
+    the cost table adds them to GOAL's and StructXLIP's training time."""
+    products = {
+        (name, r.train_set)
+        for r in RUNS
+        for name in framework_entry(config["methods"][r.method]["framework"]).products
+    }
+    return [
+        f"results/benchmarks/{name}/{train_set}.tsv"
+        for name, train_set in sorted(products)
+    ]
+
+
 def get_regime_inputs(wildcards):
     """What `hnclip regime` reads for one benchmark: the backbone, the train set's training manifest and
     the benchmark's test split, the zero-shot evaluation, the plain runs (summary, dynamics log, model,

@@ -67,6 +67,9 @@ def add_table_cost(sub) -> None:
     p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
     p.add_argument("--gamma", type=float, required=True,
                    help="gamma of the reference (HN-CLIP) runs the time ratio divides by (config gamma)")
+    p.add_argument("--preprocess", nargs="*", default=[],
+                   help="Snakemake benchmark TSVs of the preprocessing jobs (.../segments/<benchmark>.tsv, "
+                        ".../edges/<benchmark>.tsv) the GOAL and StructXLIP runs need")
     p.add_argument("--out-prefix", required=True)
 
 
@@ -74,7 +77,7 @@ def cmd_table_cost(args) -> None:
     from hnclip.analysis.tables import build_cost_table, write_table
 
     table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale,
-                             reference_gamma=args.gamma)
+                             reference_gamma=args.gamma, preprocess=[Path(p) for p in args.preprocess])
     write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
 
 
