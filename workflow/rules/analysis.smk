@@ -115,11 +115,14 @@ rule geometry:
         **get_resources("evaluate"),
     params:
         batch_size=lookup(dpath="geometry/batch_size", within=config),
+        # the batch the loss and G span (the global micro-batch), measured beside geometry.batch_size
+        loss_batch_size=lookup(dpath="train/micro_batch", within=config),
         n_batches=lookup(dpath="geometry/n_batches", within=config),
         seed=config["seeds"][0],
     shell:
         "python -m hnclip geometry --model {input.model} --manifest {input.manifest} "
         "--benchmark {wildcards.benchmark} --batch-size {params.batch_size} "
+        "--loss-batch-size {params.loss_batch_size} "
         "--n-batches {params.n_batches} --seed {params.seed} "
         "--out-json {output.json} --out-figure {output.figure} 2> {log}"
 

@@ -14,6 +14,8 @@ def add_geometry(sub) -> None:
     p.add_argument("--manifest", required=True)
     p.add_argument("--benchmark", required=True)
     p.add_argument("--batch-size", type=int, required=True, help="captions per batch (geometry.batch_size)")
+    p.add_argument("--loss-batch-size", type=int, default=None,
+                   help="the batch the loss and G span (train.micro_batch), measured first; the default: --batch-size")
     p.add_argument("--n-batches", type=int, required=True, help="random batches (geometry.n_batches)")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--threads", type=int, default=None)
@@ -27,6 +29,7 @@ def cmd_geometry(args) -> None:
     set_threads(args.threads)
     run_geometry(model_dir=Path(args.model), manifest=Path(args.manifest), benchmark=args.benchmark,
                  batch_size=args.batch_size, n_batches=args.n_batches, seed=args.seed,
+                 loss_batch_size=args.loss_batch_size,
                  out_json=Path(args.out_json), out_figure=Path(args.out_figure))
 
 
