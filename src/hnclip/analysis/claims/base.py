@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, judge, mean_of, resolution
+from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, interval, judge, mean_of, resolution
 from hnclip.analysis.tables import DIRECTION_LABELS
 from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, spec_roles
 
@@ -94,7 +94,7 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
              evidence: Mapping | None = None, measures: Mapping | None = None, noise: float | None = None,
              missing: str | None = None, coverage: str | None = None, holds: bool | None = None,
              bounds: Sequence[tuple[float, float] | None] | None = None,
-             unjudged: Sequence[str] = ()) -> dict:
+             unjudged: Sequence[str] = (), measure_intervals: Mapping | None = None) -> dict:
     """One verdict. ``margins``: (value, ties_pass) pairs, each an inequality the claim needs (> 0, or >= 0
     when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number
     (judged on ``bounds`` where given, else on its value, and said so). ``bounds`` gives intervals computed
@@ -102,6 +102,8 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     margins for a claim decided otherwise (a ranking); ``noise`` (the seed-to-seed R@1 change) is shown only.
     ``unjudged``: conditions the criterion needs that these runs cannot measure, each said in words: each
     counts as undecided (the claim is at best inconclusive) and is listed in the evidence.
+    ``measure_intervals``: the intervals of ``measures`` where they have one, in the same shape (a measure
+    name -> [low, high], or -> {label: [low, high]}); "Paper vs ours" prints them beside our numbers.
     """
     entry = REGISTRY[key]
     section, quote, title = entry.section, entry.quote, entry.title
@@ -156,7 +158,8 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     n_conditions = len(statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
             "holds": holds, "verdict": verdict, "evidence": evidence,
-            "measures": dict(measures or {}), "noise": noise if margins else None, "scale": scale,
+            "measures": dict(measures or {}), "measure_intervals": dict(measure_intervals or {}),
+            "noise": noise if margins else None, "scale": scale,
             "coverage": coverage, "missing": missing,
             "conditions": [{"margin": round_margin(c.value), "ties_pass": c.ties_pass,
                             "ci_low": round_margin(c.low) if _sampled(m, bounds) else None,
@@ -184,6 +187,16 @@ def _sampled(margin, bounds) -> bool:
 
 def maybe_round(x):
     return None if x is None else round_margin(x)
+
+
+def interval_of(value, transform=None) -> list[float] | None:
+    """The interval of an :class:`Estimate` at the claims' settings as [low, high] (rounded like margins),
+    ``transform`` applied to both ends (an error is 100 - R@1: its bounds swap); None without one."""
+    bounds = interval(value, _SETTINGS) if isinstance(value, Estimate) else None
+    if bounds is None:
+        return None
+    low, high = (transform(b) for b in bounds) if transform else bounds
+    return [round_margin(min(low, high)), round_margin(max(low, high))]
 
 # the interval settings of the claims being evaluated (set by evaluate_claims from the specs' statistics)
 _SETTINGS = BootstrapSettings()

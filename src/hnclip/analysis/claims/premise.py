@@ -28,6 +28,7 @@ from hnclip.analysis.claims.base import (
     current_settings,
     direction_word,
     docci_group,
+    interval_of,
     make_verdict,
     no_data,
     round_margin,
@@ -116,7 +117,8 @@ def _share_verdict(ctx: Context, key: str, criterion: str, figure: str, threshol
     evidence = {f"{measure} ({counted})" if counted else measure: _interval_text(margin, bounds, threshold),
                 **(evidence_extra or {})}
     return make_verdict(key, ctx.scale, criterion, [(margin, False)], evidence, {measure: p[figure]},
-                        bounds=[bounds] if bounds is not None else None)
+                        bounds=[bounds] if bounds is not None else None,
+                        measure_intervals={measure: [b + threshold for b in bounds]} if bounds is not None else None)
 
 
 @claim("premise_saturation", "abstract; §1",
@@ -339,7 +341,7 @@ def premise_error(ctx: Context) -> dict:
     if last is None or last <= flat_epoch:
         return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds,
                             unjudged=[f"no evaluation of {ctx.hn_row} after epoch {flat_epoch}"])
-    at_f, at_end = {}, {}
+    at_f, at_end, at_f_ci, at_end_ci = {}, {}, {}, {}
     for d in DIRECTION_LABELS:
         at_flat = cell_value(epochs, (ctx.hn_row, group, flat_epoch), (d, "R@1"))
         at_last = cell_value(epochs, (ctx.hn_row, group, last), (d, "R@1"))
@@ -349,8 +351,12 @@ def premise_error(ctx: Context) -> dict:
         bounds.append(None)  # the paired bootstrap of the two epochs' evaluations
         label = direction_word(d)
         at_f[label], at_end[label] = round_margin(100 - float(at_flat)), round_margin(100 - float(at_last))
+        at_f_ci[label] = interval_of(at_flat, lambda r1: 100 - r1)
+        at_end_ci[label] = interval_of(at_last, lambda r1: 100 - r1)
         evidence[f"{label}: {ctx.hn_row}'s error after epoch {flat_epoch} -> after epoch {last}"] = \
             f"{100 - float(at_flat):.2f} -> {100 - float(at_last):.2f}"
     measures["retrieval error after InfoNCE flattens"] = at_f
     measures["retrieval error after the last epoch"] = at_end
-    return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds)
+    return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds,
+                        measure_intervals={"retrieval error after InfoNCE flattens": at_f_ci,
+                                           "retrieval error after the last epoch": at_end_ci})

@@ -12,6 +12,7 @@ from hnclip.analysis.claims.base import (
     claim,
     competitors_of,
     direction_word,
+    interval_of,
     make_verdict,
     no_data,
     round_margin,
@@ -38,7 +39,7 @@ def a3_transfer(ctx: Context) -> dict:
     rivals = competitors_of(rows_of(transfer), hn_row)
     if hn_row not in transfer.index or not rivals:
         return no_data("a3_transfer", scale, criterion, f"the transfer table needs {hn_row!r} and a competitor")
-    margins, evidence, scores = [], {}, {}
+    margins, evidence, scores, score_ci = [], {}, {}, {}
     for pair in pairs:
         for d in DIRECTION_LABELS:
             hn = cell_value(transfer, hn_row, (pair, d, "R@1"))
@@ -49,6 +50,7 @@ def a3_transfer(ctx: Context) -> dict:
             best = max(others, key=others.get)
             label = f"{pair} {direction_word(d)}"
             scores[label] = round_margin(hn)
+            score_ci[label] = interval_of(hn)
             evidence[f"{label}: {hn_row} minus {best}"] = round_margin(hn - others[best])
             margins.append((hn - others[best], False))
     if not margins:
@@ -57,7 +59,8 @@ def a3_transfer(ctx: Context) -> dict:
     coverage = f"pairs not configured: {', '.join(missing)}" if missing else None
     untested = untransferred_baselines(ctx, rivals)
     return make_verdict("a3_transfer", scale, criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
-                    coverage=coverage, unjudged=[f"{b}: no transfer evaluation" for b in untested])
+                    coverage=coverage, unjudged=[f"{b}: no transfer evaluation" for b in untested],
+                    measure_intervals={f"{PAPER_NAME} transfer R@1": score_ci})
 
 
 def untransferred_baselines(ctx: Context, transfer_rows) -> list[str]:
@@ -82,7 +85,7 @@ def a3_dci_to_docci(ctx: Context) -> dict:
     if transfer is None or pair not in table_groups(transfer) or main is None or "DOCCI" not in table_groups(main):
         return no_data("a3_dci_to_docci", scale, criterion, "needs the DCI → DOCCI transfer and DOCCI in the main "
                         "table (the paper's benchmarks)")
-    margins, evidence, scores = [], {}, {}
+    margins, evidence, scores, score_ci = [], {}, {}, {}
     for d in DIRECTION_LABELS:
         hn = cell_value(transfer, hn_row, (pair, d, "R@1"))
         base = {b: cell_value(main, b, ("DOCCI", d, "R@1")) for b in competitors_of(rows_of(main), hn_row)}
@@ -91,9 +94,11 @@ def a3_dci_to_docci(ctx: Context) -> dict:
             continue
         best = max(base, key=base.get)
         scores[direction_word(d)] = round_margin(hn)
+        score_ci[direction_word(d)] = interval_of(hn)
         evidence[f"{direction_word(d)}: {hn_row} DCI → DOCCI"] = round_margin(hn)
         evidence[f"{direction_word(d)}: best in-domain DOCCI baseline ({best})"] = round_margin(base[best])
         margins.append((hn - base[best], False))
     if not margins:
         return no_data("a3_dci_to_docci", scale, criterion, f"no {hn_row} DCI → DOCCI row")
-    return make_verdict("a3_dci_to_docci", scale, criterion, margins, evidence, {"DCI → DOCCI R@1": scores}, noise)
+    return make_verdict("a3_dci_to_docci", scale, criterion, margins, evidence, {"DCI → DOCCI R@1": scores}, noise,
+                        measure_intervals={"DCI → DOCCI R@1": score_ci})
