@@ -716,3 +716,30 @@ def test_a_verdict_does_not_depend_on_the_resampling_seed():
             for s in range(5)} == {"holds"}
     v = _verdicts({"main": decided})["a1_columns"]
     assert v["edge"] == 0 and all(not c["edge"] for c in v["conditions"])
+
+
+def test_per_epoch_claims_are_judged_on_every_benchmark_a_run_logs(tmp_path, monkeypatch):
+    # one DOCCI-trained HN-CLIP run scores DOCCI and Long-DCI after each epoch (its epochs.csv names each
+    # row's benchmark): the first-epoch claim is judged on both, not on DOCCI alone with Long-DCI untested
+    monkeypatch.chdir(tmp_path)
+    finals = {"HN-CLIP": (80, 80), "Long-CLIP FT": (50, 50), "GOAL": (70, 70)}
+    cells, records = [], []
+    for group in ("DOCCI", "Long-DCI"):
+        for row, (a, b) in finals.items():
+            cell, record = _cell(row, group, a, b, gamma=0.5 if row == "HN-CLIP" else 0.0)
+            cells.append(cell)
+            records.append(record)
+    main = build_table({"experiment": "main", "scale": "paper", "cells": cells}, records)
+    run_dir = tmp_path / "results/runs/docci/hnclip/g0.5/f1/s0"
+    run_dir.mkdir(parents=True)
+    # epoch 1: DOCCI 66/64 (average 65: above 50, below 70 -> 1 of 2), Long-DCI 72/72 (above both)
+    lines = ["epoch,step," + ",".join(METRICS) + ",benchmark", "1,10,66,50,50,64,50,50,docci",
+             "1,10,72,50,50,72,50,50,long_dci"]
+    (run_dir / "epochs.csv").write_text("\n".join(lines) + "\n")
+    hn_cells = [{**c, "run_dir": str(run_dir), "epochs_benchmark": c["eval_benchmark"]}
+                for c in cells if c["row"] == "HN-CLIP"]
+    epochs = build_epochs_table({"experiment": "main", "scale": "paper", "cells": hn_cells})
+    v = _verdicts({"main": main, "epochs": epochs})["a1_first_epoch"]
+    assert v["measures"]["first-epoch average R@1"] == {"DOCCI": 65.0, "Long-DCI": 72.0}
+    assert v["measures"]["baselines matched by the first epoch"] == {"DOCCI": 1, "Long-DCI": 2}
+    assert v["coverage"] is None and v["verdict"] == "does not hold"  # DOCCI: one of two is not more than half
