@@ -426,7 +426,7 @@ def test_the_first_screen_says_the_result_before_any_claim_card(outputs, tmp_pat
                                                        html, re.S).group(1)))
     result = " ".join(result.split())
     assert "1 holds" in result and "1 inconclusive" in result
-    assert "DOCCI 2 [0.5, 3.5] (5000 test images, 3 seeds; HN-CLIP ahead)" in result
+    assert "DOCCI 2 [0.5, 3.5] (5,000 test images, 3 seeds; HN-CLIP ahead)" in result
     assert "main table has 1 benchmark (DOCCI)" in result
     probe = out.with_name("tops.html")
     probe.write_text(html.replace("</body>", TOP_PROBE), encoding="utf-8")

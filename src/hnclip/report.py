@@ -103,7 +103,7 @@ def _check_compare(compare, where: str) -> None:
         missing.append("field or fields")
     if missing:
         raise ValueError(f"{where}: compare kind {kind!r} needs {missing}")
-    if kind == "claim":
+    if "claim" in compare:
         from hnclip.analysis.claims import CLAIMS
 
         if compare["claim"] not in CLAIMS:
@@ -408,7 +408,7 @@ def compare_published(published: list[dict], context: Mapping) -> tuple[list[dic
         absent = ("not reproduced in this run" if entry.get("compare")
                   else f"not measured by our runs{': ' + entry['status'] if entry.get('status') else ''}")
         compare = entry.get("compare") or {}
-        verdict = _verdict_of(compare, context) if compare.get("kind") == "claim" else None
+        verdict = _verdict_of(compare, context) if compare.get("claim") else None
         judged = verdict["verdict"] if verdict and compare.get("measure") != "verdict" else None
         unlike = _not_comparable(entry, context)
         for label, value, bounds in ours or [("", None, None)]:
