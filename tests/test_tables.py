@@ -316,8 +316,8 @@ def test_cost_ratios_compare_training_time_without_probes_and_with_preprocessing
         "method": "goal", "fraction": "1", "quantity": ["time vs hnclip", "time vs hnclip with preprocessing"]},
         "over": ["train_set", "quantity"]}}
     ours = _ours(entry, {"tables": {"cost": str(paths["csv"]).removesuffix(".csv")}})
-    assert sorted(ours) == [("docci time vs hnclip", pytest.approx(2.0)),
-                            ("docci time vs hnclip with preprocessing", pytest.approx(2.4))]
+    assert sorted(ours) == [("docci time vs hnclip", pytest.approx(2.0), None),
+                            ("docci time vs hnclip with preprocessing", pytest.approx(2.4), None)]
     with pytest.raises(ValueError, match="no preprocessing benchmark file for edges of docci"):
         build_cost_table(summaries, scale="paper", reference_gamma=0.5, preprocess=made[:1])
 
