@@ -6,15 +6,18 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from hnclip.analysis.premise import (
     PAPER,
     PREMISE_KEYS,
+    active_per_epoch,
     classify_runs,
-    infonce_flat_epoch,
+    infonce_flattening,
     objective_active_min_epoch,
+    premise_counts,
     premise_figures,
     premise_sources,
     run_role,
@@ -27,7 +30,8 @@ NAN = math.nan
 def write_run(root, name, config, dynamics, epochs=None, subset=None):
     run = root / name
     run.mkdir(parents=True)
-    summary = {"config": {"framework": "longclip", "margin": "recompute", **config},
+    # two micro-batches per step unless said otherwise: a share of 0.5 is one of two
+    summary = {"config": {"framework": "longclip", "margin": "recompute", "accum_steps": 2, **config},
                "run": {"subset_path": subset}}
     (run / "summary.json").write_text(json.dumps(summary))
     pd.DataFrame(dynamics).to_csv(run / "dynamics.csv", index=False)
@@ -108,8 +112,9 @@ def test_premise_figures_match_the_hand_computed_values(runs):
     # HN-CLIP runs, first and last epoch (sorted by epoch): i2t errors (20, 22) -> 21 and (10, 14) -> 12
     assert figures["error_i2t_first"] == pytest.approx(21.0) and figures["error_i2t_last"] == pytest.approx(12.0)
     assert figures["error_t2i_first"] == pytest.approx(29.0) and figures["error_t2i_last"] == pytest.approx(20.0)
-    # plain per-epoch InfoNCE: A (1.5, 0.2), B (1.0, 0.4) -> means (1.25, 0.3): still falling in epoch 1
-    assert figures["infonce_flat_epoch"] == 2.0
+    # plain per-epoch InfoNCE: A (1.5, 0.2), B (1.0, 0.4) -> means (1.25, 0.3); epoch 2 is the last, so
+    # flatness is established nowhere before it
+    assert figures["infonce_flat_epoch"] is None
 
 
 def test_sources_name_the_runs_behind_each_figure(runs):
@@ -133,15 +138,78 @@ def test_a_log_from_before_the_new_columns_is_refused_naming_the_run(tmp_path):
         premise_figures(classify_runs([old], gamma=0.5))
 
 
-@pytest.mark.parametrize(("curve", "expected"), [
-    ([3.0, 1.0, 0.5, 0.49, 0.49], 3.0),  # 1.0 still falls to 0.49 (< 1.0 / 2); 0.5 never falls below 0.25
-    ([1e-2, 1e-4, 1e-4], 2.0),           # saturated after epoch 1's fall
-    ([0.5, 0.6, 0.7], 1.0),              # never falls: flat from the start
-    ([1.16e-2, 1.25e-2, 0.98e-2], 1.0),  # noise around a saturated level: the later minimum is above half
-    ([2.0, 1.0, 0.0], 3.0),              # falls to the end
-])
-def test_infonce_flat_epoch_is_the_first_epoch_after_which_it_never_halves(curve, expected):
-    assert infonce_flat_epoch(curve) == expected
+def _plain_curve(tmp_path, name, per_epoch_steps, seed=0):
+    """A plain run whose dynamics log holds these per-step InfoNCE values, epoch by epoch."""
+    steps = [(e, v) for e, values in enumerate(per_epoch_steps, start=1) for v in values]
+    return {"run": str(tmp_path / name), "summary": {"config": {"seed": seed}},
+            "dynamics": pd.DataFrame({"step": range(1, len(steps) + 1), "epoch": [e for e, _ in steps],
+                                      "infonce": [v for _, v in steps]})}
+
+
+def test_infonce_flattens_where_the_interval_of_its_fall_lies_below_a_factor_2(tmp_path):
+    # epoch means 1.0, 0.3, 0.29, 0.3: epoch 1 falls 1.0 / 0.29 = 3.4x (every step of epoch 1 is above
+    # 2 x every later step: the interval lies above 2), epoch 2 falls 0.3 / 0.29 = 1.03x (below 2)
+    steps = [[0.9, 1.1, 1.0, 0.95, 1.05, 1.0], [0.28, 0.32, 0.3, 0.29, 0.31, 0.3],
+             [0.29, 0.29, 0.28, 0.30, 0.29, 0.29], [0.3, 0.3, 0.31, 0.29, 0.3, 0.3]]
+    flat = infonce_flattening([_plain_curve(tmp_path, "a", steps)], resamples=500)
+    assert flat["epochs"] == [1, 2, 3, 4] and flat["flat_epoch"] == 2
+    assert flat["status"][:2] == ["falling", "flat"]
+    assert flat["fall"][0] == pytest.approx(1.0 / np.mean(steps[2]))
+    assert flat["fall_low"][0] > 2 and flat["fall_high"][1] < 2
+    # a loss that halves after every epoch never flattens before the last: no flat epoch
+    halving = [[1.0, 1.02, 0.98], [0.3, 0.31, 0.29], [0.1, 0.1, 0.11], [0.03, 0.031, 0.029]]
+    flat = infonce_flattening([_plain_curve(tmp_path, "b", halving)], resamples=500)
+    assert flat["flat_epoch"] is None and flat["status"] == ["falling"] * 3
+    # one noisy epoch whose steps straddle a factor 2 cannot be called either way
+    noisy = [[2.0, 0.1, 1.9, 0.15, 2.1, 0.05], [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]]
+    flat = infonce_flattening([_plain_curve(tmp_path, "c", noisy)], resamples=500)
+    assert flat["status"] == ["undecided"] and flat["flat_epoch"] is None
+    # two runs: each epoch's mean is the mean over runs of each run's mean
+    two = infonce_flattening([_plain_curve(tmp_path, "a", steps), _plain_curve(tmp_path, "d", halving)], resamples=200)
+    assert two["mean"][0] == pytest.approx((1.0 + 1.0) / 2)
+    assert infonce_flattening([]) is None
+
+
+def test_counts_behind_the_shares_are_micro_batches_and_probed_steps(runs):
+    counts = premise_counts(classify_runs(runs, gamma=0.5))
+    # epoch 1 of the plain runs: A shares 0.5, 1.0 of 2 micro-batches (1 + 2 of 4), B 0.0 of 2 -> 3 of 6
+    assert counts["saturated_share_epoch1"] == [3, 6]
+    # probed plain steps: A 0.0 and 1.0 of 2 (0 + 2), B 0.5 of 2 (1) -> 3 of 6
+    assert counts["exact_zero.param_grad.fp32"] == [3, 6]
+    # HN cosines 0.5, -0.25, 0.75: 2 positive of 3 probed steps
+    assert counts["grad_cosine_positive_share"] == [2, 3]
+
+
+def _micro_run(tmp_path, name, gamma, per_step_losses, seed=0):
+    """A run whose steps log each micro-batch's standard InfoNCE (two per step), one epoch per two steps."""
+    config = {"gamma": gamma, "token_weight": 0.0, "seed": seed, "micro_batch": 16, "accum_steps": 2}
+    shares = [sum(v < 1e-3 for v in losses) / len(losses) for losses in per_step_losses]
+    return write_run(tmp_path / "results/runs/synthetic", name, config, {
+        "step": list(range(1, len(shares) + 1)), "epoch": [1 + i // 2 for i in range(len(shares))],
+        "infonce": [float(np.mean(v)) for v in per_step_losses], "saturated_share": shares,
+        "objective_active_share": [1.0] * len(shares),
+        "infonce_micro": [" ".join(repr(x) for x in v) for v in per_step_losses]})
+
+
+def test_active_batches_are_compared_on_the_same_micro_batches(tmp_path):
+    # micro-batches (step, position). The seed-0 plain run saturates (1,0), (2,1) in epoch 1 and all four in
+    # epoch 2; the HN run keeps (1,0) active in epoch 1 and (3,0), (4,1) in epoch 2, and saturates (2,0),
+    # which the plain run keeps active
+    plain = _micro_run(tmp_path, "longclip/g0/f1/s0", 0.0, [[1e-4, 0.1], [0.1, 1e-5], [1e-4, 1e-4], [1e-6, 1e-5]])
+    hn = _micro_run(tmp_path, "longclip_hn/g0.5/f1/s0", 0.5, [[0.2, 0.1], [1e-4, 1e-4], [0.01, 1e-4], [1e-4, 0.3]])
+    other_seed = _micro_run(tmp_path, "longclip/g0/f1/s1", 0.0, [[0.1, 0.1]] * 4, seed=1)
+    roles = classify_runs([plain, hn, other_seed], gamma=0.5)
+    rows = active_per_epoch(roles["hn"], roles["plain"])
+    # epoch 1: HN active at (1,0) 0.2 and (1,1) 0.1, not at (2,0), (2,1) 1e-4 -> 2 of 4; plain (seeds 0 and
+    # 1): s0 active at (1,1), (2,0) -> 2 of 4, s1 at all four -> 6 of 8
+    assert rows[0]["epoch"] == 1 and rows[0]["hn"] == [2, 4] and rows[0]["plain"] == [6, 8]
+    # paired with the seed-0 plain run only: HN alone active at (1,0); plain alone at (2,0)
+    assert (rows[0]["hn_only"], rows[0]["plain_only"], rows[0]["paired"]) == (1, 1, 4)
+    # epoch 2: HN active (3,0) 0.01 and (4,1) 0.3; plain s0 none -> HN alone 2, plain alone 0
+    assert rows[1]["hn"] == [2, 4] and (rows[1]["hn_only"], rows[1]["plain_only"]) == (2, 0)
+    # without the per-micro-batch losses there is no pairing
+    rows = active_per_epoch(roles["hn"], [])
+    assert rows[0]["plain"] is None and rows[0]["paired"] is None
 
 
 def test_the_premise_verb_writes_every_figure_with_its_runs_and_reads_summary_paths(runs, tmp_path):

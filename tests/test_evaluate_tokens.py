@@ -78,3 +78,23 @@ def test_the_training_loop_tokenises_the_evaluation_captions_once_per_run(tmp_pa
     assert all(float(last[k]) == pytest.approx(v, abs=1e-9) for k, v in final.items())
     assert torch.equal(tokenize_captions(load_model(tmp_path / "out" / "model"), manifest),
                        real(load_model(tmp_path / "out" / "model"), eval_captions))
+
+
+def test_the_loop_evaluates_every_given_split_after_each_epoch_and_names_it(tmp_path, split):
+    # a DOCCI run is evaluated after each epoch on DOCCI and Long-DCI: two splits here, each row naming
+    # its benchmark, the same metrics as evaluating the split alone, and each tokenised once
+    manifest, store_dir, manifest_path = split
+    other = manifest.iloc[:5].copy()
+    other.to_csv(tmp_path / "other.csv", index=False)
+    paths = make_dataset(tmp_path / "data", n=8)
+    run_training(paths, tmp_path, small_config(epochs=2), eval_manifest=[manifest_path, tmp_path / "other.csv"],
+                 eval_store_dir=[store_dir, store_dir], eval_benchmark=["docci", "long_dci"])
+    rows = read_csv_rows(tmp_path / "out" / "epochs.csv")
+    assert [(r["epoch"], r["benchmark"]) for r in rows] == [("1", "docci"), ("1", "long_dci"), ("2", "docci"),
+                                                           ("2", "long_dci")]
+    ranks = read_csv_rows(tmp_path / "out" / "epoch_ranks.csv")
+    assert [len(r["text_image"].split()) for r in ranks] == [10, 5, 10, 5]
+    from hnclip.models import load_model
+
+    final = evaluate_model(load_model(tmp_path / "out" / "model"), other, ImageStore(store_dir), device="cpu")
+    assert all(float(rows[-1][k]) == pytest.approx(v, abs=1e-9) for k, v in final.items())

@@ -124,6 +124,17 @@ def test_top_k_matches_brute_force_ranking_with_stable_ties():
         assert scores[qi] == pytest.approx([-s for s, _ in sorted(pairs)[:5]])
 
 
+def test_gallery_ranks_the_ground_truth_among_all_images_by_hand():
+    # query 0 scores images (0.9, 0.5, 0.7, 0.7): its own image 2 is beaten by image 0 only -> rank 2
+    # (the tie with image 3 counts for it); query 1's own image 1 scores highest -> rank 1
+    text = np.eye(4)[:2]
+    images = np.array([[0.9, 0.1, 0, 0], [0.5, 0.8, 0, 0], [0.7, 0.2, 0, 0], [0.7, 0.0, 0, 0]])
+    from hnclip.analysis.gallery import true_ranks
+
+    assert true_ranks(text, images, [0, 1], [2, 1]) == [2, 1]
+    assert true_ranks(text, images, [0], [1]) == [4]  # 0.5 is below 0.9, 0.7 and 0.7
+
+
 def test_gallery_reads_each_models_top_k_rows_and_uses_the_given_score_fn(tmp_path):
     rng = np.random.default_rng(2)
     n_img, n_txt = 12, 12

@@ -307,9 +307,15 @@ def test_zero_shot_backbone_is_the_first_row_of_main_and_transfer_and_never_a_tr
     transfer = plan.experiment_spec(config, "transfer")["cells"]
     assert {c["eval_benchmark"] for c in transfer if plan.is_zeroshot(c)} == {"docci", "dci", "long_dci", "urban1k"}
     assert all(r.method != "zeroshot" for r in plan.all_runs(config))
-    # which benchmark each main run's epochs.csv scores: Long-DCI's runs train on DOCCI and log DOCCI
+    # which benchmark each main run's epochs.csv scores: Long-DCI's runs train on DOCCI and log DOCCI and
+    # Long-DCI after each epoch (the per-epoch claims speak of all four benchmarks); VG's runs log Urban-1K
     long_dci = next(c for c in main if c["eval_benchmark"] == "long_dci" and not plan.is_zeroshot(c))
-    assert long_dci["epochs_benchmark"] == "docci"
+    assert long_dci["epochs_benchmark"] == "long_dci"
+    assert plan.epoch_eval_benchmarks(config, "docci") == ["docci", "long_dci"]
+    assert plan.epoch_eval_benchmarks(config, "dci") == ["dci"]
+    assert plan.epoch_eval_benchmarks(config, "vg") == ["urban1k"]
+    assert {c["eval_benchmark"] for c in plan.epoch_cells({**plan.experiment_spec(config, "main"), "cells": main})} \
+        == {"docci", "dci", "long_dci", "urban1k"}
 
 
 def test_several_configfiles_layer_as_snakemake_layers_them(paper, tmp_path):
@@ -442,6 +448,12 @@ def test_paper_plan_prints_each_frameworks_memory_from_the_committed_measurement
             expected = y1 + (y2 - y1) / (x2 - x1) * (16 - x1) if y2 >= y1 else y1  # a falling line: flat
         assert f"{expected:,.0f}" in lines[f"train {label}"], (label, lines[f"train {label}"])
     assert "evaluate" in lines and "not measured" not in out
+    # the paper's cost claim at paper scale: GOAL's and StructXLIP's time per sample against HN-CLIP's (the
+    # needs table's "vs HN-CLIP" column, plain steps), beside the paper's 2.4x and 5.4x
+    speed = out.split("the paper's cost claim", 1)[1]
+    for label, paper in (("goal", "2.4x"), ("structxlip", "5.4x")):
+        ratio = lines[f"train {label}"].split()[4]
+        assert f"  {label}: {ratio} HN-CLIP's time (paper: {paper})" in speed, (label, ratio, speed)
 
 def _diagnostics_lines(out: str) -> dict[str, str]:
     section = out.split("\ndiagnostics: ", 1)[1]

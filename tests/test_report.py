@@ -356,3 +356,82 @@ def test_the_regime_section_names_the_backbone_and_the_cpu_that_pretrained_it(ou
     text = " ".join(re.sub(r"<[^>]+>", "", paragraph).split())
     assert text.startswith("Measured on the backbone with weight digest 4faedf9e0582b301, pretrained under "
                            "cpu_kernels: avx2 on Intel(R) Xeon(R) Processor (AVX512, AVX2).")
+
+
+def _judged(a2_verdict="inconclusive"):
+    """claims.json as `hnclip claims` writes it: every claim no data but a2_frameworks (6 frameworks whose
+    point values improved) and a1_columns, and a power note of the main comparison with its interval."""
+    from hnclip.analysis.claims import evaluate_claims
+
+    claims = evaluate_claims({}, "toy")
+    for c in claims:
+        if c["id"] == "a2_frameworks":
+            c.update(verdict=a2_verdict, holds=None, missing=None,
+                     measures={"frameworks": 6, "frameworks improved on every in-domain benchmark": 6})
+        if c["id"] == "a1_columns":
+            c.update(verdict="holds", holds=True, missing=None,
+                     measures={"columns": 6, "R@1 gain over the strongest competitor": {"DOCCI I→T": 2.0}},
+                     measure_intervals={"R@1 gain over the strongest competitor": {"DOCCI I→T": [0.5, 3.5]}})
+    note = {"benchmark": "DOCCI", "images": 5000, "seeds": 3, "margin": 2.0, "ci_low": 0.5, "ci_high": 3.5,
+            "half_width": 1.5, "resolution": 2.1, "versus": "Long-CLIP FT"}
+    return {"claims": claims, "power": {"notes": [note], "reference": "HN-CLIP minus the strongest competitor "
+                                                                       "(Long-CLIP FT)"}}
+
+
+def test_paper_vs_ours_gives_our_intervals_and_no_reproduction_a_claim_does_not_support(outputs):
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], claims=_judged(),
+        premise={**__import__("test_report_claims").PREMISE, "counts": {"saturated_share_epoch1": [85, 100]}})
+    html = out.read_text(encoding="utf-8")
+    # a claim measure with its interval; a counted share with its Wilson interval (85 of 100: [0.767, 0.907])
+    assert _comparison(html, "a1.gain.docci.i2t")[3] == "2 [0.5, 3.5] toy"
+    assert _comparison(html, "abstract.saturated_share")[3] == "0.85 [0.7672, 0.9069] toy"
+    # six frameworks improved on point values under an inconclusive claim: no "+0" that reads as reproduced
+    improved = _comparison(html, "abstract.frameworks_improved")
+    assert improved[3] == "6 toy" and improved[4] == "claim a2_frameworks inconclusive: not a reproduction"
+    # 6 columns of one benchmark against the paper's 24 of four: not a difference of -18
+    assert _comparison(html, "a1.columns")[4] == "not comparable: counted over 1 benchmark here, 4 in the paper"
+    held = render_report_from_files(
+        out_html=outputs["root"] / "held.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], claims=_judged("holds")).read_text(encoding="utf-8")
+    assert _comparison(held, "abstract.frameworks_improved")[4] == "+0"
+
+
+def test_a_range_over_decades_is_compared_as_a_factor():
+    from hnclip.report import _difference
+
+    entry = {"range": [1e5, 1e8]}
+    assert _difference(entry, 250.0) == "0.0025x the low end"  # not "-1e+05 below"
+    assert _difference(entry, 3e8) == "3x the high end" and _difference(entry, 1e6) == "within range"
+    assert _difference({"range": [2.4, 4.3]}, 1.4) == "-1 below"
+
+
+TOP_PROBE = ("<script>var r = document.getElementById('result').getBoundingClientRect();"
+             "var t = document.getElementById('table-main').getBoundingClientRect();"
+             "var c = document.querySelector('li.claim').getBoundingClientRect();"
+             "document.body.setAttribute('data-tops', [r.top, t.top, c.top].join(','))</script></body>")
+
+
+def test_the_first_screen_says_the_result_before_any_claim_card(outputs, tmp_path):
+    assert CHROMIUM, "needs Debian's chromium: `bash workflow/scripts/setup.sh --dev` installs it"
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], claims=_judged())
+    html = out.read_text(encoding="utf-8")
+    result = unescape(re.sub(r"<[^>]+>", "", re.search(r'<section class="result" id="result">(.*?)</section>',
+                                                       html, re.S).group(1)))
+    result = " ".join(result.split())
+    assert "1 holds" in result and "1 inconclusive" in result
+    assert "DOCCI 2 [0.5, 3.5] (5,000 test images, 3 seeds; HN-CLIP ahead)" in result
+    assert "main table has 1 benchmark (DOCCI)" in result
+    probe = out.with_name("tops.html")
+    probe.write_text(html.replace("</body>", TOP_PROBE), encoding="utf-8")
+    proc, console = _chromium(tmp_path, "tops", "--window-size=1280,900", "--dump-dom", probe.as_uri())
+    assert proc.returncode == 0 and console == [], proc.stderr[-2000:]
+    result_top, table_top, claim_top = map(float, re.search(r'data-tops="([^"]+)"', proc.stdout).group(1).split(","))
+    # the result and the main table on the first screen (900 px), both above the first claim card
+    assert result_top < 900 and table_top < 900 and result_top < table_top < claim_top

@@ -54,6 +54,24 @@ def test_run_geometry_writes_json_and_figure_of_the_models_caption_features(spli
     assert encode_captions(model, CAPTIONS, batch_size=4).shape == (len(CAPTIONS), 32)
 
 
+def test_geometry_is_measured_at_the_losss_micro_batch_beside_the_larger_batch(split):
+    # the loss and G span micro-batches of 3 here; geometry.batch_size asks for 5: both measured, the top
+    # level is the loss's batch, each equal to caption_geometry at its size on independently encoded features
+    model_dir = save_model(create_model("micro", seed=0), split / "model")
+    saved = run_geometry(model_dir, split / "results/data/synthetic/test.csv", "synthetic", batch_size=5,
+                         n_batches=4, seed=0, out_json=split / "geo/s.json", out_figure=split / "geo/s.png",
+                         loss_batch_size=3)
+    model = load_model(model_dir).eval()
+    with torch.no_grad():
+        feats = torch.nn.functional.normalize(model.encode_text(model.tokenize(CAPTIONS)).float(), dim=-1).numpy()
+    assert saved["batch_size"] == 3 and saved["loss_batch"] is True
+    assert [(b["batch_size"], b["loss_batch"]) for b in saved["batches"]] == [(3, True), (5, False)]
+    for b in saved["batches"]:
+        expected = caption_geometry(feats, b["batch_size"], 4, 0)
+        assert b["mean_hardest"] == pytest.approx(expected["mean_hardest"], abs=1e-5)
+    assert saved["mean_offdiag"] == pytest.approx(caption_geometry(feats, 3, 4, 0)["mean_offdiag"], abs=1e-5)
+
+
 def _main_spec(root):
     cells = []
     for row, method, gamma, r1 in (("Long-CLIP FT", "longclip", 0.0, 20.0), ("LoRA", "lora", 0.0, 30.0),

@@ -275,6 +275,53 @@ def test_cost_table_cpu_hours_benchmark_tsv_and_speed_ratio(tmp_path):
     assert df.loc[goal, ("time vs hnclip", "mean")] == pytest.approx(2.4)
 
 
+def _timing(train_s, excess=0.0, evals=0.0):
+    return {"timing": {"train_time_s": train_s, "probe_excess_s": excess, "epoch_eval_s": evals}}
+
+
+def test_cost_ratios_compare_training_time_without_probes_and_with_preprocessing(tmp_path):
+    # HN-CLIP's run probed (+360 s) and evaluated after each epoch (+240 s): 3,600 s of wall time, 3,000 of
+    # training; GOAL's did neither: 6,000 s. GOAL at a second fraction must not hide the full-data ratio
+    summaries = [
+        _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0, **_timing(3000.0, 360.0, 240.0)),
+        _summary(tmp_path, "docci/goal/g0/f1/s0", 6000.0, **_timing(6000.0)),
+        _summary(tmp_path, "docci/structxlip/g0/f1/s0", 9000.0, **_timing(9000.0), framework="structxlip"),
+        _summary(tmp_path, "docci/hnclip/g0.5/f0.2/s0", 700.0, **_timing(600.0, 100.0)),
+        _summary(tmp_path, "docci/goal/g0/f0.2/s0", 1500.0, **_timing(1500.0)),
+    ]
+    for s in summaries[1:2] + summaries[4:]:  # what training writes: the framework's name
+        data = json.loads(s.read_text()) | {"framework": "goal"}
+        s.write_text(json.dumps(data))
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    made = []
+    for product, seconds in (("segments", 1200.0), ("edges", 600.0)):
+        tsv = tmp_path / f"results/benchmarks/{product}/docci.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        tsv.write_text(header + f"{seconds}\t0:20:00\t10\t10\t10\tNA\t1\t2\t1.0\t{seconds}\n")
+        made.append(tsv)
+    df = build_cost_table(summaries, scale="paper", reference_gamma=0.5, preprocess=made)
+    goal, structxlip = ("docci", "goal", "0", "1"), ("docci", "structxlip", "0", "1")
+    assert df.loc[("docci", "hnclip", "0.5", "1"), ("training time (h)", "mean")] == pytest.approx(3000 / 3600)
+    # 6,000 / 3,000 (the wall times' 6,000 / 3,600 = 1.67 would charge HN-CLIP its probe)
+    assert df.loc[goal, ("time vs hnclip", "mean")] == pytest.approx(2.0)
+    # GOAL needs the segments (1,200 s): 7,200 / 3,000; StructXLIP segments and edges: 10,800 / 3,000
+    assert df.loc[goal, ("time vs hnclip with preprocessing", "mean")] == pytest.approx(2.4)
+    assert df.loc[structxlip, ("time vs hnclip with preprocessing", "mean")] == pytest.approx(3.6)
+    assert df.loc[("docci", "goal", "0", "0.2"), ("time vs hnclip", "mean")] == pytest.approx(2.5)
+    # the paper-vs-ours row finds the full-data ratios among several fractions, each labelled
+    from hnclip.report import _ours
+
+    paths = write_table(df, tmp_path / "cost", caption="cost")
+    entry = {"compare": {"kind": "table", "table": "cost", "select": {
+        "method": "goal", "fraction": "1", "quantity": ["time vs hnclip", "time vs hnclip with preprocessing"]},
+        "over": ["train_set", "quantity"]}}
+    ours = _ours(entry, {"tables": {"cost": str(paths["csv"]).removesuffix(".csv")}})
+    assert sorted(ours) == [("docci time vs hnclip", pytest.approx(2.0), None),
+                            ("docci time vs hnclip with preprocessing", pytest.approx(2.4), None)]
+    with pytest.raises(ValueError, match="no preprocessing benchmark file for edges of docci"):
+        build_cost_table(summaries, scale="paper", reference_gamma=0.5, preprocess=made[:1])
+
+
 def test_cost_table_gpu_hours_are_wall_time_times_gpus(tmp_path):
     s = _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 7200.0, device="cuda", world_size=4)
     df = build_cost_table([s], reference_gamma=0.5)
@@ -302,6 +349,29 @@ def test_epochs_table_leaves_out_the_zero_shot_row_and_runs_that_log_another_ben
         tmp_path / docci["run_dir"] / "epochs.csv", index=False)
     df = build_epochs_table({"experiment": "main", "scale": "toy", "cells": [zeroshot, docci, long_dci]})
     assert list(df.index) == [("HN-CLIP", "DOCCI", 1)]  # its DOCCI log is not shown as Long-DCI's
+
+
+def test_epochs_table_reads_each_benchmark_a_run_logs_after_each_epoch(tmp_path, monkeypatch):
+    # one DOCCI run evaluated after each epoch on DOCCI (33, 34) and Long-DCI (21, 25): each cell reads its
+    # own benchmark's rows and per-query outcomes (Long-DCI: 4 images, hits 0 1 2 3 of 4 -> R@1 25 at epoch 2)
+    monkeypatch.chdir(tmp_path)
+    r = run("hnclip", 0, 0.5)
+    docci = cell("HN-CLIP", "DOCCI", r, "docci") | {"epochs_benchmark": "docci"}
+    long_dci = cell("HN-CLIP", "Long-DCI", r, "long_dci") | {"epochs_benchmark": "long_dci"}
+    d = tmp_path / docci["run_dir"]
+    d.mkdir(parents=True)
+    rows = [{"epoch": e, "step": 5 * e, **dict.fromkeys(METRICS, v), "benchmark": b}
+            for e, b, v in ((1, "docci", 33.0), (1, "long_dci", 21.0), (2, "docci", 34.0), (2, "long_dci", 25.0))]
+    pd.DataFrame(rows).to_csv(d / "epochs.csv", index=False)
+    ranks = ["epoch,i2t,t2i,text_image,benchmark", "1,0 0,0 0,0 1,docci", "1,0 9 9 9,0 9 9 9,0 1 2 3,long_dci",
+             "2,0 0,0 0,0 1,docci", "2,0 9 9 9,9 0 9 9,0 1 2 3,long_dci"]
+    (d / "epoch_ranks.csv").write_text("\n".join(ranks) + "\n")
+    df = build_epochs_table({"experiment": "main", "scale": "toy", "cells": [docci, long_dci]})
+    assert set(df.index) == {("HN-CLIP", g, e) for g in ("DOCCI", "Long-DCI") for e in (1, 2)}
+    assert df.loc[("HN-CLIP", "Long-DCI", 2), ("I->T", "R@1", "mean")] == pytest.approx(25.0)
+    assert df.loc[("HN-CLIP", "DOCCI", 2), ("I->T", "R@1", "mean")] == pytest.approx(34.0)
+    estimate = df.attrs["estimates"][(("HN-CLIP", "Long-DCI", 2), ("T->I", "R@1"))]
+    assert estimate.terms[0][1].outcomes[0].n_images == 4  # Long-DCI's outcomes, not DOCCI's two images
 
 
 def test_convergence_table_has_r1_error_per_direction_and_the_epochs_mean_infonce(tmp_path, monkeypatch):

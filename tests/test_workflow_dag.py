@@ -48,14 +48,15 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     #   lora, dora, hnclip are main runs and its hnclip_frozen the ablation's (0); fractions 3 methods
     #   (longclip, goal, hnclip) x 3 fractions < 1 x 3 = 27 (66); gamma sweep 4 new gammas x 3 = 12 (78);
     #   ablation adds the frozen-G variant x 3 = 3 (81); seeds 4 methods x seed 1 x 3 = 12 (93).
-    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 5 methods each (62; its
-    #   DOCCI->Long-DCI and VG->Urban-1K are main's and the ablation's); fractions 3 x 3 x 4 = 36 (98);
-    #   gamma 4 x 4 = 16 (114); frozen-G in-domain 4 (118, its two transfers counted above); seeds
-    #   4 x 4 = 16 (134). The zero-shot backbone on the 4 test benchmarks: 4 more (evaluate_zeroshot).
+    # Evaluations: main 28; plugin +24 (52); transfer DCI->DOCCI and DOCCI->DCI 8 methods each (the 7 main
+    #   methods and hnclip_frozen: 68; its DOCCI->Long-DCI and VG->Urban-1K are main's and the
+    #   ablation's); fractions 3 x 3 x 4 = 36 (104); gamma 4 x 4 = 16 (120); frozen-G in-domain 4 (124, its
+    #   two transfers counted above); seeds 4 x 4 = 16 (140). The zero-shot backbone on the 4 test
+    #   benchmarks: 4 more (evaluate_zeroshot).
     # Protocol variants (DOCCI test_goal, DCI test_all, Long-DCI test_keep_empty): 3 splits prepared, each
     #   scored for the 7 main methods (21) and the backbone (3).
     # Retention: the 21 main runs (7 methods x DOCCI, DCI, VG) on COCO 5k and Flickr30k 1k: 42 more
-    #   evaluations (176), no new run; the backbone on both: 2 more zero-shot evaluations (6).
+    #   evaluations (182), no new run; the backbone on both: 2 more zero-shot evaluations (6).
     # Specs: one file per experiment (8), written by the spec rule and read by its table and figures, and
     #   the protocol table's (spec_protocols, 1).
     start = time.perf_counter()
@@ -64,9 +65,9 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     # DOCCI and DCI hold test splits, so their 62 runs are evaluated there by their training jobs (rule
-    # train: 62 of the 176 evaluations, every such run has one); VG's 31 train in train_without_test
+    # train: 62 of the 182 evaluations, every such run has one); VG's 31 train in train_without_test
     assert counts["train"] == 62 and counts["train_without_test"] == 31
-    assert counts["evaluate"] == 176 - 62
+    assert counts["evaluate"] == 182 - 62
     assert counts["evaluate_zeroshot"] == 6
     assert counts["prepare_protocol_split"] == 3
     assert counts["evaluate_protocol"] == 21 and counts["evaluate_protocol_zeroshot"] == 3
@@ -107,11 +108,11 @@ def test_embedded_default_expands_every_experiment(tmp_path):
     counts = job_counts(proc.stdout + proc.stderr)
     # main 7 + plugin 6 + fractions 3 x 3 + gamma 4 + frozen 1 + seeds 2 x 2 (seeds 1 and 2) = 31 runs
     assert counts["train"] == 31 and "train_without_test" not in counts
-    # 41 evaluations: the 31 in-domain ones are their training jobs' (the synthetic benchmark holds its
-    # test split); the evaluate jobs are the transfer of longclip, hnclip and hnclip_frozen to
+    # 46 evaluations: the 31 in-domain ones are their training jobs' (the synthetic benchmark holds its
+    # test split); the evaluate jobs are the transfer of the 7 main methods and hnclip_frozen to
     # synthetic_shift and the retention table's 7 main models on the short captions of the synthetic test
     # scenes (no new runs)
-    assert counts["evaluate"] == 41 - 31
+    assert counts["evaluate"] == 46 - 31
     # the backbone before fine-tuning on the three test benchmarks; no protocol variants of synthetic data
     assert counts["evaluate_zeroshot"] == 3 and "evaluate_protocol" not in counts
     # synthetic_short reads the synthetic benchmark's files (files_from): fetched as a copy of its source

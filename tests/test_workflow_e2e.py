@@ -24,12 +24,13 @@ METRICS = {f"{d}_r{k}" for d in ("i2t", "t2i") for k in (1, 5, 10, 25, 50)}
 RUN_ARGS = ("--configfile", "tests/e2e/micro.yaml", "--config", "resources={evaluate: {gpu: 1}}")
 # the DAG tests that used to run Snakemake in the checkout, and so broke after the README's run command
 DAG_TESTS = "embedded_default or paper_grid or multi_gpu or lint"
-# The jobs that take resources.evaluate (one GPU each in this run), by hand for micro.yaml: evaluate 3,
-# the transfers to synthetic_shift (longclip, hnclip, hnclip_frozen; the 14 in-domain evaluations, main 6,
+# The jobs that take resources.evaluate (one GPU each in this run), by hand for micro.yaml: evaluate 7,
+# the transfers to synthetic_shift (every main method, longclip, finelip, goal, structxlip, lora, hnclip, and
+# hnclip_frozen; the 14 in-domain evaluations, main 6,
 # plugin 3 new, fractions 2 at 0.5, gamma 0, frozen G, seed 1, are their training jobs', which take
 # resources.train); the zero-shot backbone on synthetic and synthetic_shift 2; geometry of both
 # benchmarks 2; the gallery 1. Synthetic data has no protocol variants.
-GPU_JOBS = {"evaluate": 3, "evaluate_zeroshot": 2, "geometry": 2, "gallery": 1}
+GPU_JOBS = {"evaluate": 7, "evaluate_zeroshot": 2, "geometry": 2, "gallery": 1}
 
 
 @dataclass
@@ -124,7 +125,8 @@ def test_micro_dag_produces_every_spec_table_figure_and_the_report(micro_run):
     html = (results / "report.html").read_text()
     assert "toy" in html.lower()
     evals = list((results / "evals").rglob("*.json"))
-    assert len(evals) == 19  # 14 in-domain + 3 transfer (frozen G included) + the backbone on 2 benchmarks
+    # 14 in-domain + 7 transfer (the 6 main methods and frozen G) + the backbone on 2 benchmarks
+    assert len(evals) == 23
     assert {p.name for p in (results / "evals/zeroshot").iterdir()} == {"synthetic.json", "synthetic_shift.json"}
     for path in evals:
         record = json.loads(path.read_text())

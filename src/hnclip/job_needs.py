@@ -29,7 +29,12 @@ __all__ = [
     "job_cost_path",
     "job_needs",
     "load_job_cost",
+    "speed_against_reference",
 ]
+
+# the paper's speed claims (abstract; D.1, Table A3): these frameworks' training time against HN-CLIP's,
+# by the key of report/published_numbers.yaml that holds the paper's number
+SPEED_CLAIMS = {"goal": "speed.goal", "structxlip": "speed.structxlip"}
 
 JOB_COST_FILE = Path("benchmarks") / "job_cost.json"
 # the default calibration's samples/s is that of an HN-CLIP step (token branch included), so frameworks'
@@ -177,6 +182,31 @@ def job_needs(config: dict, job_cost: dict, throughput: Throughput, sizes: dict,
                              f"~{need.longest_hours * 60:,.0f} min, more than the {eval_limits['runtime']} min runtime")
     needs.append(need)
     return needs
+
+
+def speed_against_reference(needs: list[JobNeed], config: dict, sizes: dict,
+                            throughput: Throughput) -> list[dict]:
+    """The paper's cost claim at this config's scale, from the measured job costs: for each framework of
+    :data:`SPEED_CLAIMS` the config trains, its training time per sample against HN-CLIP's (a plain step of
+    each: neither the gradient probe nor the evaluations after each epoch, which are no cost of the method),
+    the hours of one full-data run on each train set at the plan's throughput, and the preprocessing
+    products it needs first (their time is not in the job costs: "not measured")."""
+    from hnclip.frameworks.registry import framework_entry
+
+    by_job = {n.job.removeprefix("train "): n for n in needs}
+    reference = by_job.get(REFERENCE_FRAMEWORK)
+    rows = []
+    for framework, key in SPEED_CLAIMS.items():
+        need = by_job.get(framework)
+        if need is None:
+            continue
+        runs = [r for r in plan.all_runs(config) if config["methods"][r.method]["framework"] == framework
+                and float(r.fraction) == 1.0]
+        hours = {t: run_samples(config["train"], sizes[t][0], "1") * need.ratio / throughput.samples_per_s / 3600
+                 for t in sorted({r.train_set for r in runs})}
+        rows.append({"framework": framework, "published": key, "ratio": need.ratio if reference else math.nan,
+                     "hours": hours, "products": list(framework_entry(framework).products)})
+    return rows
 
 
 # ------------------------------------------------------------------------------------- diagnostics

@@ -67,6 +67,10 @@ def load_published(path) -> list[dict]:
         if entry.get("value") is None and not has_range and not entry.get("status"):
             raise ValueError(f"{where}: a null value needs a 'status' saying why")
         _check_compare(entry.get("compare"), where)
+        over = entry.get("over_benchmarks")
+        if over is not None and not (isinstance(over, Mapping) and over.get("experiment")
+                                     and isinstance(over.get("paper"), int)):
+            raise ValueError(f"{where}: over_benchmarks must be {{experiment: E, paper: N}}, got {over!r}")
     return entries
 
 
@@ -99,7 +103,7 @@ def _check_compare(compare, where: str) -> None:
         missing.append("field or fields")
     if missing:
         raise ValueError(f"{where}: compare kind {kind!r} needs {missing}")
-    if kind == "claim":
+    if "claim" in compare:
         from hnclip.analysis.claims import CLAIMS
 
         if compare["claim"] not in CLAIMS:
@@ -125,15 +129,17 @@ def _distinct(values: Iterable) -> list:
     return list(dict.fromkeys(v for v in values if v is not None))
 
 
-def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
-    """Our value(s) for a published entry as (label, value) pairs; empty when we have none."""
+def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object, list | None]]:
+    """Our value(s) for a published entry as (label, value, interval) triples, the interval [low, high]
+    where ours has one (a table cell's bootstrap interval, a claim measure's, a counted share's Wilson
+    interval) and None otherwise; empty when we have no value."""
     compare = entry.get("compare") or {}
     kind = compare.get("kind")
     if kind == "measured":
         value = (context.get("measured") or {}).get(compare["key"])
-        return [("", value)] if value is not None else []
+        return [("", value, None)] if value is not None else []
     if kind == "geometry":
-        return [(name, geo[compare["field"]]) for name, geo in (context.get("geometry") or {}).items()
+        return [(name, geo[compare["field"]], None) for name, geo in (context.get("geometry") or {}).items()
                 if compare["field"] in geo]
     if kind == "table":
         prefix = (context.get("tables") or {}).get(compare["table"])
@@ -152,10 +158,10 @@ def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
         if compare["benchmark"] == "*":  # every benchmark we evaluate, each labelled
             per_bench = {r["eval_benchmark"]: r.get(compare["field"]) for r in records
                          if r.get(compare["field"]) is not None}
-            return list(per_bench.items())
+            return [(k, v, None) for k, v in per_bench.items()]
         values = _distinct(r.get(compare["field"]) for r in records
                            if r.get("eval_benchmark") == compare["benchmark"])
-        return [("", v) for v in values]
+        return [("", v, None) for v in values]
     if kind == "provenance":
         if "product" in compare:
             products = []
@@ -163,54 +169,96 @@ def _ours(entry: Mapping, context: Mapping) -> list[tuple[str, object]]:
                 parts = [_dotted(summary, p) for p in compare["product"]]
                 if all(isinstance(p, int | float) for p in parts):
                     products.append(math.prod(parts))
-            return [("", v) for v in _distinct(products)]
-        return [("", v) for v in _distinct(_dotted(s, compare["field"]) for s in context.get("provenance") or [])]
+            return [("", v, None) for v in _distinct(products)]
+        return [("", v, None) for v in _distinct(_dotted(s, compare["field"]) for s in context.get("provenance") or [])]
     if kind == "spec":
         spec = (context.get("specs") or {}).get(compare["experiment"]) or {}
         # the method's cells by its key (a renamed display label finds the same cells)
-        return [("", v) for v in _distinct(c["run"].get(compare["field"]) for c in spec.get("cells", [])
-                                            if not c.get("zeroshot") and c["run"].get("method") == compare["method"])]
+        return [("", v, None) for v in _distinct(c["run"].get(compare["field"]) for c in spec.get("cells", [])
+                                                  if not c.get("zeroshot") and c["run"].get("method") == compare["method"])]
     if kind == "claim":
-        verdict = next((c for c in context.get("claims") or [] if c.get("id") == compare["claim"]), None)
+        verdict = _verdict_of(compare, context)
         if compare["measure"] == "verdict":  # a sentence the claim tests, not a number: its verdict
-            return [("", verdict["verdict"])] if verdict and verdict["verdict"] != "no data" else []
+            return [("", verdict["verdict"], None)] if verdict and verdict["verdict"] != "no data" else []
         value = (verdict or {}).get("measures", {}).get(compare["measure"])
+        bounds = ((verdict or {}).get("measure_intervals") or {}).get(compare["measure"])
         if value is None:
             return []
         if not isinstance(value, Mapping):
-            return [("", value)]
-        items = [(str(label), v) for label, v in value.items()]
+            return [("", value, bounds if isinstance(bounds, list) else None)]
+        bounds = bounds if isinstance(bounds, Mapping) else {}
+        items = [(str(label), v, bounds.get(str(label))) for label, v in value.items()]
         if "label" not in compare:
             return items
-        hit = [(label, v) for label, v in items if label == compare["label"]]
+        hit = [(label, v, b) for label, v, b in items if label == compare["label"]]
         if hit:
-            return [("", hit[0][1])]
+            return [("", hit[0][1], hit[0][2])]
         return items if compare.get("toy_stand_in") and context.get("scale") == "toy" else []
     if kind == "premise":
         premise = context.get("premise") or {}
-        if "fields" in compare:
-            return [(f, premise[f]) for f in compare["fields"] if premise.get(f) is not None]
-        value = premise.get(compare["field"])
-        return [("", value)] if value is not None else []
+        fields = compare["fields"] if "fields" in compare else [compare["field"]]
+        found = [(f if "fields" in compare else "", premise[f], _counted_interval(premise, f, context))
+                 for f in fields if premise.get(f) is not None]
+        return found
     return []
 
 
+def _verdict_of(compare: Mapping, context: Mapping) -> dict | None:
+    return next((c for c in context.get("claims") or [] if c.get("id") == compare.get("claim")), None)
+
+
+def _counted_interval(premise: Mapping, key: str, context: Mapping) -> list | None:
+    """The Wilson interval of a premise share from its counts (``premise["counts"]``), at the claims'
+    confidence; None for a figure that is not a counted share."""
+    from hnclip.analysis.binomial import wilson_interval
+
+    counts = (premise.get("counts") or {}).get(key)
+    if not counts or not counts[1]:
+        return None
+    confidence = next((c["confidence"] for c in context.get("claims") or [] if c.get("confidence")), 0.95)
+    return list(wilson_interval(int(counts[0]), int(counts[1]), confidence))
+
+
+def _label_matches(value, labels: list[str]) -> bool:
+    """Whether a tidy table's level value is one of ``labels``: as text, or as a number (a fraction read
+    back as 1.0 is the label "1")."""
+    if str(value) in labels:
+        return True
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    for label in labels:
+        try:
+            if float(label) == number:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
 def _table_cells(tidy, select: Mapping, over: list) -> list[tuple[str, float]]:
-    """Cells of a tidy table matching ``select`` (a label, or a list of labels, per level). Without
-    ``over`` exactly one cell must match; with it, one value per match, labelled by its ``over`` levels."""
+    """Cells of a tidy table matching ``select`` (a label, or a list of labels, per level) as (label, mean,
+    interval) triples. Without ``over`` exactly one cell must match; with it, one value per match, labelled
+    by its ``over`` levels. The interval is the cell's bootstrap interval (None where it has none)."""
     mask = None
     for level, label in select.items():
         if level not in tidy.columns:
             return []
         labels = [str(x) for x in label] if isinstance(label, list) else [str(label)]
-        hit = tidy[level].astype(str).isin(labels)
+        hit = tidy[level].map(lambda v, labels=labels: _label_matches(v, labels))
         mask = hit if mask is None else mask & hit
     rows = tidy if mask is None else tidy[mask]
+
+    def bounds(r) -> list | None:
+        low, high = (float(r[c]) if c in r and r[c] == r[c] else math.nan for c in ("ci_low", "ci_high"))
+        return [low, high] if math.isfinite(low) and math.isfinite(high) else None
+
     if not over:
-        return [("", float(rows["mean"].iloc[0]))] if len(rows) == 1 else []
+        return [("", float(rows["mean"].iloc[0]), bounds(rows.iloc[0]))] if len(rows) == 1 else []
     if any(level not in tidy.columns for level in over):
         return []
-    return [(" ".join(str(r[level]).replace("->", "→") for level in over), float(r["mean"]))
+    return [(" ".join(str(r[level]).replace("->", "→") for level in over), float(r["mean"]), bounds(r))
             for _, r in rows.iterrows()]
 
 
@@ -242,6 +290,32 @@ def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
     return out
 
 
+def _geometry_rows(name: str, geometry: Mapping) -> dict:
+    """A geometry result with ``batches``: every batch size measured (a result written before sizes were
+    listed is its one batch)."""
+    batches = geometry.get("batches") or [{**geometry, "loss_batch": geometry.get("loss_batch", False)}]
+    return {"name": name, **geometry, "batches": batches}
+
+
+PAPER_BENCHMARKS = ("DOCCI", "DCI", "Long-DCI", "Urban-1K")
+
+
+def _fewer_benchmarks(specs: Mapping, scale: str) -> str:
+    """A note when the main table has fewer benchmarks than the paper's four, so counts over benchmarks
+    (columns, directions) are not read against the paper's; "" otherwise."""
+    main = specs.get("main")
+    if not main:
+        return ""
+    groups = list(dict.fromkeys(c["group"] for c in main["cells"] if not c.get("zeroshot")))
+    if len(groups) >= len(PAPER_BENCHMARKS):
+        return ""
+    stand_in = " standing in for the paper's" if scale == "toy" else ""
+    return (f"this run's main table has {len(groups)} benchmark{'s' if len(groups) != 1 else ''} "
+            f"({', '.join(map(str, groups))}){stand_in}, the paper's {len(PAPER_BENCHMARKS)} "
+            f"({', '.join(PAPER_BENCHMARKS)}): counts over benchmarks (columns, directions, combinations) are "
+            "marked not comparable in Paper vs ours, and a claim about all four is tested on these.")
+
+
 def _fmt(value) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
@@ -259,6 +333,11 @@ def _difference(entry: Mapping, ours) -> str:
         low, high = entry["range"]
         if low <= ours <= high:
             return "within range"
+        if low > 0 and high / low >= 100:  # a range over decades (gradient ratios): a factor, not a gap
+            if ours <= 0:
+                return "below the range"
+            factor = ours / high if ours > high else ours / low
+            return f"{factor:.2g}x the {'high' if ours > high else 'low'} end"
         gap = ours - high if ours > high else ours - low
         return f"{gap:+.3g} {'above' if gap > 0 else 'below'}"
     paper = entry.get("value")
@@ -267,10 +346,49 @@ def _difference(entry: Mapping, ours) -> str:
     return f"{ours - paper:+.3g}"
 
 
+# the paper's benchmarks: a count over benchmarks (columns, directions, combinations) compares with ours
+# only where our configuration has as many
+def _benchmarks_here(over: Mapping, context: Mapping) -> int | None:
+    """How many benchmarks our count of ``over`` (``{experiment, in_domain?}``) is taken over: the
+    experiment's groups, or only its in-domain ones."""
+    from hnclip.analysis.claims import in_domain_groups
+
+    spec = (context.get("specs") or {}).get(over["experiment"])
+    if not spec:
+        return None
+    if over.get("in_domain"):
+        return len(in_domain_groups(spec))
+    return len({c["group"] for c in spec["cells"] if not c.get("zeroshot")})
+
+
+def _not_comparable(entry: Mapping, context: Mapping) -> str:
+    """Why a count cannot be compared with the paper's, or "" when it can: it is taken over fewer (or
+    more) benchmarks here (``over_benchmarks`` in published_numbers.yaml)."""
+    over = entry.get("over_benchmarks")
+    if not over:
+        return ""
+    here = _benchmarks_here(over, context)
+    if here is None or here == over["paper"]:
+        return ""
+    return (f"not comparable: counted over {here} benchmark{'s' if here != 1 else ''} here, "
+            f"{over['paper']} in the paper")
+
+
+def _with_interval(value, bounds) -> str:
+    text = _fmt(value)
+    if bounds is not None and isinstance(value, int | float) and not isinstance(value, bool):
+        text += f" [{_fmt(bounds[0])}, {_fmt(bounds[1])}]"
+    return text
+
+
 def compare_published(published: list[dict], context: Mapping) -> tuple[list[dict], list[dict]]:
     """Paper-vs-ours rows for the report, and the entries with neither a paper value nor ours.
 
-    ``context``: tables (name -> prefix), geometry, measured, records, provenance, specs.
+    ``context``: tables (name -> prefix), geometry, measured, records, provenance, specs, claims, premise.
+    Ours carries its interval where it has one. A number a claim measures says the claim's verdict, and
+    only a claim that holds gets a difference: a count of point-value wins under an inconclusive claim is
+    no reproduction. A count over benchmarks (``over_benchmarks``) taken over another number of benchmarks
+    than the paper's says so instead of a difference.
     """
     rows, neither = [], []
     for entry in published:
@@ -289,13 +407,26 @@ def compare_published(published: list[dict], context: Mapping) -> tuple[list[dic
             paper += " " + entry["unit"]
         absent = ("not reproduced in this run" if entry.get("compare")
                   else f"not measured by our runs{': ' + entry['status'] if entry.get('status') else ''}")
-        for label, value in ours or [("", None)]:
+        compare = entry.get("compare") or {}
+        verdict = _verdict_of(compare, context) if compare.get("claim") else None
+        judged = verdict["verdict"] if verdict and compare.get("measure") != "verdict" else None
+        unlike = _not_comparable(entry, context)
+        for label, value, bounds in ours or [("", None, None)]:
+            if value is None:
+                difference = ""
+            elif unlike:
+                difference = unlike
+            elif judged is not None and judged != "holds":
+                difference = f"claim {compare['claim']} {judged}: not a reproduction"
+            else:
+                difference = _difference(entry, value)
             rows.append({
                 "key": entry["key"], "what": entry["what"] + (f" [{label}]" if label else ""),
                 "paper": paper, "paper_scale": entry.get("scale", ""), "unit": entry.get("unit", ""),
                 "source": entry["source"], "note": entry.get("note", ""),
-                "ours": absent if value is None else _fmt(value),
-                "has_ours": value is not None, "difference": _difference(entry, value) if value is not None else "",
+                "ours": absent if value is None else _with_interval(value, bounds),
+                "has_ours": value is not None, "difference": difference,
+                "verdict": judged, "claim": compare.get("claim") if judged is not None else None,
             })
     return rows, neither
 
@@ -405,7 +536,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         verdict_class=VERDICT_CLASS,
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
         provenance=_provenance_rows(provenance), hn_meanings=_hn_meanings(provenance),
-        geometry=[{"name": n, **g} for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
+        geometry=[_geometry_rows(n, g) for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
+        fewer_benchmarks=_fewer_benchmarks(specs or {}, scale),
         premise_rows=_premise_rows(premise), regime=_regime_rows(regime), fmt=_fmt, power=list(power or []), power_reference=power_reference,
         confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95),
     )

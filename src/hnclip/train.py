@@ -26,7 +26,7 @@ import os
 import random
 import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -65,9 +65,11 @@ __all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_se
 
 log = logging.getLogger(__name__)
 
-EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
+# ``benchmark``: which test split the row scores (a run may be evaluated on several after each epoch: DOCCI's
+# runs on DOCCI and Long-DCI); empty in logs written before the column, which scored one split
+EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "benchmark")
 # per-query outcomes of each epoch's evaluation (space-separated ranks), which the per-epoch claims resample
-EPOCH_RANK_COLUMNS = ("epoch", "i2t", "t2i", "text_image")
+EPOCH_RANK_COLUMNS = ("epoch", "i2t", "t2i", "text_image", "benchmark")
 MAX_LOG_LOGIT_SCALE = math.log(100.0)  # CLIP's cap on the temperature multiplier
 # the dynamics' reference: plain InfoNCE on the global features (no margin, no smoothing), the quantity
 # whose saturation the paper diagnoses; over the global micro-batch under torchrun
@@ -238,7 +240,7 @@ class _Session:
     amp_dtype: torch.dtype | None
     data: TrainingSet
     store: object
-    eval_data: tuple | None
+    eval_data: list[tuple] | None  # (benchmark name or None, manifest, ImageStore) per evaluated split
     out_dir: Path
     fingerprint: str
     steps_per_epoch: int
@@ -248,8 +250,9 @@ class _Session:
     state: TrainState
     started: float  # perf_counter at the session's start
     base_wall_time: float = 0.0  # wall time of the run's earlier sessions
-    # the evaluation captions' token ids, tokenised at the first evaluation and kept for the run's others
-    eval_tokens: torch.Tensor | None = None
+    # each evaluated split's caption token ids, tokenised at the first evaluation and kept for the others
+    eval_tokens: dict = field(default_factory=dict)
+    steps_this_session: int = 0  # the first step of a session (warm-up, allocation) is not timed
 
     def __post_init__(self):
         # what the optimizer trains, in a fixed order (gradient clipping, the dynamics probe)
@@ -274,7 +277,8 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
                 data_fingerprint: str | None = None, run_info: dict | None = None, products=None) -> dict:
     """Train ``model`` (a plain DualEncoder, the initial weights) on ``data``; return the summary dict.
 
-    ``eval_data``: (manifest, ImageStore) evaluated after each epoch when ``cfg.eval_every_epoch``.
+    ``eval_data``: (manifest, ImageStore), or a list of (benchmark name, manifest, ImageStore), evaluated
+    after each epoch when ``cfg.eval_every_epoch``; each row of ``epochs.csv`` names its benchmark.
     ``data_fingerprint`` identifies the training data and initial model in checkpoints (default: the
     data alone). ``products`` maps the framework's preprocessing products (e.g. ``"segments"``) to
     their files or folders. Writes ``out_dir/{dynamics.csv, epochs.csv, model/, summary.json}`` (``model/``
@@ -375,6 +379,8 @@ def _start_session(context: DistributedContext, device: torch.device, amp_dtype,
         state = checkpoint.restore(payload, parts)  # last: nothing from here to the loop draws numbers
         log.info("resuming %s at step %d/%d (epoch %d, batch %d)", checkpoint.path, state.step, total_steps,
                  state.epoch + 1, state.batch_in_epoch)
+    if isinstance(eval_data, tuple):  # one split, unnamed
+        eval_data = [(None, *eval_data)]
     return _Session(cfg, context, device, amp_dtype, data, store, eval_data if cfg.eval_every_epoch else None,
                     out_dir, fingerprint, steps_per_epoch, total_steps, parts, checkpoint, state, started,
                     base_wall_time=state.wall_time_s)
@@ -437,17 +443,20 @@ def _run_epochs(session: _Session) -> None:
         if state.batch_in_epoch == session.steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
             state.epoch += 1
             state.batch_in_epoch = 0
-            if session.eval_data is not None and context.is_main:  # the other ranks wait in save()
-                if session.eval_tokens is None:  # BPE on dense captions is slow in Python: once per run
-                    session.eval_tokens = tokenize_captions(parts.model, session.eval_data[0])
-                metrics = evaluate_model(parts.model, session.eval_data[0], session.eval_data[1],
-                                         device=session.device, framework=parts.framework, return_ranks=True,
-                                         tokens=session.eval_tokens)
+            evaluated = session.eval_data if context.is_main else None  # the other ranks wait in save()
+            eval_started = time.perf_counter()
+            for i, (name, manifest, images) in enumerate(evaluated or []):
+                if i not in session.eval_tokens:  # BPE on dense captions is slow in Python: once per run
+                    session.eval_tokens[i] = tokenize_captions(parts.model, manifest)
+                metrics = evaluate_model(parts.model, manifest, images, device=session.device,
+                                         framework=parts.framework, return_ranks=True, tokens=session.eval_tokens[i])
                 ranks = metrics.pop("ranks")
-                parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics})
+                parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics, "benchmark": name})
                 parts.logs["epoch_ranks"].append({"epoch": state.epoch, **{k: " ".join(map(str, v))
-                                                                          for k, v in ranks.items()}})
-                log.info("epoch %d: %s", state.epoch, metrics)
+                                                                          for k, v in ranks.items()},
+                                                  "benchmark": name})
+                log.info("epoch %d%s: %s", state.epoch, f" ({name})" if name else "", metrics)
+            state.epoch_eval_s += time.perf_counter() - eval_started
             session.save()
     bar.close()
     if session.checkpoint.saved_step != state.step:  # a max_steps stop mid-epoch: epoch ends wrote theirs
@@ -457,6 +466,7 @@ def _run_epochs(session: _Session) -> None:
 def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) -> None:
     """``accum_steps`` micro-batches, then clip, AdamW, schedule, logit-scale clamp and the dynamics row."""
     cfg, context, state, parts = session.cfg, session.context, session.state, session.parts
+    step_started = time.perf_counter()
     step_number = state.step + 1
     params = session.params
     # the boosted gradient is the step's own .grad: the probe reads it before clipping
@@ -492,7 +502,38 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
         row.update(probe_row)
     if context.is_main:
         parts.logs["dynamics"].append(row)
+    _time_step(session, probe is not None, time.perf_counter() - step_started)
 
+
+def _time_step(session: _Session, probed: bool, seconds: float) -> None:
+    """Count a step (probed or not) and add its seconds to its kind's sum, except a session's first."""
+    state = session.state
+    state.probed_steps += probed
+    session.steps_this_session += 1
+    if session.steps_this_session == 1:
+        return
+    if probed:
+        state.probed_step_s += seconds
+        state.probed_timed += 1
+    else:
+        state.plain_step_s += seconds
+        state.plain_timed += 1
+
+
+def step_timing(state) -> dict:
+    """Where a run's wall time went, from its :class:`TrainState` counters: ``probe_excess_s``, what the
+    probed steps took beyond as many plain steps (their mean excess over the plain steps' mean, times the
+    run's probed steps; 0 when either kind was never timed), ``epoch_eval_s``, the evaluations after each
+    epoch, and ``train_time_s``, the wall time less both: what the run's training took, comparable between
+    a run that probes or evaluates per epoch and one that does not (the paper's time ratios)."""
+    excess = 0.0
+    if state.probed_timed and state.plain_timed:
+        per_step = state.probed_step_s / state.probed_timed - state.plain_step_s / state.plain_timed
+        excess = max(0.0, per_step) * state.probed_steps
+    return {"probed_steps": state.probed_steps, "probed_step_s": state.probed_step_s,
+            "probed_timed": state.probed_timed, "plain_step_s": state.plain_step_s,
+            "plain_timed": state.plain_timed, "probe_excess_s": excess, "epoch_eval_s": state.epoch_eval_s,
+            "train_time_s": max(0.0, state.wall_time_s - excess - state.epoch_eval_s)}
 
 def _micro_batches(session: _Session, runner: nn.Module, batches, global_rows, probe) -> tuple[list, list, object]:
     """Forward and backward of the step's ``accum_steps`` micro-batches (the probe, if any, taking its
@@ -555,6 +596,7 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "captions_truncated": session.data.truncation,
             "world_size": session.context.world_size,
             "wall_time_s": wall_time_s,
+            "timing": step_timing(replace(state, wall_time_s=wall_time_s)),
             "samples_per_s": state.samples_seen / wall_time_s if wall_time_s > 0 else None,
             "peak_memory_mb": _peak_memory_mb(device),
             "final_loss": state.last_loss,
@@ -575,8 +617,11 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
 
 
 def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,
-          subset_path=None, eval_manifest=None, eval_store_dir=None, products=None) -> dict:
+          subset_path=None, eval_manifest=None, eval_store_dir=None, products=None, eval_benchmark=None) -> dict:
     """Load the initial model and the data from disk, then :func:`train_model`; returns the summary.
+
+    ``eval_manifest``, ``eval_store_dir``, ``eval_benchmark``: the test split(s) evaluated after each epoch,
+    each a path (a name) or a list of them, one per split (``eval_benchmark`` names each split's rows).
 
     ``products``: {name: file or folder} of the framework's cached preprocessing products of
     ``train_manifest``'s benchmark split (e.g. ``{"segments": ...}`` for GOAL); their bytes enter the
@@ -604,9 +649,15 @@ def _load_and_train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir,
     subset_ids = read_subset(subset_path) if subset_path is not None else None
     data = load_training_set(read_manifest(train_manifest), store, cfg.caption_column, str(train_manifest),
                              subset_ids, str(subset_path))
+    manifests = eval_manifest if isinstance(eval_manifest, list | tuple) else [eval_manifest] * (eval_manifest is not None)
+    stores = eval_store_dir if isinstance(eval_store_dir, list | tuple) else [eval_store_dir] * (eval_store_dir is not None)
+    names = eval_benchmark if isinstance(eval_benchmark, list | tuple) else [eval_benchmark] * len(manifests)
+    if not len(manifests) == len(stores) == len(names):
+        raise ValueError(f"evaluation after each epoch needs one store and one name per manifest, got "
+                         f"{len(manifests)} manifests, {len(stores)} stores, {len(names)} names")
     eval_data = None
-    if eval_manifest is not None and cfg.eval_every_epoch:
-        eval_data = (read_manifest(eval_manifest), ImageStore(eval_store_dir))
+    if manifests and cfg.eval_every_epoch:
+        eval_data = [(name, read_manifest(m), ImageStore(d)) for name, m, d in zip(names, manifests, stores, strict=True)]
     identity = f"{data.fingerprint()}\n{fingerprint_files(init_model_dir)}"
     for name, path in sorted((products or {}).items()):
         if not (Path(path).is_file() or Path(path).is_dir()):
@@ -615,7 +666,8 @@ def _load_and_train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir,
     fingerprint = hashlib.sha256(identity.encode()).hexdigest()
     run_info = {"init_model_dir": str(init_model_dir), "train_manifest": str(train_manifest),
                 "store_dir": str(store_dir), "subset_path": None if subset_path is None else str(subset_path),
-                "eval_manifest": None if eval_manifest is None else str(eval_manifest),
+                "eval_manifest": None if not manifests else (str(manifests[0]) if len(manifests) == 1
+                                                             else [str(m) for m in manifests]),
                 **({"products": {k: str(v) for k, v in products.items()}} if products else {})}
     return _train_held(cfg, load_model(init_model_dir), data, store, out_dir, checkpoint_dir, eval_data,
                        fingerprint, run_info, products)

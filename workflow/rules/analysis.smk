@@ -70,6 +70,7 @@ rule table_cost:
     input:
         summaries=get_summaries(),
         benchmarks=get_benchmark_files(),
+        preprocess=get_preprocess_benchmark_files(),
     output:
         report(
             "results/tables/cost.html",
@@ -89,7 +90,8 @@ rule table_cost:
         prefix=lambda w, output: output.csv.removesuffix(".csv"),
     shell:
         "python -m hnclip table-cost --summaries {input.summaries} --benchmarks {input.benchmarks} "
-        "--scale {params.scale} --gamma {params.gamma} --out-prefix {params.prefix} 2> {log}"
+        "--preprocess {input.preprocess} --scale {params.scale} --gamma {params.gamma} "
+        "--out-prefix {params.prefix} 2> {log}"
 
 
 rule geometry:
@@ -113,11 +115,14 @@ rule geometry:
         **get_resources("evaluate"),
     params:
         batch_size=lookup(dpath="geometry/batch_size", within=config),
+        # the batch the loss and G span (the global micro-batch), measured beside geometry.batch_size
+        loss_batch_size=lookup(dpath="train/micro_batch", within=config),
         n_batches=lookup(dpath="geometry/n_batches", within=config),
         seed=config["seeds"][0],
     shell:
         "python -m hnclip geometry --model {input.model} --manifest {input.manifest} "
         "--benchmark {wildcards.benchmark} --batch-size {params.batch_size} "
+        "--loss-batch-size {params.loss_batch_size} "
         "--n-batches {params.n_batches} --seed {params.seed} "
         "--out-json {output.json} --out-figure {output.figure} 2> {log}"
 
@@ -134,8 +139,13 @@ rule premise:
         "../../envs/report.yaml"
     params:
         gamma=lookup(dpath="gamma", within=config),
+        confidence=lookup(dpath="statistics/confidence", within=config),
+        resamples=lookup(dpath="statistics/resamples", within=config),
+        seed=lookup(dpath="statistics/seed", within=config),
     shell:
-        "python -m hnclip premise --runs {input.summaries} --gamma {params.gamma} --out {output} 2> {log}"
+        "python -m hnclip premise --runs {input.summaries} --gamma {params.gamma} "
+        "--confidence {params.confidence} --resamples {params.resamples} --bootstrap-seed {params.seed} "
+        "--out {output} 2> {log}"
 
 
 rule regime:

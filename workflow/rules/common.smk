@@ -195,15 +195,32 @@ def get_subset(wildcards):
 
 
 def get_epoch_eval(wildcards):
-    """In-domain test data evaluated after each epoch (the epochs and convergence tables), if any, for the
-    runs whose epochs.csv the report reads (train.epoch_eval_runs)."""
-    bench = plan.in_domain_eval_benchmark(config, wildcards.train_set)
-    if bench is None or run_of(wildcards) not in EPOCH_EVALUATED:
+    """The test splits evaluated after each epoch (the epochs and convergence tables, the per-epoch claims):
+    every benchmark whose runs train on the run's train set (hnclip.plan.epoch_eval_benchmarks), for the runs
+    whose epochs.csv the report reads (train.epoch_eval_runs)."""
+    benches = plan.epoch_eval_benchmarks(config, wildcards.train_set)
+    if not benches or run_of(wildcards) not in EPOCH_EVALUATED:
         return {}
     return {
-        "eval_manifest": f"results/data/{bench}/test.csv",
-        "eval_images": f"results/data/{bench}/test_images",
+        "eval_manifest": [f"results/data/{b}/test.csv" for b in benches],
+        "eval_images": [f"results/data/{b}/test_images" for b in benches],
     }
+
+
+def get_epoch_eval_args(wildcards, input):
+    """`hnclip train`'s options for the per-epoch evaluations: one --eval-benchmark, --eval-manifest and
+    --eval-images per test split of get_epoch_eval."""
+    if "eval_manifest" not in input.keys():
+        return ""
+    benches = plan.epoch_eval_benchmarks(config, wildcards.train_set)
+    manifests, images = (
+        [paths] if isinstance(paths, str) else list(paths)
+        for paths in (input.eval_manifest, input.eval_images)
+    )
+    return " ".join(
+        f"--eval-benchmark {b} --eval-manifest {m} --eval-images {i}"
+        for b, m, i in zip(benches, manifests, images, strict=True)
+    )
 
 
 def get_train_inputs(wildcards):
@@ -341,6 +358,20 @@ def get_summaries(runs=None):
 
 def get_benchmark_files():
     return [f"results/benchmarks/train/{r.path}.tsv" for r in RUNS]
+
+
+def get_preprocess_benchmark_files():
+    """The Snakemake benchmark TSVs of the preprocessing jobs the runs need (segments, edges per train set):
+    the cost table adds them to GOAL's and StructXLIP's training time."""
+    products = {
+        (name, r.train_set)
+        for r in RUNS
+        for name in framework_entry(config["methods"][r.method]["framework"]).products
+    }
+    return [
+        f"results/benchmarks/{name}/{train_set}.tsv"
+        for name, train_set in sorted(products)
+    ]
 
 
 def get_regime_inputs(wildcards):

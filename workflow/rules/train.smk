@@ -25,11 +25,7 @@ TRAIN_OUTPUTS = dict(
 TRAIN_PARAMS = dict(
     overrides=get_train_overrides,
     subset=lambda w, input: f"--subset {input.subset}" if input.subset else "",
-    epoch_eval=lambda w, input: (
-        f"--eval-manifest {input.eval_manifest} --eval-images {input.eval_images}"
-        if "eval_manifest" in input.keys()
-        else ""
-    ),
+    epoch_eval=get_epoch_eval_args,
     products=lambda w, input: " ".join(
         f"--product {name}={input[name]}" for name in get_product_names(w)
     ),

@@ -35,11 +35,20 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["BootstrapSettings", "Estimate", "Outcomes", "Samples", "interval", "outcomes_of", "replicates",
-           "resolution", "settings_from_config"]
+__all__ = ["EDGE_BLOCKS", "EDGE_COVERAGE", "BootstrapSettings", "Estimate", "Outcomes", "Samples", "bound_band",
+           "interval", "outcomes_of", "replicates", "resolution", "settings_from_config"]
 
 # one replicate chunk's index matrix is at most this many entries (memory: 8 bytes each)
 _CHUNK_ENTRIES = 4_000_000
+# A verdict must not depend on the resampling seed. A percentile bound drawn from B replicates has Monte
+# Carlo error: its order statistic could have been any of those within the binomial band of
+# :func:`bound_band` (coverage EDGE_COVERAGE). When 0 lies in that band the decision at that bound is the
+# seed's, so :func:`judge` draws EDGE_BLOCKS - 1 further independent blocks of ``resamples`` replicates
+# (10x the replicates, a band ~3x narrower) and, when 0 still lies in the band, calls the condition
+# "on the edge": undecided, whichever side the point bound fell (over 20 seeds the T->I lower bound of a
+# toy main-table column ranged from -0.39 to +0.1 at 2,000 resamples).
+EDGE_COVERAGE = 0.999
+EDGE_BLOCKS = 10
 
 
 @dataclass(frozen=True)
@@ -264,15 +273,19 @@ def mean_of(values: Sequence) -> Estimate | float:
 # ----------------------------------------------------------------------------------------- replicates
 class _Draws:
     """The shared draws: one query-index matrix per test split, one seed draw per seed set; and each
-    (outcomes, metric)'s replicate values on its split's draw, computed once."""
+    (outcomes, metric)'s replicate values on its split's draw, computed once. ``block`` > 0: a further
+    independent block of as many replicates (:data:`EDGE_BLOCKS`), drawn only for a bound on the edge."""
 
-    def __init__(self, settings: BootstrapSettings):
+    def __init__(self, settings: BootstrapSettings, block: int = 0):
         self.settings = settings
+        self.block = block
         self._queries: dict[str, np.ndarray] = {}
         self._seed_draws: dict[tuple, np.ndarray] = {}
         self._values: dict[tuple[int, str], np.ndarray] = {}
 
     def _rng(self, *parts) -> np.random.Generator:
+        if self.block:
+            parts = (f"block {self.block}", *parts)
         text = "|".join(str(p) for p in parts).encode()
         return np.random.default_rng([int(self.settings.seed), zlib.crc32(text)])
 
@@ -323,15 +336,23 @@ def _draws(settings: BootstrapSettings) -> _Draws:
     return _DRAWS[settings]
 
 
-def replicates(estimate: Estimate, settings: BootstrapSettings = BootstrapSettings()) -> np.ndarray | None:
-    """The estimate's bootstrap replicates ([resamples]), or None when it has no per-query outcomes.
+def replicates(estimate: Estimate, settings: BootstrapSettings = BootstrapSettings(),
+               blocks: int = 1) -> np.ndarray | None:
+    """The estimate's bootstrap replicates ([resamples * blocks]), or None when it has no per-query outcomes.
 
     Cells with the same seeds share their seed draw (paired by seed); cells on one test split share its
-    query draw (paired by query); constants add as they are.
+    query draw (paired by query); constants add as they are. ``blocks`` > 1 appends independent blocks of
+    ``resamples`` replicates each (every term of the estimate on the same block's draws, so still paired).
     """
     if not estimate.has_interval:
         return None
-    draws = _draws(settings)
+    values = [_block_replicates(estimate, _draws(settings) if b == 0 else _Draws(settings, b))
+              for b in range(blocks)]
+    return values[0] if blocks == 1 else np.concatenate(values)
+
+
+def _block_replicates(estimate: Estimate, draws: _Draws) -> np.ndarray:
+    settings = draws.settings
     constant = estimate.value - sum(c * _point(s, m) for c, s, m in estimate.terms)
     total = np.full(settings.resamples, constant)
     for coefficient, samples, metric in estimate.terms:
@@ -359,6 +380,19 @@ def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, f
     return float(low), float(high)
 
 
+def bound_band(values: np.ndarray, level: float, coverage: float = EDGE_COVERAGE) -> tuple[float, float]:
+    """Where the ``level`` quantile of the replicates' distribution lies, given these B replicates: the
+    order statistics at ranks B * level -/+ z * sqrt(B * level * (1 - level)) (the number of replicates
+    below the true quantile is binomial), z for ``coverage``. Distribution-free; its width is the Monte
+    Carlo error of a percentile bound."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    n = ordered.size
+    spread = NormalDist().inv_cdf(0.5 + coverage / 2.0) * math.sqrt(n * level * (1.0 - level))
+    low_rank = max(0, math.floor(n * level - spread) - 1)
+    high_rank = min(n - 1, math.ceil(n * level + spread) - 1)
+    return float(ordered[low_rank]), float(ordered[high_rank])
+
+
 def resolution(estimate, settings: BootstrapSettings = BootstrapSettings(), power: float = 0.8) -> float | None:
     """The minimal detectable difference of a paired difference at this test size and these seeds: the
     true difference that a two-sided test at ``1 - confidence`` detects with probability ``power``,
@@ -374,13 +408,38 @@ def resolution(estimate, settings: BootstrapSettings = BootstrapSettings(), powe
 
 @dataclass
 class Condition:
-    """One inequality a claim needs, with its interval: ``margin > 0`` (``>= 0`` when a tie passes)."""
+    """One inequality a claim needs, with its interval: ``margin > 0`` (``>= 0`` when a tie passes).
+
+    ``edge``: a bound lies within its Monte Carlo error of 0 even at :data:`EDGE_BLOCKS` times the
+    resamples, so which side it falls is the resampling seed's (the status is then "undecided");
+    ``resamples``: the replicates the interval was drawn from (None: not resampled)."""
 
     value: float
     ties_pass: bool
     low: float | None = None
     high: float | None = None
     status: str = field(default="undecided")  # met / failed / undecided
+    edge: bool = False
+    resamples: int | None = None
+
+
+def _status(low: float, high: float, ties_pass: bool) -> str:
+    if ties_pass:
+        return "failed" if high < 0 else "met"
+    return "met" if low > 0 else ("failed" if high <= 0 else "undecided")
+
+
+def _on_edge(values: np.ndarray, confidence: float, ties_pass: bool) -> bool:
+    """Whether a decision the interval takes at one of its bounds could go the other way on another draw of
+    as many replicates: 0 lies inside the Monte Carlo band (:func:`bound_band`) of the bound that decides
+    it. Strict: "met" is decided at the lower bound (> 0), "failed" at the upper (<= 0); a tie-passing
+    condition fails at its upper bound (< 0). A degenerate band at exactly 0 decides nothing by chance."""
+    alpha = (1.0 - confidence) / 2.0
+    high_lo, high_hi = bound_band(values, 1.0 - alpha)
+    if ties_pass:
+        return high_lo < 0 <= high_hi
+    low_lo, low_hi = bound_band(values, alpha)
+    return (low_lo <= 0 < low_hi) or (high_lo <= 0 < high_hi)
 
 
 def judge(margin, ties_pass: bool, settings: BootstrapSettings = BootstrapSettings(),
@@ -393,8 +452,8 @@ def judge(margin, ties_pass: bool, settings: BootstrapSettings = BootstrapSettin
     undecided, unless the value is exact (a constant) or infinite.
     """
     value = float(margin)
-    if bounds is None:
-        bounds = interval(margin, settings)
+    if bounds is None and isinstance(margin, Estimate) and margin.has_interval:
+        return _judge_replicates(margin, ties_pass, settings)
     if bounds is None and isinstance(margin, Estimate) and margin.exact and not margin.terms:
         bounds = (value, value)  # a constant: no sampling noise
     if bounds is None and not math.isfinite(value):
@@ -402,9 +461,19 @@ def judge(margin, ties_pass: bool, settings: BootstrapSettings = BootstrapSettin
     if bounds is None:
         return Condition(value, ties_pass, None, None, "undecided")
     low, high = bounds
-    if ties_pass:
-        status = "failed" if high < 0 else "met"
-    else:
-        status = "met" if low > 0 else ("failed" if high <= 0 else "undecided")
-    return Condition(value, ties_pass, low, high, status)
+    return Condition(value, ties_pass, low, high, _status(low, high, ties_pass))
+
+
+def _judge_replicates(margin: Estimate, ties_pass: bool, settings: BootstrapSettings) -> Condition:
+    """A resampled condition, its decision checked against the bounds' Monte Carlo error (:func:`_on_edge`):
+    on the edge at ``resamples``, drawn again at :data:`EDGE_BLOCKS` times as many; still on the edge, the
+    condition is undecided and says so."""
+    values = replicates(margin, settings)
+    edge = _on_edge(values, settings.confidence, ties_pass)
+    if edge and EDGE_BLOCKS > 1:
+        values = replicates(margin, settings, blocks=EDGE_BLOCKS)
+        edge = _on_edge(values, settings.confidence, ties_pass)
+    low, high = percentile_interval(values, settings.confidence)
+    status = "undecided" if edge else _status(low, high, ties_pass)
+    return Condition(float(margin), ties_pass, low, high, status, edge, int(values.size))
 

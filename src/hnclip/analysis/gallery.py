@@ -15,7 +15,7 @@ import numpy as np
 
 from hnclip.analysis.figures import plt, save_figure
 
-__all__ = ["cosine_scores", "plot_retrieval_gallery", "top_k_retrievals"]
+__all__ = ["cosine_scores", "plot_retrieval_gallery", "top_k_retrievals", "true_ranks"]
 
 
 def cosine_scores(text_features, image_features) -> np.ndarray:
@@ -43,11 +43,24 @@ def top_k_retrievals(text_features, image_features, queries: Sequence[int], k: i
     return rows, np.take_along_axis(scores, rows, axis=1)
 
 
+def true_ranks(text_features, image_features, queries: Sequence[int], true_rows: Sequence[int],
+               score_fn: Callable = cosine_scores) -> list[int]:
+    """Where each query's own image ranks among all images (1 = retrieved first): one plus the images that
+    score strictly higher, the evaluation's rank (its ties count for the query). The paper reports the
+    strongest baseline's ground truth at ranks 18-52 in its examples (appendix F)."""
+    if len(true_rows) != len(queries):
+        raise ValueError(f"{len(queries)} queries but {len(true_rows)} ground-truth rows")
+    scores = np.asarray(score_fn(np.asarray(text_features)[list(queries)], image_features), dtype=np.float64)
+    own = scores[np.arange(len(queries)), np.asarray(true_rows, dtype=int)]
+    return [1 + int(n) for n in (scores > own[:, None]).sum(axis=1)]
+
+
 def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true_rows: Sequence[int],
                            models: Mapping[str, tuple], read: Callable[[Sequence[int]], Sequence],
                            out_prefix, k: int = 5, score_fn: Callable = cosine_scores,
                            caption_chars: int = 240) -> list[Path]:
-    """Draw, per query caption, each model's top-k images with scores; the ground-truth image is framed green.
+    """Draw, per query caption, each model's top-k images with scores; the ground-truth image is framed green
+    and each model's row says where it ranks the ground truth (:func:`true_ranks`).
 
     ``captions``: every caption (indexed by ``queries``); ``true_rows[i]``: image-store row of query i's
     own image; ``models``: name -> (text_features [N_text, D], image_features [N_img, D]); ``read(rows)``
@@ -56,6 +69,7 @@ def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true
     if len(true_rows) != len(queries):
         raise ValueError(f"{len(queries)} queries but {len(true_rows)} ground-truth rows")
     retrieved = {name: top_k_retrievals(t, i, queries, k, score_fn) for name, (t, i) in models.items()}
+    ranks = {name: true_ranks(t, i, queries, true_rows, score_fn) for name, (t, i) in models.items()}
     n_rows = len(queries) * (len(models) + 1)
     ratios = [0.45 if r % (len(models) + 1) == 0 else 1.0 for r in range(n_rows)]
     fig = plt.figure(figsize=(1.9 * k, 1.9 * sum(ratios) + 0.3), layout="constrained")
@@ -70,22 +84,17 @@ def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true
         label.set_in_layout(False)  # long captions must not squeeze the image grid
         for mi, (name, (rows, scores)) in enumerate(retrieved.items()):
             images = read(list(rows[qi]))
-            hit = False
             for j in range(k):
                 ax = fig.add_subplot(grid[base + 1 + mi, j])
                 ax.imshow(np.asarray(images[j]))
                 ax.set_xticks([])
                 ax.set_yticks([])
                 is_true = int(rows[qi, j]) == int(true_rows[qi])
-                hit |= is_true
                 for spine in ax.spines.values():
                     spine.set_edgecolor("#1a9850" if is_true else "0.7")
                     spine.set_linewidth(4 if is_true else 0.5)
                 ax.set_title(f"{scores[qi, j]:.3f}" + (" ✓" if is_true else ""), fontsize=7,
                              color="#1a9850" if is_true else "black")
                 if j == 0:
-                    ax.set_ylabel(name, fontsize=8)
-                    first = ax
-            if not hit:
-                first.set_ylabel(f"{name}\n(GT not in top {k})", fontsize=8)
+                    ax.set_ylabel(f"{name}\nGT at rank {ranks[name][qi]}", fontsize=8)
     return save_figure(fig, out_prefix)

@@ -24,29 +24,48 @@ The plain and HN-only runs' gradient-probe columns are read (:data:`KEY_PROBE_CO
 figure's, :func:`hnclip.plan.probe_readers`), every other run logging only the columns every step has.
 
 Every value is a float, or None when the logs hold nothing to measure it on (e.g. no HN run).
+
+Beside the figures, :func:`premise_report` writes what the premise claims decide by
+(:mod:`hnclip.analysis.claims.premise`), because a figure alone cannot fail well:
+
+- ``counts``: the k of n behind each share (micro-batches, probed micro-batches, probed steps), for its
+  Wilson interval (:mod:`hnclip.analysis.binomial`);
+- ``active_per_epoch``: per epoch, the HN-only and the plain runs' active micro-batches and, for runs of
+  one seed (the same micro-batches: :func:`hnclip.training.batches.epoch_order` is a function of the
+  seed), how many micro-batches only the HN run (only the plain run) kept active;
+- ``infonce_flat``: per train set, where the plain runs' InfoNCE flattens (:func:`infonce_flattening`),
+  each epoch's fall with its bootstrap interval over the epoch's steps;
+- ``ratio_medians``: each per-epoch median gradient ratio with its distribution-free interval.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from hnclip.analysis.binomial import median_interval
+from hnclip.analysis.records import epoch_rows
 from hnclip.dynamics_log import (
     EXACT_ZERO_DTYPE_NAMES,
     EXACT_ZERO_QUANTITIES,
+    MICRO_BATCH_INFONCE,
     ROLES,
+    SATURATION_LOSS,
+    parse_micro_batch_losses,
     settings_role,
 )
 
-__all__ = ["DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "KEY_PROBE_COLUMN", "PAPER", "PAPER_GEOMETRY",
-           "PREMISE_KEYS", "ROLES", "classify_runs", "hn_active_share_min_epoch", "infonce_flat_epoch",
-           "is_plain_run", "load_run_logs", "objective_active_min_epoch", "premise_figures", "premise_sources",
-           "premise_report", "run_role"]
+__all__ = ["COUNTED_KEYS", "DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "KEY_PROBE_COLUMN", "PAPER",
+           "PAPER_GEOMETRY", "PREMISE_KEYS", "ROLES", "active_per_epoch", "classify_runs", "hn_active_share_min_epoch",
+           "infonce_flattening", "is_plain_run", "load_run_logs", "objective_active_min_epoch", "premise_counts",
+           "premise_figures", "premise_sources", "premise_report", "ratio_median_intervals", "run_role", "run_train_set"]
 
 EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPE_NAMES)
 PREMISE_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "hn_active_share_min_epoch",
@@ -83,7 +102,9 @@ DEFINITIONS: dict[str, str] = {
     "error_i2t_last": "HN-CLIP runs: 100 - image->text R@1 after the last epoch",
     "error_t2i_first": "HN-CLIP runs: 100 - text->image R@1 after epoch 1",
     "error_t2i_last": "HN-CLIP runs: 100 - text->image R@1 after the last epoch",
-    "infonce_flat_epoch": "plain InfoNCE runs: first epoch after which the per-epoch mean InfoNCE never halves again",
+    "infonce_flat_epoch": "plain InfoNCE runs: first epoch after which the per-epoch mean InfoNCE no longer halves, "
+                          "decided by the bootstrap interval over each epoch's steps (none: not established before "
+                          "the last epoch)",
 }
 # Which role's runs feed each key.
 KEY_ROLE = {"saturated_share_epoch1": "plain", **dict.fromkeys(EXACT_ZERO_KEYS, "plain"),
@@ -98,8 +119,11 @@ KEY_PROBE_COLUMN = {**{f"exact_zero.{q}.{d}": f"zero_{q}_{d}" for q in EXACT_ZER
                     "ratio_median_per_epoch_min": "grad_ratio", "ratio_median_per_epoch_max": "grad_ratio",
                     "grad_cosine_median": "grad_cosine", "grad_cosine_positive_share": "grad_cosine"}
 # infonce_flat_epoch: InfoNCE counts as flat from the first epoch after which it never falls below its
-# value divided by this factor (per-epoch means, averaged over the plain runs).
+# value divided by this factor (per-epoch means, averaged over the plain runs), decided by an interval
+# (infonce_flattening).
 FLAT_FACTOR = 2.0
+# The shares the premise claims decide by a Wilson interval: the counts behind each (premise_counts).
+COUNTED_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "grad_cosine_positive_share")
 
 
 def _run_subset(summary: Mapping) -> bool:
@@ -225,32 +249,190 @@ def ratio_medians_per_epoch(hn: list[dict]) -> list[float]:
     return medians
 
 
-def infonce_flat_epoch(per_epoch_infonce: list[float], factor: float = FLAT_FACTOR) -> float | None:
-    """The first epoch (1-based) after which the standard InfoNCE no longer falls by a factor ``factor``.
+def infonce_flattening(runs: list[dict], confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
+                       factor: float = FLAT_FACTOR, label: str = "") -> dict | None:
+    """Where the plain runs' standard InfoNCE flattens, decided by intervals (None without a logged epoch).
 
-    ``per_epoch_infonce``: mean standard InfoNCE of epochs 1..E. Epoch e is flat when no later epoch's
-    value is below its own divided by ``factor``: a saturating loss is read on a log scale (the paper's
-    curves sit near its 1e-3 floor), where a fall by less than a factor 2 is noise from which batches
-    happen to hold near-duplicates, not learning. The last epoch is always flat.
+    Per epoch e the runs' mean InfoNCE m_e (each run's mean over the epoch's steps, averaged over runs) and
+    its fall to the rest of the run, r_e = m_e / min over later epochs of m_e'. Epoch e is ``flat`` when
+    the ``confidence`` bootstrap interval of r_e lies below ``factor`` (no later epoch falls below m_e /
+    factor: a saturating loss is read on a log scale, where a fall by less than a factor 2 is which batches
+    happen to hold near-duplicates, not learning), ``falling`` when it lies above, ``undecided`` otherwise.
+    The interval resamples each (run, epoch)'s steps with replacement (``resamples`` times, seeded by
+    ``seed`` and ``label``). ``flat_epoch``: the first flat epoch before the last, None when there is none
+    (the last epoch has no later one, so flatness there is no measurement).
+
+    Returns ``{"epochs", "mean", "fall", "fall_low", "fall_high", "status", "flat_epoch", "factor",
+    "confidence", "resamples"}`` (the fall lists run over epochs 1..E-1).
     """
-    values = [float(v) for v in per_epoch_infonce]
-    if not values or not all(math.isfinite(v) for v in values):
+    per_run = []
+    for logs in runs:
+        frame = logs["dynamics"][["epoch", "infonce"]].dropna()
+        per_run.append({int(e): g["infonce"].to_numpy(float) for e, g in frame.groupby("epoch")})
+    epochs = sorted(set().union(*(set(r) for r in per_run))) if per_run else []
+    epochs = [e for e in epochs if all(e in r for r in per_run)]  # epochs every run logged
+    if not epochs:
         return None
-    for epoch, value in enumerate(values, start=1):
-        if min(values[epoch - 1:]) >= value / factor:
-            return float(epoch)
-    return float(len(values))  # unreachable: the last epoch always qualifies
+    rng = np.random.default_rng([int(seed), zlib.crc32(f"infonce flattening|{label}".encode())])
+    means = np.array([np.mean([r[e].mean() for r in per_run]) for e in epochs])
+    replicated = np.empty((len(epochs), resamples))
+    for i, e in enumerate(epochs):
+        draws = []
+        for r in per_run:
+            steps = r[e]
+            draws.append(steps[rng.integers(0, steps.size, size=(resamples, steps.size))].mean(axis=1))
+        replicated[i] = np.mean(draws, axis=0)
+    alpha = (1.0 - confidence) / 2.0
+    fall, low, high, status = [], [], [], []
+    for i in range(len(epochs) - 1):
+        later = means[i + 1:].min()
+        ratio = replicated[i] / replicated[i + 1:].min(axis=0)
+        lo, hi = np.quantile(ratio, [alpha, 1.0 - alpha])
+        fall.append(float(means[i] / later) if later > 0 else math.inf)
+        low.append(float(lo))
+        high.append(float(hi))
+        status.append("flat" if hi < factor else ("falling" if lo > factor else "undecided"))
+    flat = next((epochs[i] for i, st in enumerate(status) if st == "flat"), None)
+    return {"epochs": epochs, "mean": [float(m) for m in means], "fall": fall, "fall_low": low, "fall_high": high,
+            "status": status, "flat_epoch": flat, "factor": factor, "confidence": confidence,
+            "resamples": int(resamples)}
 
 
-def _per_epoch_infonce(plain: list[dict]) -> list[float]:
-    means = pd.concat([logs["dynamics"].groupby("epoch")["infonce"].mean() for logs in plain], axis=1)
-    return list(means.mean(axis=1).sort_index())
+_RUN_DIR = re.compile(r"([^/]+)/[^/]+/g[^/]+/f[^/]+/s[^/]+/?$")
+
+
+def run_train_set(logs: dict) -> str:
+    """The train set of a run: from its folder (``.../<train_set>/<method>/g*/f*/s*``), else its training
+    manifest's folder (``results/data/<train_set>/train.csv``), else ``""``."""
+    match = _RUN_DIR.search(Path(logs["run"]).as_posix())
+    if match:
+        return match.group(1)
+    manifest = (logs["summary"].get("run") or {}).get("train_manifest")
+    return Path(manifest).parent.name if manifest else ""
+
+
+def _micro_batches_per_step(logs: dict) -> int:
+    """Micro-batches each optimizer step of a run trains: the length of a logged ``infonce_micro`` cell,
+    else its settings' ``accum_steps``."""
+    frame = logs["dynamics"]
+    if MICRO_BATCH_INFONCE in frame.columns:
+        for cell in frame[MICRO_BATCH_INFONCE]:
+            losses = parse_micro_batch_losses(cell)
+            if losses:
+                return len(losses)
+    return int(logs["summary"].get("config", {}).get("accum_steps", 1))
+
+
+def _count(runs: list[dict], column: str, rows=None) -> tuple[int, int] | None:
+    """(k, n) behind the shares of ``column`` over the runs' steps (``rows(frame)`` selects them): each
+    step's share times its micro-batches, rounded (the share of m micro-batches is a multiple of 1/m)."""
+    k = n = 0
+    for logs in runs:
+        frame = logs["dynamics"]
+        if column not in frame.columns:
+            continue
+        shares = pd.to_numeric((frame if rows is None else frame[rows(frame)])[column], errors="coerce").dropna()
+        m = _micro_batches_per_step(logs)
+        k += int(np.rint(shares.to_numpy(float) * m).sum())
+        n += m * int(shares.size)
+    return (k, n) if n else None
+
+
+def premise_counts(roles: Mapping[str, list[dict]]) -> dict[str, list[int] | None]:
+    """For each share of :data:`COUNTED_KEYS`, [k, n]: the counted micro-batches (probed steps for the
+    gradient cosine) behind it, or None where nothing was measured."""
+    plain, hn = list(roles.get("plain", [])), list(roles.get("hn", []))
+    counts = {"saturated_share_epoch1": _count(plain, "saturated_share", lambda f: f["epoch"] == 1)}
+    for key in EXACT_ZERO_KEYS:
+        counts[key] = _count(plain, KEY_PROBE_COLUMN[key])
+    cosines = np.concatenate([pd.to_numeric(logs["dynamics"]["grad_cosine"], errors="coerce").to_numpy(float)
+                              for logs in hn if "grad_cosine" in logs["dynamics"].columns] or [np.array([])])
+    cosines = cosines[np.isfinite(cosines)]
+    counts["grad_cosine_positive_share"] = (int((cosines > 0).sum()), int(cosines.size)) if cosines.size else None
+    return {k: None if v is None else [int(v[0]), int(v[1])] for k, v in counts.items()}
+
+
+def _micro_losses(logs: dict) -> dict[tuple[int, int], tuple[int, float]]:
+    """(step, position) -> (epoch, standard InfoNCE) of every logged micro-batch of a run."""
+    frame = logs["dynamics"]
+    out = {}
+    if MICRO_BATCH_INFONCE not in frame.columns:
+        return out
+    for step, epoch, cell in zip(frame["step"], frame["epoch"], frame[MICRO_BATCH_INFONCE], strict=True):
+        for position, loss in enumerate(parse_micro_batch_losses(cell) or []):
+            out[(int(step), position)] = (int(epoch), float(loss))
+    return out
+
+
+def _same_micro_batches(a: Mapping, b: Mapping) -> bool:
+    """Whether two runs' settings draw the same micro-batches (seed, micro-batch, accumulation)."""
+    keys = ("seed", "micro_batch", "accum_steps")
+    return all(a.get(k) == b.get(k) for k in keys) and all(a.get(k) is not None for k in keys)
+
+
+def active_per_epoch(hn: list[dict], plain: list[dict]) -> list[dict]:
+    """Per epoch: the HN-only runs' and the plain runs' active micro-batches (standard InfoNCE >=
+    :data:`SATURATION_LOSS`) as [k, n] (``hn``, ``plain``), and, over pairs of one HN-only and one plain run
+    on the same train set and the same micro-batches (:func:`_same_micro_batches`), the micro-batches
+    only the HN run kept active (``hn_only``), only the plain run did (``plain_only``) and both were
+    logged for (``paired``); without such a pair, those three are None."""
+    def active(runs, epoch):
+        k = n = 0
+        for logs in runs:
+            frame = logs["dynamics"]
+            shares = pd.to_numeric(frame.loc[frame["epoch"] == epoch, "saturated_share"], errors="coerce").dropna()
+            m = _micro_batches_per_step(logs)
+            n += m * int(shares.size)
+            k += m * int(shares.size) - int(np.rint(shares.to_numpy(float) * m).sum())
+        return [k, n] if n else None
+
+    pairs = [(h, p) for h in hn for p in plain if run_train_set(h) == run_train_set(p)
+             and _same_micro_batches(h["summary"].get("config", {}), p["summary"].get("config", {}))]
+    paired: dict[int, list[int]] = {}
+    for h, p in pairs:
+        plain_losses = _micro_losses(p)
+        for key, (epoch, loss) in _micro_losses(h).items():
+            if key not in plain_losses:
+                continue
+            counts = paired.setdefault(epoch, [0, 0, 0])
+            hn_active, plain_active = loss >= SATURATION_LOSS, plain_losses[key][1] >= SATURATION_LOSS
+            counts[0] += hn_active and not plain_active
+            counts[1] += plain_active and not hn_active
+            counts[2] += 1
+    epochs = sorted({int(e) for logs in hn + plain for e in logs["dynamics"]["epoch"].dropna()})
+    out = []
+    for epoch in epochs:
+        discordant = paired.get(epoch)
+        out.append({"epoch": epoch, "hn": active(hn, epoch), "plain": active(plain, epoch),
+                    "hn_only": None if discordant is None else discordant[0],
+                    "plain_only": None if discordant is None else discordant[1],
+                    "paired": None if discordant is None else discordant[2]})
+    return out
+
+
+def ratio_median_intervals(hn: list[dict], confidence: float = 0.95) -> list[dict]:
+    """Each (HN run, epoch)'s median gradient ratio (as :func:`ratio_medians_per_epoch` takes it) with its
+    distribution-free interval (:func:`hnclip.analysis.binomial.median_interval`) and how many probed
+    steps it is the median of."""
+    out = []
+    for logs in hn:
+        frame = logs["dynamics"]
+        if "grad_norm_standard_fp32" not in frame.columns:
+            continue
+        probed = frame[(frame["grad_norm_standard_fp32"] > 0) & np.isfinite(frame["grad_ratio"])]
+        for epoch, group in probed.groupby("epoch"):
+            values = group["grad_ratio"].to_numpy(float)
+            low, high = median_interval(values, confidence)
+            out.append({"run": logs["run"], "epoch": int(epoch), "median": float(np.median(values)),
+                        "low": low, "high": high, "n": int(values.size)})
+    return out
 
 
 def retrieval_errors(hnclip: list[dict]) -> dict[str, float | None]:
     """100 - R@1 of the HN-CLIP runs (mean over them) after their first and their last epoch, both directions."""
     out = dict.fromkeys(("error_i2t_first", "error_i2t_last", "error_t2i_first", "error_t2i_last"))
-    epochs = [logs["epochs"] for logs in hnclip if logs["epochs"] is not None and len(logs["epochs"])]
+    # each run's own test split (the first its epochs.csv names: a DOCCI run also logs Long-DCI)
+    epochs = [epoch_rows(logs["epochs"], None) for logs in hnclip if logs["epochs"] is not None and len(logs["epochs"])]
     if not epochs:
         return out
     for direction in ("i2t", "t2i"):
@@ -260,10 +442,12 @@ def retrieval_errors(hnclip: list[dict]) -> dict[str, float | None]:
     return out
 
 
-def premise_figures(roles: Mapping[str, list[dict]]) -> dict[str, float | None]:
+def premise_figures(roles: Mapping[str, list[dict]], confidence: float = 0.95, resamples: int = 2000,
+                    seed: int = 0) -> dict[str, float | None]:
     """The regime figures (keys :data:`PREMISE_KEYS`, paper values in :data:`PAPER`) from classified runs.
 
-    ``roles``: :func:`classify_runs`'s output (a role may be missing or empty).
+    ``roles``: :func:`classify_runs`'s output (a role may be missing or empty); ``confidence``,
+    ``resamples``, ``seed``: the bootstrap of :func:`infonce_flattening` (``infonce_flat_epoch``).
     """
     plain, hn, hnclip = (list(roles.get(role, [])) for role in ROLES)
     figures: dict[str, float | None] = {"saturated_share_epoch1": saturated_share_epoch1(plain)}
@@ -277,7 +461,9 @@ def premise_figures(roles: Mapping[str, list[dict]]) -> dict[str, float | None]:
     figures["grad_cosine_median"] = float(np.median(cosines)) if len(cosines) else None
     figures["grad_cosine_positive_share"] = float((cosines > 0).mean()) if len(cosines) else None
     figures.update(retrieval_errors(hnclip))
-    figures["infonce_flat_epoch"] = infonce_flat_epoch(_per_epoch_infonce(plain)) if plain else None
+    flattening = infonce_flattening(plain, confidence, resamples, seed, label="all") if plain else None
+    figures["infonce_flat_epoch"] = None if flattening is None or flattening["flat_epoch"] is None \
+        else float(flattening["flat_epoch"])
     assert tuple(figures) == PREMISE_KEYS
     return figures
 
@@ -300,8 +486,22 @@ def premise_sources(roles: Mapping[str, list[dict]]) -> dict[str, list[str]]:
     return sources
 
 
-def premise_report(run_dirs: Iterable, gamma: float) -> dict:
-    """What ``hnclip premise`` writes and the report reads: every figure of :data:`PREMISE_KEYS` at the top
-    level (None where no run measured it), and under ``sources`` the runs behind each."""
+def premise_report(run_dirs: Iterable, gamma: float, confidence: float = 0.95, resamples: int = 2000,
+                   seed: int = 0) -> dict:
+    """What ``hnclip premise`` writes and the claims read: every figure of :data:`PREMISE_KEYS` at the top
+    level (None where no run measured it), under ``sources`` the runs behind each, and what the premise
+    claims are decided by (the module docstring): ``counts``, ``active_per_epoch``, ``infonce_flat`` (per
+    train set of the plain runs; the bootstrap at ``confidence``, ``resamples``, ``seed``: the config's
+    ``statistics``) and ``ratio_medians``."""
     roles = classify_runs(run_dirs, gamma)
-    return {**premise_figures(roles), "sources": premise_sources(roles), "gamma": gamma}
+    plain = roles.get("plain", [])
+    by_train_set: dict[str, list[dict]] = {}
+    for logs in plain:
+        by_train_set.setdefault(run_train_set(logs), []).append(logs)
+    flat = {name: infonce_flattening(runs, confidence, resamples, seed, label=name)
+            for name, runs in sorted(by_train_set.items())}
+    figures = premise_figures(roles, confidence, resamples, seed)
+    return {**figures, "sources": premise_sources(roles), "gamma": gamma, "confidence": confidence,
+            "counts": premise_counts(roles), "active_per_epoch": active_per_epoch(roles.get("hn", []), plain),
+            "infonce_flat": {k: v for k, v in flat.items() if v is not None},
+            "ratio_medians": ratio_median_intervals(roles.get("hn", []), confidence)}

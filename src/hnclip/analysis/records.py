@@ -28,6 +28,7 @@ __all__ = [
     "index_records",
     "load_benchmark_tsv",
     "load_dynamics",
+    "epoch_rows",
     "load_epoch_outcomes",
     "load_epochs",
     "load_eval",
@@ -226,20 +227,40 @@ def load_dynamics(run_dir) -> pd.DataFrame:
     return _read_csv(Path(run_dir) / "dynamics.csv", "dynamics log", DYNAMICS_COLUMNS)
 
 
-def load_epochs(run_dir) -> pd.DataFrame:
-    """epochs.csv: retrieval on the in-domain test split after each epoch (absent if not configured)."""
-    return _read_csv(Path(run_dir) / "epochs.csv", "per-epoch retrieval log", ("epoch", "step") + METRICS)
+def epoch_rows(frame: pd.DataFrame, benchmark: str | None, where: str = "per-epoch log") -> pd.DataFrame:
+    """The rows of a per-epoch log (epochs.csv, epoch_ranks.csv) that score ``benchmark``.
+
+    A log that names no benchmark (written before the ``benchmark`` column, or by a run evaluated on one
+    split) scores one split: all its rows. One that names several gives the rows of ``benchmark`` (none
+    when it did not score it); ``benchmark`` None then is the first it names (the run's own test split)."""
+    if "benchmark" not in frame.columns:
+        return frame
+    names = frame["benchmark"].fillna("").astype(str).str.strip()
+    if not (names != "").any():
+        return frame
+    if benchmark is None:
+        benchmark = next(n for n in names if n)
+    return frame[names == str(benchmark)]
 
 
-def load_epoch_outcomes(run_dir, split: str) -> dict:
-    """epoch_ranks.csv: each epoch's per-query outcomes (:class:`hnclip.analysis.bootstrap.Outcomes`), by
-    epoch; empty for a run that logged none (made before they were logged, or no per-epoch evaluation)."""
+def load_epochs(run_dir, benchmark: str | None = None) -> pd.DataFrame:
+    """epochs.csv: retrieval on the test split(s) evaluated after each epoch (absent if not configured),
+    the rows of ``benchmark`` (:func:`epoch_rows`)."""
+    frame = _read_csv(Path(run_dir) / "epochs.csv", "per-epoch retrieval log", ("epoch", "step") + METRICS)
+    return epoch_rows(frame, benchmark)
+
+
+def load_epoch_outcomes(run_dir, split: str, benchmark: str | None = None) -> dict:
+    """epoch_ranks.csv: each epoch's per-query outcomes (:class:`hnclip.analysis.bootstrap.Outcomes`) on
+    ``benchmark`` (:func:`epoch_rows`), by epoch; empty for a run that logged none (made before they were
+    logged, or no per-epoch evaluation)."""
     from hnclip.analysis.bootstrap import Outcomes
 
     path = Path(run_dir) / "epoch_ranks.csv"
     if not path.is_file():
         return {}
-    df = _read_csv(path, "per-epoch outcome log", ("epoch", "i2t", "t2i", "text_image"), dtype=str)
+    df = epoch_rows(_read_csv(path, "per-epoch outcome log", ("epoch", "i2t", "t2i", "text_image"), dtype=str),
+                    benchmark)
     out = {}
     for _, line in df.iterrows():
         try:

@@ -14,6 +14,8 @@ def add_geometry(sub) -> None:
     p.add_argument("--manifest", required=True)
     p.add_argument("--benchmark", required=True)
     p.add_argument("--batch-size", type=int, required=True, help="captions per batch (geometry.batch_size)")
+    p.add_argument("--loss-batch-size", type=int, default=None,
+                   help="the batch the loss and G span (train.micro_batch), measured first; the default: --batch-size")
     p.add_argument("--n-batches", type=int, required=True, help="random batches (geometry.n_batches)")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--threads", type=int, default=None)
@@ -27,6 +29,7 @@ def cmd_geometry(args) -> None:
     set_threads(args.threads)
     run_geometry(model_dir=Path(args.model), manifest=Path(args.manifest), benchmark=args.benchmark,
                  batch_size=args.batch_size, n_batches=args.n_batches, seed=args.seed,
+                 loss_batch_size=args.loss_batch_size,
                  out_json=Path(args.out_json), out_figure=Path(args.out_figure))
 
 
@@ -67,6 +70,9 @@ def add_table_cost(sub) -> None:
     p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
     p.add_argument("--gamma", type=float, required=True,
                    help="gamma of the reference (HN-CLIP) runs the time ratio divides by (config gamma)")
+    p.add_argument("--preprocess", nargs="*", default=[],
+                   help="Snakemake benchmark TSVs of the preprocessing jobs (.../segments/<benchmark>.tsv, "
+                        ".../edges/<benchmark>.tsv) the GOAL and StructXLIP runs need")
     p.add_argument("--out-prefix", required=True)
 
 
@@ -74,7 +80,7 @@ def cmd_table_cost(args) -> None:
     from hnclip.analysis.tables import build_cost_table, write_table
 
     table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale,
-                             reference_gamma=args.gamma)
+                             reference_gamma=args.gamma, preprocess=[Path(p) for p in args.preprocess])
     write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
 
 
@@ -118,6 +124,10 @@ def add_premise(sub) -> None:
                  "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs")
     p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files")
     p.add_argument("--gamma", type=float, required=True, help="gamma of the HN and HN-CLIP runs to use (config gamma)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (statistics.confidence)")
+    p.add_argument("--resamples", type=int, default=2000,
+                   help="bootstrap resamples of where InfoNCE flattens (statistics.resamples)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (statistics.seed)")
     p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
 
 
@@ -125,7 +135,9 @@ def cmd_premise(args) -> None:
     from hnclip.analysis.premise import premise_report
     from hnclip.fileio import write_json_atomic
 
-    write_json_atomic(Path(args.out), premise_report(run_folders(args.runs), gamma=args.gamma))
+    write_json_atomic(Path(args.out), premise_report(run_folders(args.runs), gamma=args.gamma,
+                                                     confidence=args.confidence, resamples=args.resamples,
+                                                     seed=args.bootstrap_seed))
 
 
 def add_regime(sub) -> None:

@@ -43,7 +43,13 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     from hnclip import plan
     from hnclip.config_loading import job_resources, load_config, profile_train_resources
     from hnclip.cost import build_plan, resolve_throughput, train_set_sizes
-    from hnclip.job_needs import diagnostics_cost, job_cost_path, job_needs, load_job_cost
+    from hnclip.job_needs import (
+        diagnostics_cost,
+        job_cost_path,
+        job_needs,
+        load_job_cost,
+        speed_against_reference,
+    )
 
     config = load_config(configfile)
     runs = plan.all_runs(config)
@@ -66,6 +72,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
         cost = load_job_cost(cost_path)
         needs = job_needs(config, cost, throughput, sizes, train_limits, job_resources(config, "evaluate", profile))
         text += "\n" + format_job_needs(needs, cost, cost_path, config["train"]["micro_batch"])
+        text += format_speed(speed_against_reference(needs, config, sizes, throughput))
         text += "\n" + format_diagnostics(diagnostics_cost(config, cost, throughput, sizes, gpus), config,
                                           max(1, config["train"]["micro_batch"] // gpus))
     elif job_cost is not None:
@@ -139,6 +146,26 @@ def format_job_needs(needs: list[JobNeed], job_cost: dict, path, micro_batch: in
                f"{next((n.memory_how for n in needs if n.memory_how != 'not measured'), '')}); time: forward + backward on the measuring device, the "
                "longest job scaled from the plan's throughput by each framework's measured cost")
     out += [w for n in needs for w in n.warnings]
+    return "\n".join(out)
+
+
+def format_speed(rows: list[dict]) -> str:
+    """The paper's cost claim (HN-CLIP trains 2.4x faster than GOAL, 5.4x than StructXLIP) at this config,
+    each ratio beside the paper's number (report/published_numbers.yaml); empty when neither is trained."""
+    if not rows:
+        return ""
+    from hnclip.report import DEFAULT_PUBLISHED, load_published
+
+    paper = {e["key"]: e.get("value") for e in load_published(DEFAULT_PUBLISHED)}
+    out = ["", "the paper's cost claim (abstract; D.1): training time per sample against HN-CLIP's, from the job "
+               "costs (plain steps: no gradient probe, no evaluation after each epoch)"]
+    for r in rows:
+        hours = ", ".join(f"{t} {_hours(h)} h" for t, h in r["hours"].items())
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] == r["ratio"] else "-"
+        out.append(f"  {r['framework']}: {ratio} HN-CLIP's time (paper: {paper.get(r['published'])}x); one full-data "
+                   f"run {hours or '-'}; with preprocessing: {' and '.join(r['products']) or 'none'} of each train "
+                   "set first, untimed here (benchmarks/job_cost.py does not run SAM; the cost table of a run "
+                   "times it from the jobs' Snakemake benchmark files)")
     return "\n".join(out)
 
 

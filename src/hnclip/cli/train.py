@@ -26,8 +26,11 @@ def add_train(sub) -> None:
     p.add_argument("--manifest", required=True)
     p.add_argument("--images", required=True, help="image store folder of the manifest")
     p.add_argument("--subset", default=None, help="file of image ids to train on (default: all)")
-    p.add_argument("--eval-manifest", default=None, help="test split evaluated after each epoch")
-    p.add_argument("--eval-images", default=None)
+    p.add_argument("--eval-manifest", action="append", default=[],
+                   help="test split evaluated after each epoch (repeat for several)")
+    p.add_argument("--eval-images", action="append", default=[], help="image store of each --eval-manifest")
+    p.add_argument("--eval-benchmark", action="append", default=[],
+                   help="benchmark name of each --eval-manifest, written on its rows of epochs.csv")
     p.add_argument("--out", required=True, help="run folder (summary, dynamics, model)")
     p.add_argument("--checkpoint-dir", required=True, help="resumable checkpoints (not a workflow output)")
     p.add_argument("--threads", type=int, default=None)
@@ -56,7 +59,9 @@ def cmd_train(args) -> None:
         raise SystemExit(f"hnclip train: evaluating the run's own test split also needs {missing}")
     set_threads(args.threads)
     cfg = TrainConfig.from_overrides(parse_sets(args.set))
-    verify_stores(args.images, args.eval_images, args.test_images)
+    if len(args.eval_images) != len(args.eval_manifest) or len(args.eval_benchmark) not in (0, len(args.eval_manifest)):
+        raise SystemExit("hnclip train: give one --eval-images (and, if any, one --eval-benchmark) per --eval-manifest")
+    verify_stores(args.images, *args.eval_images, args.test_images)
     train(
         cfg,
         init_model_dir=Path(args.init),
@@ -65,8 +70,9 @@ def cmd_train(args) -> None:
         out_dir=Path(args.out),
         checkpoint_dir=Path(args.checkpoint_dir),
         subset_path=Path(args.subset) if args.subset else None,
-        eval_manifest=Path(args.eval_manifest) if args.eval_manifest else None,
-        eval_store_dir=Path(args.eval_images) if args.eval_images else None,
+        eval_manifest=[Path(p) for p in args.eval_manifest],
+        eval_store_dir=[Path(p) for p in args.eval_images],
+        eval_benchmark=list(args.eval_benchmark) or [None] * len(args.eval_manifest),
         products={name: Path(path) for name, path in parse_sets(args.product).items()},
     )
     if given and read_launch_env().is_main:  # under torchrun, rank 0 alone (the one that saved the model)

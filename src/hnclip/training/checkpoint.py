@@ -69,6 +69,14 @@ class TrainState:
     samples_seen: int = 0
     last_loss: float = math.nan
     wall_time_s: float = 0.0  # summed over all sessions of the run
+    # where the wall time went (hnclip.train.step_timing): the cost table compares methods on training
+    # time alone, whichever runs probe or evaluate after each epoch (a checkpoint without them: zeros)
+    probed_steps: int = 0  # optimizer steps that ran the gradient probe
+    probed_step_s: float = 0.0  # seconds of the timed probed steps (each session's first step untimed)
+    probed_timed: int = 0
+    plain_step_s: float = 0.0  # seconds of the timed steps without the probe
+    plain_timed: int = 0
+    epoch_eval_s: float = 0.0  # seconds of the evaluations after each epoch
 
 
 def capture_rng_state() -> dict:

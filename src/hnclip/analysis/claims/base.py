@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, judge, mean_of, resolution
+from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, interval, judge, mean_of, resolution
 from hnclip.analysis.tables import DIRECTION_LABELS
 from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, spec_roles
 
@@ -93,12 +93,17 @@ class Context:
 def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[float, bool]] | None,
              evidence: Mapping | None = None, measures: Mapping | None = None, noise: float | None = None,
              missing: str | None = None, coverage: str | None = None, holds: bool | None = None,
-             bounds: Sequence[tuple[float, float] | None] | None = None) -> dict:
+             bounds: Sequence[tuple[float, float] | None] | None = None,
+             unjudged: Sequence[str] = (), measure_intervals: Mapping | None = None) -> dict:
     """One verdict. ``margins``: (value, ties_pass) pairs, each an inequality the claim needs (> 0, or >= 0
-    when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number (a
-    measurement without resampling unit, judged on its value). ``bounds`` gives intervals computed
+    when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number
+    (judged on ``bounds`` where given, else on its value, and said so). ``bounds`` gives intervals computed
     elsewhere (a non-linear statistic's replicates), one per margin or None. ``holds`` overrides the
     margins for a claim decided otherwise (a ranking); ``noise`` (the seed-to-seed R@1 change) is shown only.
+    ``unjudged``: conditions the criterion needs that these runs cannot measure, each said in words: each
+    counts as undecided (the claim is at best inconclusive) and is listed in the evidence.
+    ``measure_intervals``: the intervals of ``measures`` where they have one, in the same shape (a measure
+    name -> [low, high], or -> {label: [low, high]}); "Paper vs ours" prints them beside our numbers.
     """
     entry = REGISTRY[key]
     section, quote, title = entry.section, entry.quote, entry.title
@@ -117,12 +122,14 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
                 given = (value, value)
                 unsampled += 1
             conditions.append((judge(margin, ties, settings, given), margin))
-    statuses = [c.status for c, _ in conditions]
+    statuses = [c.status for c, _ in conditions] + ["undecided"] * (0 if missing is not None else len(unjudged))
+    if unjudged and missing is None:
+        evidence["not measurable here (undecided)"] = "; ".join(unjudged)
     if missing is not None:
         verdict = "no data"
-    elif holds is not None and not conditions:
+    elif holds is not None and not statuses:
         verdict = "holds" if holds else "does not hold"
-    elif not conditions:
+    elif not statuses:
         verdict, holds = "no data", None
     elif "failed" in statuses:
         verdict, holds = "does not hold", False
@@ -133,6 +140,11 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     if unsampled:
         evidence["conditions judged on their value (no per-query outcomes behind them)"] = \
             f"{unsampled} of {len(conditions)}"
+    edges = [c for c, _ in conditions if c.edge]
+    if edges:
+        evidence["on the edge (a bound within its Monte Carlo error of 0 at "
+                 f"{max(c.resamples for c in edges):,} resamples: left undecided, its side is the resampling "
+                 "seed's)"] = f"{len(edges)} of {len(conditions)}"
     deciding = _deciding(conditions)
     decision = None
     if deciding is not None:
@@ -141,19 +153,21 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
                     "ci_low": round_margin(condition.low) if _sampled(margin, bounds) else None,
                     "ci_high": round_margin(condition.high) if _sampled(margin, bounds) else None,
                     "resolution": maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
-                    "status": condition.status}
+                    "status": condition.status, "edge": condition.edge}
     decided = sum(s != "undecided" for s in statuses)
+    n_conditions = len(statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
             "holds": holds, "verdict": verdict, "evidence": evidence,
-            "measures": dict(measures or {}), "noise": noise if margins else None, "scale": scale,
+            "measures": dict(measures or {}), "measure_intervals": dict(measure_intervals or {}),
+            "noise": noise if margins else None, "scale": scale,
             "coverage": coverage, "missing": missing,
             "conditions": [{"margin": round_margin(c.value), "ties_pass": c.ties_pass,
                             "ci_low": round_margin(c.low) if _sampled(m, bounds) else None,
                             "ci_high": round_margin(c.high) if _sampled(m, bounds) else None,
-                            "status": c.status} for c, m in conditions],
-            "decided": f"{decided} of {len(conditions)} conditions decided "
-                       f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if conditions else None,
-            "interval": decision, "confidence": settings.confidence}
+                            "status": c.status, "edge": c.edge} for c, m in conditions],
+            "decided": f"{decided} of {n_conditions} conditions decided "
+                       f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if statuses else None,
+            "interval": decision, "confidence": settings.confidence, "edge": len(edges)}
 
 def _deciding(conditions: list) -> tuple | None:
     """The condition a reader should look at: a refuted one, else an undecided one, else the closest call
@@ -173,6 +187,16 @@ def _sampled(margin, bounds) -> bool:
 
 def maybe_round(x):
     return None if x is None else round_margin(x)
+
+
+def interval_of(value, transform=None) -> list[float] | None:
+    """The interval of an :class:`Estimate` at the claims' settings as [low, high] (rounded like margins),
+    ``transform`` applied to both ends (an error is 100 - R@1: its bounds swap); None without one."""
+    bounds = interval(value, _SETTINGS) if isinstance(value, Estimate) else None
+    if bounds is None:
+        return None
+    low, high = (transform(b) for b in bounds) if transform else bounds
+    return [round_margin(min(low, high)), round_margin(max(low, high))]
 
 # the interval settings of the claims being evaluated (set by evaluate_claims from the specs' statistics)
 _SETTINGS = BootstrapSettings()
@@ -278,6 +302,14 @@ def round_margin(x: float) -> float:
 
 def direction_word(d: str) -> str:
     return d.replace("->", "→")
+
+def docci_group(groups: Sequence, scale: str) -> tuple[object, str]:
+    """DOCCI's group, or at toy scale the first benchmark standing in for it."""
+    if "DOCCI" in groups:
+        return "DOCCI", "DOCCI"
+    if not groups:
+        return None, ""
+    return groups[0], f"{groups[0]} (standing in for DOCCI at {scale} scale)"
 
 def in_domain_groups(spec: Mapping | None, table: pd.DataFrame | None = None) -> list:
     """Groups of an experiment whose runs are tested on their own training distribution: the run's train

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -20,6 +20,8 @@ from hnclip.analysis.claims.base import (
     claim,
     competitors_of,
     direction_word,
+    docci_group,
+    interval_of,
     label_of,
     make_verdict,
     maybe_round,
@@ -48,7 +50,7 @@ def a1_columns(ctx: Context) -> dict:
     competitors = competitors_of(rows_of(main), hn_row)
     if hn_row not in main.index or not competitors:
         return no_data("a1_columns", scale, criterion, f"the main table needs {hn_row!r} and a competitor")
-    margins, evidence, gains = [], {}, {}
+    margins, evidence, gains, gain_intervals = [], {}, {}, {}
     best = tied = r1_led = r1_total = 0
     deep = {}
     for col in [c[:-1] for c in main.columns if c[-1] == "mean"]:
@@ -67,6 +69,7 @@ def a1_columns(ctx: Context) -> dict:
             r1_led += margin > 0
             label = f"{group} {direction_word(direction)}"
             gains[label] = round_margin(margin)
+            gain_intervals[label] = interval_of(margin)
             evidence[f"{label} R@1: {hn_row} minus the strongest competitor"] = round_margin(margin)
         else:
             stats = deep.setdefault(group, [0, 0, 0])
@@ -80,7 +83,8 @@ def a1_columns(ctx: Context) -> dict:
                 "R@1 directions": r1_total, "R@1 gain over the strongest competitor": gains,
                 "R@5/R@10 columns best": {g: s[0] for g, s in deep.items()},
                 "R@5/R@10 columns tied": {g: s[1] for g, s in deep.items()}}
-    return make_verdict("a1_columns", scale, criterion, margins, evidence, measures, noise)
+    return make_verdict("a1_columns", scale, criterion, margins, evidence, measures, noise,
+                        measure_intervals={"R@1 gain over the strongest competitor": gain_intervals})
 
 def _epoch_avg_r1(epochs: pd.DataFrame, row, group, epoch: int) -> float:
     key = (row, group, epoch)
@@ -105,7 +109,7 @@ def a1_first_epoch(ctx: Context) -> dict:
     if main is None or not _epoch_groups(epochs):
         return no_data("a1_first_epoch", scale, criterion, "needs the main table and per-epoch evaluations")
     baselines = competitors_of(rows_of(main), hn_row)
-    margins, evidence, first, counts, untested = [], {}, {}, {}, []
+    margins, evidence, first, counts, untested, first_ci = [], {}, {}, {}, [], {}
     for group in table_groups(main):
         e1 = _epoch_avg_r1(epochs, hn_row, group, 1)
         finals = {b: avg_r1(main, b, group) for b in baselines}
@@ -118,6 +122,7 @@ def a1_first_epoch(ctx: Context) -> dict:
         margins.append((diffs[need - 1], True))
         reached = sum(d >= 0 for d in diffs)
         first[group] = round_margin(e1)
+        first_ci[str(group)] = interval_of(e1)
         counts[group] = reached
         evidence[f"{group}: {hn_row} epoch-1 average R@1"] = round_margin(e1)
         evidence[f"{group}: baselines whose final average R@1 it matches"] = \
@@ -127,15 +132,7 @@ def a1_first_epoch(ctx: Context) -> dict:
     coverage = f"not measured on {', '.join(untested)} (no per-epoch evaluation there)" if untested else None
     return make_verdict("a1_first_epoch", scale, criterion, margins, evidence,
                     {"first-epoch average R@1": first, "baselines matched by the first epoch": counts}, noise,
-                    coverage=coverage)
-
-def _docci_group(groups: Sequence, scale: str) -> tuple[object, str]:
-    """DOCCI's group, or at toy scale the first benchmark standing in for it."""
-    if "DOCCI" in groups:
-        return "DOCCI", "DOCCI"
-    if not groups:
-        return None, ""
-    return groups[0], f"{groups[0]} (standing in for DOCCI at {scale} scale)"
+                    coverage=coverage, measure_intervals={"first-epoch average R@1": first_ci})
 
 @claim("a1_second_epoch", "§3.2 A1",
        "On DOCCI, its first epoch reaches 84.3 average R@1, exceeding FineLIP, GOAL, and StructXLIP's "
@@ -144,7 +141,7 @@ def _docci_group(groups: Sequence, scale: str) -> tuple[object, str]:
 def a1_second_epoch(ctx: Context) -> dict:
     main, epochs = ctx.tables.get("main"), ctx.tables.get("epochs")
     hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
-    group, where = _docci_group([g for g in table_groups(main) if g in _epoch_groups(epochs)] if main is not None else [],
+    group, where = docci_group([g for g in table_groups(main) if g in _epoch_groups(epochs)] if main is not None else [],
                                 scale)
     criterion = (f"on {where or 'DOCCI'}, {hn_row}'s average R@1 after epoch 2 > every fine-tuned baseline's final "
                  "average R@1")
@@ -162,7 +159,9 @@ def a1_second_epoch(ctx: Context) -> dict:
                 f"{group}: strongest baseline ({strongest}), final": round_margin(finals[strongest]),
                 f"{group}: baselines below the first epoch": ", ".join(b for b, v in finals.items() if e1 > v) or "none"}
     measures = {"first-epoch average R@1": {str(group): round_margin(e1)}, "second-epoch average R@1": {str(group): round_margin(e2)}}
-    return make_verdict("a1_second_epoch", scale, criterion, [(e2 - finals[strongest], False)], evidence, measures, noise)
+    return make_verdict("a1_second_epoch", scale, criterion, [(e2 - finals[strongest], False)], evidence, measures, noise,
+                        measure_intervals={"first-epoch average R@1": {str(group): interval_of(e1)},
+                                           "second-epoch average R@1": {str(group): interval_of(e2)}})
 
 @claim("e3_directions", "E.3 per-direction convergence",
        "HN-CLIP leads in both retrieval directions on all four benchmarks from the first epoch.",

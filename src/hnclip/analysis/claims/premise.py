@@ -1,19 +1,40 @@
 """The premise (abstract, §1, §2.4, appendix C): the regime figures measured on the runs' own logs.
 
-They are measurements over every logged micro-batch of a run, not samples of test queries: judged on
-their values, and they say so (no interval).
+Each is decided by an interval, as every retrieval verdict is: a share of counted micro-batches (probed
+micro-batches, probed steps) by its Wilson interval (:mod:`hnclip.analysis.binomial`), a median by its
+distribution-free interval, where InfoNCE flattens by the bootstrap over each epoch's steps
+(:func:`hnclip.analysis.premise.infonce_flattening`), and the retrieval error after that point by the
+paired bootstrap of the per-epoch evaluations (the epochs table). A share's threshold is a strict
+inequality: it holds when the interval lies above the paper's figure, fails when it lies below, and is
+inconclusive when it straddles it. A premise the runs do not show (plain InfoNCE that never saturates,
+never flattens before the last epoch) makes the claim that needs it inconclusive, or "does not hold"
+where the interval refutes it: never a "holds" that compares nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hnclip.analysis.claims.base import Context, claim, make_verdict, no_data
+from hnclip.analysis.binomial import wilson_interval
+from hnclip.analysis.claims.base import (
+    Context,
+    cell_value,
+    claim,
+    current_settings,
+    direction_word,
+    docci_group,
+    interval_of,
+    make_verdict,
+    no_data,
+    round_margin,
+)
 from hnclip.analysis.premise import EXACT_ZERO_KEYS, KEY_ROLE, PREMISE_KEYS
+from hnclip.analysis.tables import DIRECTION_LABELS
 
 # The premise measurements (hnclip.analysis.premise): shares are fractions in [0, 1], errors percent
 # (100 - R@1), ratios and cosines plain numbers; ``infonce_flat_epoch`` is None when InfoNCE never
@@ -69,17 +90,45 @@ def _measured(ctx: Context, key: str, criterion: str, needs: list[str]) -> tuple
                          + " or ".join(role_words[r] for r in roles) + " in this config")
 
 
+def _share_margin(p: Mapping, key: str, threshold: float, confidence: float) -> tuple[float, tuple | None, str]:
+    """(share - threshold, its Wilson bounds - threshold or None without counts, "k of n" or "")."""
+    counts = (p.get("counts") or {}).get(key)
+    if not counts:
+        return p[key] - threshold, None, ""
+    k, n = counts
+    low, high = wilson_interval(k, n, confidence)
+    return k / n - threshold, (low - threshold, high - threshold), f"{k} of {n}"
+
+
+def _interval_text(value: float, bounds: tuple | None, threshold: float = 0.0, digits: int = 3) -> str:
+    if bounds is None:
+        return f"{value + threshold:.{digits}f} (no counts: judged on its value)"
+    return f"{value + threshold:.{digits}f} [{bounds[0] + threshold:.{digits}f}, {bounds[1] + threshold:.{digits}f}]"
+
+
+def _share_verdict(ctx: Context, key: str, criterion: str, figure: str, threshold: float,
+                   measure: str, evidence_extra: Mapping | None = None) -> dict:
+    """A claim whose one condition is a counted share above ``threshold`` (strict, Wilson interval)."""
+    p, missing = _measured(ctx, key, criterion, [figure])
+    if missing:
+        return missing
+    confidence = current_settings().confidence
+    margin, bounds, counted = _share_margin(p, figure, threshold, confidence)
+    evidence = {f"{measure} ({counted})" if counted else measure: _interval_text(margin, bounds, threshold),
+                **(evidence_extra or {})}
+    return make_verdict(key, ctx.scale, criterion, [(margin, False)], evidence, {measure: p[figure]},
+                        bounds=[bounds] if bounds is not None else None,
+                        measure_intervals={measure: [b + threshold for b in bounds]} if bounds is not None else None)
+
+
 @claim("premise_saturation", "abstract; §1",
        "On dense captions, the loss falls below 10^-3 on 80% of batches within the first epoch.",
        "InfoNCE saturates on most first-epoch batches")
 def premise_saturation(ctx: Context) -> dict:
-    key, criterion = "premise_saturation", "share of first-epoch micro-batches whose standard InfoNCE < 10^-3 >= 0.80"
-    p, missing = _measured(ctx, key, criterion, ["saturated_share_epoch1"])
-    if missing:
-        return missing
-    return make_verdict(key, ctx.scale, criterion, [(p["saturated_share_epoch1"] - 0.80, True)],
-                        {"saturated share, epoch 1": round(p["saturated_share_epoch1"], 3)},
-                        {"saturated share, epoch 1": p["saturated_share_epoch1"]})
+    criterion = ("share of the plain runs' first-epoch micro-batches whose standard InfoNCE < 10^-3 > 0.80, "
+                 "decided by its Wilson interval (counted micro-batches)")
+    return _share_verdict(ctx, "premise_saturation", criterion, "saturated_share_epoch1", 0.80,
+                          "saturated share, epoch 1")
 
 
 @claim("premise_exact_zero", "abstract; §1",
@@ -87,16 +136,17 @@ def premise_saturation(ctx: Context) -> dict:
        "InfoNCE's gradient underflows to exactly zero")
 def premise_exact_zero(ctx: Context) -> dict:
     key = "premise_exact_zero"
-    criterion = ("share of fp32 measurements whose InfoNCE parameter gradient is exactly zero >= "
-                 "0.47 (the paper does not say which gradient; the others are shown)")
+    criterion = ("share of the plain runs' probed micro-batches whose fp32 InfoNCE parameter gradient is exactly "
+                 "zero > 0.47, decided by its Wilson interval (the paper does not say which gradient; the "
+                 "others are shown)")
     p, missing = _measured(ctx, key, criterion, ["exact_zero.param_grad.fp32"])
     if missing:
         return missing
-    fp32 = {k: p[k] for k in SHARE_KEYS if k.startswith("exact_zero.") and k.endswith(".fp32") and p[k] is not None}
-    return make_verdict(key, ctx.scale, criterion, [(p["exact_zero.param_grad.fp32"] - 0.47, True)],
-                        {f"exactly zero: {k.split('.')[1].replace('_', ' ')} (fp32)": round(v, 3)
-                         for k, v in fp32.items()},
-                        {"exact-zero share, parameter gradient, fp32": p["exact_zero.param_grad.fp32"]})
+    others = {f"exactly zero: {k.split('.')[1].replace('_', ' ')} (fp32)": round(p[k], 3)
+              for k in SHARE_KEYS if k.startswith("exact_zero.") and k.endswith(".fp32") and p[k] is not None
+              and k != "exact_zero.param_grad.fp32"}
+    return _share_verdict(ctx, key, criterion, "exact_zero.param_grad.fp32", 0.47,
+                          "exact-zero share, parameter gradient, fp32", others)
 
 
 @claim("premise_active", "§2.4",
@@ -104,15 +154,53 @@ def premise_exact_zero(ctx: Context) -> dict:
        "the HN objective keeps batches active")
 def premise_active(ctx: Context) -> dict:
     key = "premise_active"
-    criterion = ("in every epoch of HN-only fine-tuning, the share of micro-batches still active (their "
-                 "standard InfoNCE >= 10^-3, the saturation threshold) >= 0.26 (the paper does not define "
-                 "'active'; the HN objective itself stays above 10^-3 on practically every batch)")
+    criterion = ("in every epoch: (a) the HN-only runs' share of micro-batches still active (standard InfoNCE >= "
+                 "10^-3, the saturation threshold) > 0.26, and (b) on the same micro-batches (an HN-only and a "
+                 "plain run of one seed), more are kept active by the HN run alone than by the plain run alone "
+                 "(of the micro-batches only one of the two keeps active, the HN run's share > 0.5); each "
+                 "decided by its Wilson interval. (b) is undecided in an epoch where the plain runs saturate no "
+                 "micro-batch: nothing remains active there that would not be anyway. The paper does not define "
+                 "'active'; the HN objective itself stays above 10^-3 on practically every batch")
     p, missing = _measured(ctx, key, criterion, ["hn_active_share_min_epoch"])
     if missing:
         return missing
-    return make_verdict(key, ctx.scale, criterion, [(p["hn_active_share_min_epoch"] - 0.26, True)],
-                        {"smallest per-epoch share of active batches": round(p["hn_active_share_min_epoch"], 3)},
-                        {"active share, smallest epoch": p["hn_active_share_min_epoch"]})
+    per_epoch = [e for e in p.get("active_per_epoch") or [] if e.get("hn")]
+    if not per_epoch:  # a premise file without counts: the smallest epoch's share, judged on its value
+        return make_verdict(key, ctx.scale, criterion, [(p["hn_active_share_min_epoch"] - 0.26, False)],
+                            {"smallest per-epoch share of active batches": round(p["hn_active_share_min_epoch"], 3)},
+                            {"active share, smallest epoch": p["hn_active_share_min_epoch"]})
+    confidence = current_settings().confidence
+    margins, bounds, evidence, unjudged, shares = [], [], {}, [], {}
+    for e in per_epoch:
+        epoch = e["epoch"]
+        k, n = e["hn"]
+        low, high = wilson_interval(k, n, confidence)
+        margins.append((k / n - 0.26, False))
+        bounds.append((low - 0.26, high - 0.26))
+        shares[str(epoch)] = k / n
+        evidence[f"epoch {epoch}: HN-only runs' active share ({k} of {n})"] = f"{k / n:.3f} [{low:.3f}, {high:.3f}]"
+        plain = e.get("plain")
+        if plain:
+            evidence[f"epoch {epoch}: plain runs' active share ({plain[0]} of {plain[1]})"] = round(plain[0] / plain[1], 3)
+        if e.get("paired") is None:
+            unjudged.append(f"epoch {epoch}: no plain run on the same micro-batches (one seed, same train set)")
+            continue
+        if plain and plain[0] == plain[1]:
+            unjudged.append(f"epoch {epoch}: the plain runs saturate no micro-batch")
+            continue
+        hn_only, plain_only = e["hn_only"], e["plain_only"]
+        discordant = hn_only + plain_only
+        evidence[f"epoch {epoch}: micro-batches active only under HN / only plain (of {e['paired']} paired)"] = \
+            f"{hn_only} / {plain_only}"
+        if not discordant:
+            unjudged.append(f"epoch {epoch}: no micro-batch is active under one objective alone")
+            continue
+        low, high = wilson_interval(hn_only, discordant, confidence)
+        margins.append((hn_only / discordant - 0.5, False))
+        bounds.append((low - 0.5, high - 0.5))
+    return make_verdict(key, ctx.scale, criterion, margins, evidence,
+                        {"active share, smallest epoch": p["hn_active_share_min_epoch"], "active share per epoch": shares},
+                        bounds=bounds, unjudged=unjudged)
 
 
 def _ratio_peaks(dynamics: Mapping[str, pd.DataFrame] | None) -> dict[str, float]:
@@ -131,24 +219,38 @@ def _ratio_peaks(dynamics: Mapping[str, pd.DataFrame] | None) -> dict[str, float
     return peaks
 
 
+def _log10(x: float) -> float:
+    return math.log10(x) if x > 0 else -math.inf
+
+
 @claim("premise_ratio", "§2.4; C",
        "The boosted gradient exceeds the standard gradient by 10^2–10^6× in per-epoch median where the latter "
        "is nonzero.",
        "the boosted gradient is 10^2-10^6 times the standard one")
 def premise_ratio(ctx: Context) -> dict:
     key = "premise_ratio"
-    criterion = ("every per-epoch median of |boosted gradient| / |standard gradient| (where the standard "
-                 "one is nonzero) lies in [10^2, 10^6]")
+    criterion = ("every per-epoch median of |boosted gradient| / |standard gradient| (HN-only runs, probed steps "
+                 "where the standard one is nonzero) lies in [10^2, 10^6], each median decided by its "
+                 "distribution-free interval")
     p, missing = _measured(ctx, key, criterion, ["ratio_median_per_epoch_min", "ratio_median_per_epoch_max"])
     if missing:
         result = missing
     else:
         low, high = p["ratio_median_per_epoch_min"], p["ratio_median_per_epoch_max"]
-        result = make_verdict(key, ctx.scale, criterion,
-                              [(math.log10(low) - 2, True) if low > 0 else (-math.inf, True),
-                               (6 - math.log10(max(high, 1e-300)), True)],
-                              {"smallest per-epoch median ratio": low, "largest per-epoch median ratio": high},
-                              {"per-epoch median ratio": {"smallest": low, "largest": high}})
+        medians = p.get("ratio_medians") or []
+        evidence = {"smallest per-epoch median ratio": low, "largest per-epoch median ratio": high}
+        if medians:
+            margins, bounds = [], []
+            for m in medians:
+                margins += [(_log10(m["median"]) - 2, False), (6 - _log10(m["median"]), False)]
+                bounds += [(_log10(m["low"]) - 2, _log10(m["high"]) - 2), (6 - _log10(m["high"]), 6 - _log10(m["low"]))]
+                evidence[f"{Path(m['run']).as_posix().removeprefix('results/runs/')}, epoch {m['epoch']} "
+                         f"(median of {m['n']})"] = f"{m['median']:.3g} [{m['low']:.3g}, {m['high']:.3g}]"
+            result = make_verdict(key, ctx.scale, criterion, margins, evidence,
+                                  {"per-epoch median ratio": {"smallest": low, "largest": high}}, bounds=bounds)
+        else:  # a premise file without the medians' intervals: judged on the values
+            result = make_verdict(key, ctx.scale, criterion, [(_log10(low) - 2, False), (6 - _log10(max(high, 1e-300)), False)],
+                                  evidence, {"per-epoch median ratio": {"smallest": low, "largest": high}})
     peaks = _ratio_peaks(ctx.dynamics)
     if peaks:  # a measure beside the verdict, whatever it is
         result["measures"]["peak gradient ratio per run"] = peaks
@@ -161,17 +263,32 @@ def premise_ratio(ctx: Context) -> dict:
        "the boosted gradient points along the standard one")
 def premise_cosine(ctx: Context) -> dict:
     key = "premise_cosine"
-    criterion = ("the cosine between boosted and standard gradients is positive in >= 98 % of "
-                 "measurements and its median > 0")
+    criterion = ("the cosine between boosted and standard gradients (HN-only runs, probed steps) is positive in "
+                 "> 98 % of measurements and its median > 0 (positive in > 50 %), each decided by the Wilson "
+                 "interval of the positive share")
     p, missing = _measured(ctx, key, criterion, ["grad_cosine_positive_share", "grad_cosine_median"])
     if missing:
         return missing
-    return make_verdict(key, ctx.scale, criterion,
-                        [(p["grad_cosine_positive_share"] - 0.98, True), (p["grad_cosine_median"], False)],
+    confidence = current_settings().confidence
+    at98, bounds98, counted = _share_margin(p, "grad_cosine_positive_share", 0.98, confidence)
+    at50, bounds50, _ = _share_margin(p, "grad_cosine_positive_share", 0.5, confidence)
+    if bounds98 is None:  # no counts: the median itself, judged on its value
+        at50, bounds50 = p["grad_cosine_median"], None
+    share = f"share of positive cosines ({counted})" if counted else "share of positive cosines"
+    return make_verdict(key, ctx.scale, criterion, [(at98, False), (at50, False)],
                         {"median cosine": round(p["grad_cosine_median"], 3),
-                         "share of positive cosines": round(p["grad_cosine_positive_share"], 3)},
+                         share: _interval_text(at98, bounds98, 0.98)},
                         {"median gradient cosine": p["grad_cosine_median"],
-                         "positive-cosine share": p["grad_cosine_positive_share"]})
+                         "positive-cosine share": p["grad_cosine_positive_share"]},
+                        bounds=None if bounds98 is None else [bounds98, bounds50])
+
+
+def _train_set_of(ctx: Context, group) -> str | None:
+    """The train set of the main table's runs on ``group`` (a benchmark label), from the main spec."""
+    for cell in (ctx.specs.get("main") or {}).get("cells", []):
+        if cell["group"] == group and not cell.get("zeroshot"):
+            return cell["run"]["train_set"]
+    return None
 
 
 @claim("premise_error", "§2.4",
@@ -180,18 +297,66 @@ def premise_cosine(ctx: Context) -> dict:
        "retrieval error keeps falling after InfoNCE flattens")
 def premise_error(ctx: Context) -> dict:
     key = "premise_error"
-    criterion = ("standard InfoNCE flattens within the run, and retrieval error (100 − R@1) is lower at the "
-                 "last epoch than at the first, in both directions")
-    p, missing = _measured(ctx, key, criterion, list(ERROR_KEYS))
+    epochs = ctx.tables.get("epochs")
+    groups = list(dict.fromkeys(epochs.index.get_level_values("benchmark"))) if epochs is not None and not epochs.empty \
+        else []
+    group, where = docci_group(groups, ctx.scale)
+    criterion = (f"on {where or 'DOCCI'}: the plain runs' standard InfoNCE flattens before the last epoch (the first "
+                 "epoch F whose fall to any later epoch's mean is below a factor 2, decided by the bootstrap interval "
+                 f"over each epoch's steps), and {ctx.hn_row}'s retrieval error (100 - R@1) after the last epoch is "
+                 "below its error after epoch F, in both directions (paired bootstrap of the per-epoch evaluations)")
+    p, missing = _measured(ctx, key, criterion, ["saturated_share_epoch1"])
     if missing:
         return missing
-    flat = p["infonce_flat_epoch"]
-    errors = {k: p[k] for k in ERROR_KEYS}
-    evidence = {"InfoNCE flattens at epoch": "never" if flat is None else flat,
-                **{k.replace("_", " "): round(v, 2) for k, v in errors.items()}}
+    if group is None:
+        return no_data(key, ctx.scale, criterion, f"no per-epoch evaluation of {ctx.hn_row}")
+    train_set = _train_set_of(ctx, group)
+    flat = (p.get("infonce_flat") or {}).get(train_set or "")
     if flat is None:
-        return make_verdict(key, ctx.scale, criterion, None, evidence, holds=False)
-    return make_verdict(key, ctx.scale, criterion,
-                        [(p["error_i2t_first"] - p["error_i2t_last"], False),
-                         (p["error_t2i_first"] - p["error_t2i_last"], False)], evidence,
-                        {"retrieval error": errors})
+        return no_data(key, ctx.scale, criterion, f"no plain run on {train_set or group}'s train set with a logged "
+                                                  "InfoNCE per epoch")
+    last = max(int(k[2]) for k in epochs.index if k[0] == ctx.hn_row and k[1] == group) \
+        if any(k[0] == ctx.hn_row and k[1] == group for k in epochs.index) else None
+    evidence = {f"InfoNCE per epoch (plain runs on {train_set})": ", ".join(f"{m:.3g}" for m in flat["mean"])}
+    for epoch, fall, lo, hi, status in zip(flat["epochs"], flat["fall"], flat["fall_low"], flat["fall_high"],
+                                           flat["status"], strict=False):
+        evidence[f"epoch {epoch}: fall to the lowest later epoch"] = f"{fall:.3g}x [{lo:.3g}, {hi:.3g}]: {status}"
+    measures = {"InfoNCE flattens after epoch": flat["flat_epoch"]}
+    flat_epoch = flat["flat_epoch"]
+    if not flat["status"]:
+        return make_verdict(key, ctx.scale, criterion, [], evidence, measures,
+                            unjudged=["one logged epoch: no later epoch to flatten against"])
+    # the condition "InfoNCE flattens before the last epoch": at F where established, else at the epoch
+    # closest to flat (its fall's upper bound smallest); 2 - fall > 0, its interval from the fall's
+    i = flat["epochs"].index(flat_epoch) if flat_epoch is not None else \
+        min(range(len(flat["status"])), key=lambda j: flat["fall_high"][j])
+    factor = flat["factor"]
+    margins = [(factor - flat["fall"][i], False)]
+    bounds = [(factor - flat["fall_high"][i], factor - flat["fall_low"][i])]
+    if flat_epoch is None:
+        evidence["InfoNCE flattens"] = ("not established before the last epoch" if "undecided" in flat["status"]
+                                        else "never before the last epoch: it still falls by more than "
+                                             f"{factor:g}x after every epoch")
+        return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds)
+    if last is None or last <= flat_epoch:
+        return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds,
+                            unjudged=[f"no evaluation of {ctx.hn_row} after epoch {flat_epoch}"])
+    at_f, at_end, at_f_ci, at_end_ci = {}, {}, {}, {}
+    for d in DIRECTION_LABELS:
+        at_flat = cell_value(epochs, (ctx.hn_row, group, flat_epoch), (d, "R@1"))
+        at_last = cell_value(epochs, (ctx.hn_row, group, last), (d, "R@1"))
+        if math.isnan(at_flat) or math.isnan(at_last):
+            continue
+        margins.append((at_last - at_flat, False))  # R@1 gained = error lost
+        bounds.append(None)  # the paired bootstrap of the two epochs' evaluations
+        label = direction_word(d)
+        at_f[label], at_end[label] = round_margin(100 - float(at_flat)), round_margin(100 - float(at_last))
+        at_f_ci[label] = interval_of(at_flat, lambda r1: 100 - r1)
+        at_end_ci[label] = interval_of(at_last, lambda r1: 100 - r1)
+        evidence[f"{label}: {ctx.hn_row}'s error after epoch {flat_epoch} -> after epoch {last}"] = \
+            f"{100 - float(at_flat):.2f} -> {100 - float(at_last):.2f}"
+    measures["retrieval error after InfoNCE flattens"] = at_f
+    measures["retrieval error after the last epoch"] = at_end
+    return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds,
+                        measure_intervals={"retrieval error after InfoNCE flattens": at_f_ci,
+                                           "retrieval error after the last epoch": at_end_ci})

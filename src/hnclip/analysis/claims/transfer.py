@@ -12,6 +12,7 @@ from hnclip.analysis.claims.base import (
     claim,
     competitors_of,
     direction_word,
+    interval_of,
     make_verdict,
     no_data,
     round_margin,
@@ -31,13 +32,14 @@ def a3_transfer(ctx: Context) -> dict:
     where = ("the paper's DCI↔DOCCI and DOCCI→Long-DCI pairs" if present
              else f"every configured transfer pair (standing in for DCI↔DOCCI and DOCCI→Long-DCI at {scale} scale)")
     criterion = (f"on {where}, {hn_row}'s R@1 > every other fine-tuned row's in both directions (its frozen-G "
-                 "variant and the zero-shot backbone are not competitors)")
+                 "variant and the zero-shot backbone are not competitors); every baseline of the main table must "
+                 "have its transfer row (one without is a comparison not made: undecided)")
     if transfer is None or not pairs:
         return no_data("a3_transfer", scale, criterion, "no transfer table")
     rivals = competitors_of(rows_of(transfer), hn_row)
     if hn_row not in transfer.index or not rivals:
         return no_data("a3_transfer", scale, criterion, f"the transfer table needs {hn_row!r} and a competitor")
-    margins, evidence, scores = [], {}, {}
+    margins, evidence, scores, score_ci = [], {}, {}, {}
     for pair in pairs:
         for d in DIRECTION_LABELS:
             hn = cell_value(transfer, hn_row, (pair, d, "R@1"))
@@ -48,14 +50,27 @@ def a3_transfer(ctx: Context) -> dict:
             best = max(others, key=others.get)
             label = f"{pair} {direction_word(d)}"
             scores[label] = round_margin(hn)
+            score_ci[label] = interval_of(hn)
             evidence[f"{label}: {hn_row} minus {best}"] = round_margin(hn - others[best])
             margins.append((hn - others[best], False))
     if not margins:
         return no_data("a3_transfer", scale, criterion, "no transfer pair with two rows")
     missing = [p for p in PAPER_TRANSFER_PAIRS if present and p not in present]
     coverage = f"pairs not configured: {', '.join(missing)}" if missing else None
+    untested = untransferred_baselines(ctx, rivals)
     return make_verdict("a3_transfer", scale, criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
-                    coverage=coverage)
+                    coverage=coverage, unjudged=[f"{b}: no transfer evaluation" for b in untested],
+                    measure_intervals={f"{PAPER_NAME} transfer R@1": score_ci})
+
+
+def untransferred_baselines(ctx: Context, transfer_rows) -> list[str]:
+    """The main table's baselines (display labels) without a row in the transfer table: "leads every
+    column" compares HN-CLIP with every baseline, so each of these is a comparison not made."""
+    main = ctx.tables.get("main")
+    if main is None:
+        return []
+    present = {ctx.methods.get(str(r), str(r)) for r in transfer_rows}
+    return [str(b) for b in competitors_of(rows_of(main), ctx.hn_row) if ctx.methods.get(str(b), str(b)) not in present]
 
 @claim("a3_dci_to_docci", "§3.4 A3",
        "HN-CLIP transfers strongly across domains, scoring 85.00/83.14 R@1 when trained on DCI and "
@@ -70,7 +85,7 @@ def a3_dci_to_docci(ctx: Context) -> dict:
     if transfer is None or pair not in table_groups(transfer) or main is None or "DOCCI" not in table_groups(main):
         return no_data("a3_dci_to_docci", scale, criterion, "needs the DCI → DOCCI transfer and DOCCI in the main "
                         "table (the paper's benchmarks)")
-    margins, evidence, scores = [], {}, {}
+    margins, evidence, scores, score_ci = [], {}, {}, {}
     for d in DIRECTION_LABELS:
         hn = cell_value(transfer, hn_row, (pair, d, "R@1"))
         base = {b: cell_value(main, b, ("DOCCI", d, "R@1")) for b in competitors_of(rows_of(main), hn_row)}
@@ -79,9 +94,11 @@ def a3_dci_to_docci(ctx: Context) -> dict:
             continue
         best = max(base, key=base.get)
         scores[direction_word(d)] = round_margin(hn)
+        score_ci[direction_word(d)] = interval_of(hn)
         evidence[f"{direction_word(d)}: {hn_row} DCI → DOCCI"] = round_margin(hn)
         evidence[f"{direction_word(d)}: best in-domain DOCCI baseline ({best})"] = round_margin(base[best])
         margins.append((hn - base[best], False))
     if not margins:
         return no_data("a3_dci_to_docci", scale, criterion, f"no {hn_row} DCI → DOCCI row")
-    return make_verdict("a3_dci_to_docci", scale, criterion, margins, evidence, {"DCI → DOCCI R@1": scores}, noise)
+    return make_verdict("a3_dci_to_docci", scale, criterion, margins, evidence, {"DCI → DOCCI R@1": scores}, noise,
+                        measure_intervals={"DCI → DOCCI R@1": score_ci})
