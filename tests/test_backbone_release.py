@@ -92,7 +92,7 @@ def test_the_comparison_sets_figures_side_by_side_and_says_when_weights_differ()
     other["weights_sha256"] = "b" * 64
     other["figures"]["train"]["saturated_share"] = 0.25
     text = compare_releases(other, base)
-    line = next(l for l in text.splitlines() if "saturated" in l)
+    line = next(row for row in text.splitlines() if "saturated" in row)
     assert "25.0%" in line and "50.0%" in line
     assert "different weights" in text and "identical weights" not in compare_releases(base, None)
     assert "identical weights" in compare_releases(base, base)

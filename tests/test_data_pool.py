@@ -39,9 +39,9 @@ def test_a_pool_draw_that_repeats_a_benchmark_scene_is_redrawn(bench, tmp_path, 
     benchmark_scene = syn.scene_from_record(record)
     real, calls = syn.sample_scene, []
 
-    def first_draw_is_the_test_scene(family, rng, where=syn.Slice()):
+    def first_draw_is_the_test_scene(family, rng, where=None):
         calls.append(1)
-        return benchmark_scene if len(calls) == 1 else real(family, rng, where)
+        return benchmark_scene if len(calls) == 1 else real(family, rng, where or syn.Slice())
 
     monkeypatch.setattr(syn, "sample_scene", first_draw_is_the_test_scene)
     manifest = build_pool([(bench, 1.0, RENDER)], 3, 0, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")

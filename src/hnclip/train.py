@@ -634,11 +634,11 @@ def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, 
     # at once, and the window in which none holds them yet is the interpreter's start-up alone
     with _hold_run(out_dir, checkpoint_dir):
         return _load_and_train(cfg, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir, subset_path,
-                               eval_manifest, eval_store_dir, products)
+                               eval_manifest, eval_store_dir, products, eval_benchmark)
 
 
 def _load_and_train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,
-                    subset_path, eval_manifest, eval_store_dir, products) -> dict:
+                    subset_path, eval_manifest, eval_store_dir, products, eval_benchmark) -> dict:
     """:func:`train` once the run's folders are held."""
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
