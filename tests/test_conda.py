@@ -19,7 +19,7 @@ import pytest
 import yaml
 from checkout import REPO, copy_checkout, user_env
 
-TARGETS = ["results/data/synthetic/subsets/f0.5_s0.txt", "results/backbone/init"]
+TARGETS = ["results/data/synthetic/subsets/f0.5_s0.txt", "results/pretrain/init"]
 # what the report env's verbs import (table, table-epochs, table-cost, figure, claims, report): checked
 # directly, since running them needs trained runs
 REPORT_IMPORTS = ("import hnclip.cli, hnclip.analysis.tables, hnclip.analysis.figures, hnclip.analysis.claims.files, "
@@ -89,7 +89,7 @@ def test_data_and_train_jobs_run_in_their_environments_importing_hnclip_from_the
     assert proc.returncode == 0, output[-4000:] + logs[-4000:]
     work = conda_workdir["work"]
     assert (work / TARGETS[0]).read_text().strip()
-    assert (work / "results/backbone/init/model.json").is_file()
+    assert (work / "results/pretrain/init/model.json").is_file()
     # the jobs ran in the environments the stand-in built (one activation per job: fetch, prepare,
     # subset, init-model; prepare in the train env, whose tokenizer counts cut captions), whose python has
     # no hnclip: it came from the workflow's src/

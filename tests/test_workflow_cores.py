@@ -12,7 +12,7 @@ import sys
 
 from checkout import copy_checkout, user_env
 
-TARGET = "results/backbone/summary.json"
+TARGET = "results/pretrain/long/summary.json"
 CONFIG = ("--configfile", "tests/e2e/micro.yaml")
 
 

@@ -245,7 +245,7 @@ def test_every_run_records_the_cpu_kernels_the_config_pinned(micro_run):
     from hnclip.cpu_kernels import cpu_has_avx2
 
     summaries = [json.loads(p.read_text()) for p in (micro_run.root / "results/runs").rglob("summary.json")]
-    backbone = json.loads((micro_run.root / "results/backbone/summary.json").read_text())
+    backbone = json.loads((micro_run.root / "results/pretrain/long/summary.json").read_text())
     for summary in [*summaries, backbone]:
         kernels = summary["cpu_kernels"]
         assert kernels["setting"] == "avx2" and kernels["onednn"] is True  # only `portable` switches it off
