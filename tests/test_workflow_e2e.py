@@ -6,6 +6,7 @@ The run gives evaluation jobs one GPU each (`--config resources={evaluate: {gpu:
 override), so the default profile's `gpu: 1` cap must run them one at a time.
 """
 
+import hashlib
 import json
 import re
 import shutil
@@ -338,3 +339,26 @@ def test_a_deleted_evaluation_or_run_summary_is_rebuilt(micro_run, tmp_path):
     assert proc.returncode == 0, out[-3000:]
     assert f"output: {evaluation}" in out
     assert re.search(rf"rule train:\n(\s+\S.*\n)*?\s+output: {re.escape(summary)}", out), out[-3000:]
+
+
+@pytest.mark.e2e
+def test_the_backbone_release_target_rebuilds_the_backbone_and_sets_its_figures_beside(micro_run):
+    # the micro run pretrained its backbone in the DAG (backbone.source pretrain) and installed it byte for byte
+    pretrained = micro_run.root / "results/pretrain/long/model/model.safetensors"
+    installed = micro_run.root / "results/backbone/model/model.safetensors"
+    assert pretrained.read_bytes() == installed.read_bytes()
+    # the release target packages that same model with its figures and card: only two new jobs
+    proc = snakemake(micro_run.root, "backbone_release")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert re.search(r"backbone_figures\s+1", out) and re.search(r"backbone_release\s+1", out)
+    assert "rule train:" not in out and "rule pretrain_long_backbone:" not in out
+    release = micro_run.root / "results/release/micro-release"
+    record = json.loads((release / "release.json").read_text())
+    assert record["weights_sha256"] == hashlib.sha256(pretrained.read_bytes()).hexdigest()
+    assert set(record["figures"]["zeroshot"]) == {"synthetic/test", "synthetic_shift/test"}
+    assert record["figures"]["train"]["micro_batch"] == 8  # the fine-tuning micro-batch of micro.yaml
+    assert record["recipe"]["pretrain"]["pool"]["shares"] == {"synthetic": 0.5, "synthetic_shift": 0.5}
+    assert record["built"]["stages"]["long"]["steps"] >= 1 and record["built"]["minutes"]["total"] > 0
+    assert "Toy scale" in (release / "README.md").read_text()
+    assert "backbone release micro-release" in proc.stdout and record["weights_sha256"][:20] in proc.stdout

@@ -286,7 +286,8 @@ def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
         out.append({"benchmark": benchmark, "rows": rows, "met": data.get("met", 0), "total": len(rows),
                     "n_test": data.get("n_test_images"), "plain_runs": len(data.get("plain_runs", [])),
                     "threshold": data.get("near_duplicate_cosine"), "weights": identity.get("weights"),
-                    "kernels": kernels.get("setting"), "cpu": kernels.get("cpu")})
+                    "kernels": kernels.get("setting"), "cpu": kernels.get("cpu"),
+                    "release": identity.get("release")})
     return out
 
 
