@@ -39,17 +39,20 @@ if HAS_PRETRAIN_RECIPE:
         params:
             size=lookup(dpath="pretrain/pool/size", within=config),
             seed=lookup(dpath="pretrain/pool/seed", within=config),
+            phrasing=lookup(dpath="pretrain/pool/phrasing", within=config),
             image_size=lookup(dpath="backbone/image_size", within=config),
             shares=" ".join(
                 str(PRETRAIN["pool"]["shares"].get(b, 1.0)) for b in POOL_SOURCES
             ),
             slices=" ".join(
                 f"--{key.replace('_', '-')} {value}"
-                for key, value in pool_slice_options(PRETRAIN["pool"]["slices"]).items()
+                for key, value in pool_slice_options(
+                    PRETRAIN["pool"]["slices"]
+                ).items()
             ),
         shell:
             "python -m hnclip pool --source {input} --share {params.shares} --count {params.size} "
-            "--seed {params.seed} --image-size {params.image_size} {params.slices} "
+            "--seed {params.seed} --image-size {params.image_size} {params.slices} --phrasing {params.phrasing} "
             "--manifest {output.manifest} --images {output.images} 2> {log}"
 
     rule init_backbone:

@@ -484,7 +484,10 @@ def backbone_inputs():
     """install_backbone's inputs: the released folder's two files, or the pretrain stage's folder (a
     directory output, whose files cannot be named as inputs)."""
     if config["backbone"]["source"] == "released":
-        return [f"{backbone_folder()}/{name}" for name in ("model.safetensors", "model.json")]
+        return [
+            f"{backbone_folder()}/{name}"
+            for name in ("model.safetensors", "model.json")
+        ]
     return [backbone_folder()]
 
 

@@ -25,6 +25,8 @@ def add_pool(sub) -> None:
     p.add_argument("--slice-objects", type=int, nargs=2, default=None, metavar=("MIN", "MAX"),
                    help="objects per scene within a slice")
     p.add_argument("--slice-backgrounds", type=int, default=1, help="backgrounds of each slice")
+    p.add_argument("--phrasing", choices=["benchmark", "pool"], default="benchmark",
+                   help="long captions in the benchmarks' words or in the pool's own (pretrain.pool.phrasing)")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
 
@@ -46,7 +48,8 @@ def cmd_pool(args) -> None:
         sources.append((source["root"], share, source.get("origin", {}).get("settings", {}).get("image_size", 96)))
     slices = (PoolSlices(args.slices, args.slice_inventory, tuple(args.slice_objects or (MIN_OBJECTS, MAX_OBJECTS)),
                          args.slice_backgrounds) if args.slices else None)
-    build_pool(sources, args.count, args.seed, args.image_size, Path(args.manifest), Path(args.images), slices)
+    build_pool(sources, args.count, args.seed, args.image_size, Path(args.manifest), Path(args.images), slices,
+               args.phrasing)
 
 
 def add_init_model(sub) -> None:

@@ -29,6 +29,7 @@ from hnclip.data.manifest import write_manifest
 from hnclip.data.synthetic import (
     PoolSlices,
     describe_scene,
+    describe_scene_pool,
     describe_scene_short,
     read_records,
     render_scene,
@@ -38,7 +39,7 @@ from hnclip.data.synthetic import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["benchmark_signatures", "build_pool"]
+__all__ = ["PHRASINGS", "benchmark_signatures", "build_pool"]
 
 
 def benchmark_signatures(root) -> tuple[str, set]:
@@ -52,18 +53,25 @@ def benchmark_signatures(root) -> tuple[str, set]:
     return families.pop(), {scene_from_record(r).signature() for r in records}
 
 
+PHRASINGS = ("benchmark", "pool")
+
+
 def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, store_dir,
-               slices: PoolSlices | None = None) -> pd.DataFrame:
+               slices: PoolSlices | None = None, phrasing: str = "benchmark") -> pd.DataFrame:
     """Render ``count`` pool scenes; write the manifest and the image store.
 
     ``sources``: (benchmark root, share, rendered size) per synthetic benchmark: each one's family is drawn
     with its share and rendered at that benchmark's size (its ``synthetic.image_size``), and every scene of
     every listed benchmark (all splits) is excluded. ``image_size`` is the backbone's input resolution;
-    ``slices``: draw scenes within narrow slices of their family (:class:`hnclip.data.synthetic.PoolSlices`).
-    Returns the manifest (image_id, image_path = "", caption, short_caption).
+    ``slices``: draw scenes within narrow slices of their family (:class:`hnclip.data.synthetic.PoolSlices`);
+    ``phrasing``: the long captions in the benchmarks' own words, or in the pool's
+    (:func:`hnclip.data.synthetic.describe_scene_pool`). Returns the manifest (image_id, image_path = "", caption, short_caption).
     """
     if not isinstance(count, int) or count < 1:
         raise ValueError(f"pool count must be an int >= 1, got {count!r}")
+    if phrasing not in PHRASINGS:
+        raise ValueError(f"pool phrasing must be one of {PHRASINGS}, got {phrasing!r}")
+    describe = describe_scene_pool if phrasing == "pool" else describe_scene
     shares, render_sizes, exclude = {}, {}, set()
     for root, share, render_size in sources:
         family, signatures = benchmark_signatures(root)
@@ -79,7 +87,7 @@ def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, s
     manifest = pd.DataFrame({
         "image_id": image_ids,
         "image_path": [""] * count,
-        "caption": [describe_scene(s) for s in scenes],
+        "caption": [describe(s) for s in scenes],
         "short_caption": [describe_scene_short(s) for s in scenes],
     }, dtype=str)
     pixels = (np.asarray(resize_center_crop(render_scene(s, render_sizes[s.family]), image_size), dtype=np.uint8)

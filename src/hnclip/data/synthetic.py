@@ -55,6 +55,7 @@ __all__ = [
     "DETAILS",
     "family_slice",
     "describe_scene",
+    "describe_scene_pool",
     "describe_scene_short",
     "generate_synthetic",
     "iter_scenes",
@@ -413,6 +414,33 @@ def describe_scene(scene: Scene) -> str:
                  f"{scene.objects[j].colour} {scene.objects[j].shape}" for i, j in scene.relations]
     parts.append("Relative placement: " + "; ".join(relations) + ".")
     return " ".join(parts)
+
+
+# The pretraining pool's own words: the same facts as a benchmark caption (every object with its size, fill,
+# colour, shape and cell, then the relation chain) in another template with other cell and relation phrases,
+# as ShareGPT4V's generated captions describe images otherwise than DOCCI's people do. A benchmark's phrasing
+# is then something its fine-tuning adapts to, not something the backbone already knows.
+POOL_CELL_WORDS = ("upper left", "upper centre", "upper right", "centre left", "middle", "centre right",
+                   "lower left", "lower centre", "lower right")
+POOL_RELATION_WORDS = {
+    (0, -1): "west of", (0, 1): "east of", (-1, 0): "north of", (1, 0): "south of",
+    (-1, -1): "north-west of", (-1, 1): "north-east of", (1, -1): "south-west of", (1, 1): "south-east of",
+}
+
+
+def describe_scene_pool(scene: Scene) -> str:
+    """The long caption in the pretraining pool's phrasing (:data:`POOL_CELL_WORDS`), for either family."""
+    style = _style(scene.family)
+    objects = "; ".join(f"{POOL_CELL_WORDS[o.cell]}: {style.size_words[o.size]} {style.pattern_words[o.pattern]} "
+                        f"{o.colour} {o.shape}" for o in scene.objects)
+    relations = []
+    for i, j in scene.relations:
+        a, b = scene.objects[i], scene.objects[j]
+        d_row = (a.cell // 3 > b.cell // 3) - (a.cell // 3 < b.cell // 3)
+        d_col = (a.cell % 3 > b.cell % 3) - (a.cell % 3 < b.cell % 3)
+        relations.append(f"{a.colour} {a.shape} {POOL_RELATION_WORDS[(d_row, d_col)]} {b.colour} {b.shape}")
+    return (f"Picture of {NUMBER_WORDS[len(scene.objects)]} shapes over {scene.background}, laid out in a grid of "
+            f"three rows. {objects}. Layout: {', '.join(relations)}.")
 
 
 def describe_scene_short(scene: Scene) -> str:
