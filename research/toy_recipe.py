@@ -51,15 +51,22 @@ def last_epoch_scores(epochs_csv: Path) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--results", type=Path, default=REPO / "results")
     parser.add_argument("--config", nargs="+", default=[str(REPO / "config" / "config.yaml")])
     parser.add_argument("--benchmark", default="synthetic")
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-5, 1e-4, 3e-4, 1e-3])
-    parser.add_argument("--method", default="longclip",
-                        help="the method whose run is trained at each rate (default: plain Long-CLIP FT, whose best "
-                             "rate sets the others'; another method to check its rate at its ratio on val)")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the runs (default: a temporary one)")
+    parser.add_argument(
+        "--method",
+        default="longclip",
+        help="the method whose run is trained at each rate (default: plain Long-CLIP FT, whose best "
+        "rate sets the others'; another method to check its rate at its ratio on val)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder for the runs (default: a temporary one)"
+    )
     args = parser.parse_args(argv)
     config = load_config(args.config)
     data = args.results / "data" / args.benchmark
@@ -70,11 +77,28 @@ def main(argv=None) -> int:
     rows = []
     for lr in args.lrs:
         run_dir = out / f"lr{lr:g}"
-        command = [sys.executable, "-m", "hnclip", "train", "--init", str(args.results / "backbone" / "model"),
-                   "--manifest", str(data / "train.csv"), "--images", str(data / "train_images"),
-                   "--eval-manifest", str(data / "val.csv"), "--eval-images", str(data / "val_images"),
-                   "--out", str(run_dir), "--checkpoint-dir", str(out / "checkpoints" / f"lr{lr:g}"),
-                   "--threads", "2"]
+        command = [
+            sys.executable,
+            "-m",
+            "hnclip",
+            "train",
+            "--init",
+            str(args.results / "backbone" / "model"),
+            "--manifest",
+            str(data / "train.csv"),
+            "--images",
+            str(data / "train_images"),
+            "--eval-manifest",
+            str(data / "val.csv"),
+            "--eval-images",
+            str(data / "val_images"),
+            "--out",
+            str(run_dir),
+            "--checkpoint-dir",
+            str(out / "checkpoints" / f"lr{lr:g}"),
+            "--threads",
+            "2",
+        ]
         framework = config["methods"][args.method]["framework"]
         for product in framework_entry(framework).products:  # GOAL's segments, StructXLIP's edges too
             command += ["--product", f"{product}={data / f'train_{product}'}"]
@@ -86,8 +110,10 @@ def main(argv=None) -> int:
         subprocess.run(command, check=True, stderr=subprocess.DEVNULL, env=env)
         epochs = last_epoch_scores(run_dir / "epochs.csv")
         rows.append((lr, epochs))
-    print(f"\nval R@1 of {args.method} ({args.benchmark} val split, {config['train']['epochs']} epochs; "
-          "mean of i2t and t2i per epoch):")
+    print(
+        f"\nval R@1 of {args.method} ({args.benchmark} val split, {config['train']['epochs']} epochs; "
+        "mean of i2t and t2i per epoch):"
+    )
     print(f"{'lr':>8s}  " + "  ".join(f"epoch {e['epoch']:.0f}" for e in rows[0][1]))
     for lr, epochs in rows:
         print(f"{lr:8.0e}  " + "  ".join(f"{(e['i2t_r1'] + e['t2i_r1']) / 2:7.1f}" for e in epochs))
