@@ -325,7 +325,8 @@ def rates(records: list[dict], clock: str) -> list[float]:
 
 
 def print_results(results: dict[str, list[dict]], note: str | None) -> None:
-    print(f"  {'variant':<26}{'samples/s wall':>15}{'vs bare':>9}{'range':>14}{'samples/s CPU':>15}{'vs bare':>9}"
+    width = max(26, *(len(label) + 2 for label in results))
+    print(f"  {'variant':<{width}}{'samples/s wall':>15}{'vs bare':>9}{'range':>14}{'samples/s CPU':>15}{'vs bare':>9}"
           f"{'range':>14}")
     for label, records in results.items():
         words = label.split()
@@ -337,7 +338,7 @@ def print_results(results: dict[str, list[dict]], note: str | None) -> None:
             per_round = [a / b for a, b in zip(ours, rates(bare, clock), strict=True)]
             cells.append(f"{statistics.median(ours):>15.1f}{statistics.median(per_round):>8.2f}x"
                          f"{min(per_round):>8.2f}-{max(per_round):.2f}")
-        print(f"  {label:<26}" + "".join(cells))
+        print(f"  {label:<{width}}" + "".join(cells))
     print("  (vs bare: median over rounds of the round's samples/s ratio to the bare step of the same gamma; "
           "open_clip: vs bare g0; range: min-max over rounds)")
     if note:
