@@ -219,6 +219,35 @@ def test_a_training_job_prints_progress_lines_to_stdout_and_its_log_to_stderr(tm
     assert all(re.match(rf"^hnclip train {re.escape(str(out))}: [a-z]", line) for line in others), others
 
 
+def test_snakemake_shows_a_training_jobs_progress_lines_as_it_runs_and_logs_its_stderr(tmp_path):
+    """A rule as workflow/rules/train.smk writes it (stderr to the job's log, stdout left alone): the
+    progress lines reach Snakemake's own output while the job runs, before Snakemake reports it finished."""
+    import hnclip
+
+    paths = make_dataset(tmp_path / "data", n=24)
+    sets = " ".join(f"--set {item}" for item in ("micro_batch=4", "accum_steps=2", "epochs=3", "device=cpu",
+                                                 "dynamics_every=1", "gamma=0.5", "progress_every=0.2"))
+    (tmp_path / "Snakefile").write_text(
+        "rule train:\n"
+        "    output: 'out/summary.json'\n"
+        "    log: 'train.log'\n"
+        f"    shell: '{sys.executable} -m hnclip train --init {paths['init_model_dir']} --manifest "
+        f"{paths['train_manifest']} --images {paths['store_dir']} --out out --checkpoint-dir ckpt --threads 1 "
+        f"{sets} 2> {{log}}'\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(hnclip.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--directory", str(tmp_path),
+                           "--snakefile", str(tmp_path / "Snakefile")], cwd=tmp_path, env=env, timeout=600,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    lines = proc.stdout.splitlines()
+    shown = [i for i, line in enumerate(lines) if line.startswith("hnclip train out: step ")]
+    finished = next(i for i, line in enumerate(lines) if line.startswith("Finished jobid"))
+    done = next(i for i, line in enumerate(lines) if line.startswith("hnclip train out: finished"))
+    assert shown and shown[0] < done < finished
+    log = (tmp_path / "train.log").read_text()
+    assert "train:" in log and "hnclip train out:" not in log  # tqdm's bar in the log, the lines on the console
+
+
 def test_progress_line_eta_by_hand():
     from hnclip.training.progress import Progress, format_duration
 
