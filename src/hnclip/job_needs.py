@@ -124,10 +124,7 @@ def run_needs(config: dict, results_dir, sizes: dict, train_limits: dict) -> lis
                        f"peak of {len(summaries)} run(s) at micro-batch {', '.join(map(str, micro))}",
                        1 / rate[label], reference / rate[label], longest / rate[label] / 3600, limits=train_limits)
         _memory_check(need, ", ".join(map(str, micro)), train_limits, device_type)
-        if train_limits.get("runtime") is not None and need.longest_hours * 60 > float(train_limits["runtime"]):
-            need.warnings.append(f"warning: {need.job}: the longest run needs ~{need.longest_hours * 60:,.0f} min, "
-                                 f"more than the {train_limits['runtime']} min runtime; it will be cut and "
-                                 "resumed from its checkpoint on retry")
+        _runtime_check(need, train_limits)
         needs.append(need)
     return needs
 
@@ -170,6 +167,14 @@ def _test_size(config: dict, bench: str) -> int | None:
         return counts["test"]
     per_protocol = [c["test"] for c in counts.values() if isinstance(c, dict) and isinstance(c.get("test"), int)]
     return max(per_protocol, default=None)  # DCI: GOAL's 1,999 or all 7,805; the larger bounds the time
+
+
+def _runtime_check(need: JobNeed, limits: dict) -> None:
+    """Warn when the longest training job of ``need``'s kind outlasts its runtime limit."""
+    if limits.get("runtime") is not None and need.longest_hours * 60 > float(limits["runtime"]):
+        need.warnings.append(f"warning: {need.job}: the longest run needs ~{need.longest_hours * 60:,.0f} min, "
+                             f"more than the {limits['runtime']} min runtime; it will be cut and "
+                             "resumed from its checkpoint on retry")
 
 
 def _memory_check(need: JobNeed, kind: str, limits: dict, measured_on: str) -> None:
@@ -215,10 +220,7 @@ def job_needs(config: dict, job_cost: dict, throughput: Throughput, sizes: dict,
                        at_micro[label]["how"], per_sample[label], ratio,
                        longest * ratio / throughput.samples_per_s / 3600 / gpus, limits=train_limits)
         _memory_check(need, str(micro), train_limits, measured_on)
-        if train_limits.get("runtime") is not None and need.longest_hours * 60 > float(train_limits["runtime"]):
-            need.warnings.append(f"warning: {need.job}: the longest run needs ~{need.longest_hours * 60:,.0f} min, "
-                                 f"more than the {train_limits['runtime']} min runtime; it will be cut and "
-                                 "resumed from its checkpoint on retry")
+        _runtime_check(need, train_limits)
         needs.append(need)
     evaluate = job_cost["evaluate"]
     batch = config["evaluate"]["batch_size"]

@@ -153,10 +153,7 @@ def format_job_needs(needs: list[JobNeed], job_cost: dict, path, micro_batch: in
                      f"{n.ratio:.2f}x" if n.ratio == n.ratio else "-",
                      _hours(n.longest_hours) if n.longest_hours == n.longest_hours else "-",
                      f"{n.limits.get('mem_mb', '-')}, {n.limits.get('runtime', '-')}", ", ".join(n.methods)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
-                   + "  " + r[-1])
+    out += _table_lines(rows)
     out.append(f"memory: peak at micro-batch {micro_batch} per process ("
                f"{'device memory' if m.get('device') == 'cuda' else 'resident set of a CPU job'}; "
                f"{next((n.memory_how for n in needs if n.memory_how != 'not measured'), '')}); time: forward + backward on the measuring device, the "
@@ -180,10 +177,7 @@ def format_run_needs(needs: list[JobNeed], backbone: str, runs_dir, other: str) 
                      f"{n.ratio:.2f}x" if n.ratio == n.ratio else "-",
                      _hours(n.longest_hours) if n.longest_hours == n.longest_hours else "-",
                      f"{n.limits.get('mem_mb', '-')}, {n.limits.get('runtime', '-')}", ", ".join(n.methods)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
-                   + "  " + r[-1])
+    out += _table_lines(rows)
     out.append("memory: " + "; ".join(f"{n.job}: {n.memory_how}" for n in needs if n.memory_how != "not measured"))
     out += [w for n in needs for w in n.warnings]
     return "\n".join(out)
@@ -229,6 +223,13 @@ def format_diagnostics(rows: list[DiagnosticsCost], config: dict, micro_batch: i
                    "objectives differ, fp32 copies of both gradients): an upper bound; re-measure with "
                    f"benchmarks/job_cost.py --probe-only --frameworks {','.join(earlier)}")
     return "\n".join(out)
+
+
+def _table_lines(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as aligned text: the first column left, the others right, the last one (a list) as it is."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
+            + "  " + r[-1] for r in rows]
 
 
 def _hours(x: float) -> str:
