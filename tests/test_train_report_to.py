@@ -46,9 +46,10 @@ def _expected_scalars(out: Path) -> dict[str, dict[int, float]]:
                                             "objective_active_share") else "probe/"
             expected.setdefault(prefix + column, {})[int(row["step"])] = float(cell)
     for row in read_csv_rows(out / "epochs.csv"):
+        prefix = f"eval/{row['benchmark']}/" if row.get("benchmark") else "eval/"  # a row naming its test split
         for column, cell in row.items():
-            if column not in ("epoch", "step"):
-                expected.setdefault("eval/" + column, {})[int(row["step"])] = float(cell)
+            if column not in ("epoch", "step", "benchmark"):
+                expected.setdefault(prefix + column, {})[int(row["step"])] = float(cell)
     return expected
 
 

@@ -7,7 +7,8 @@ stay the record; a reporter receives each row as the loop appends it, so it show
 - every step: the columns of ``dynamics.csv`` that hold a number (:data:`STEP_TAGS`: losses, learning
   rate, logit scale, saturated and active shares under ``train/``; the gradient probe's columns, on
   probed steps, under ``probe/``), at the row's ``step``;
-- every epoch evaluated: each Recall@K of ``epochs.csv`` under ``eval/``, at the epoch's last step.
+- every epoch evaluated: each Recall@K of ``epochs.csv`` under ``eval/`` (``eval/<benchmark>/`` where the
+  row names the test split it scores), at the epoch's last step.
 
 ``tensorboard``: event files in ``<out>/tensorboard/`` (``tensorboard --logdir results/runs`` shows every
 run). A session writes the folder afresh from the CSV logs as they stand when it starts (a resumed run's
@@ -55,9 +56,12 @@ STEP_TAGS = {column: ("train/" if column in CHEAP_COLUMNS else "probe/") + colum
              for column in DYNAMICS_COLUMNS if column not in ("step", "epoch", MICRO_BATCH_INFONCE)}
 
 
-def epoch_tags(columns) -> dict[str, str]:
-    """epochs.csv column -> tag: every column but the axis (epoch, step)."""
-    return {column: EVAL_PREFIX + column for column in columns if column not in ("epoch", "step")}
+def epoch_tags(row) -> dict[str, str]:
+    """An epochs.csv row's column -> tag: every column but the axis (epoch, step) and the name of the test
+    split it scores (``benchmark``, when the row has one: it joins the tag)."""
+    benchmark = row.get("benchmark") or ""
+    prefix = f"{EVAL_PREFIX}{benchmark}/" if benchmark else EVAL_PREFIX
+    return {column: prefix + column for column in row if column not in ("epoch", "step", "benchmark")}
 
 
 def _number(value) -> float | None:
