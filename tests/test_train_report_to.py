@@ -250,10 +250,10 @@ def test_snakemake_shows_a_training_jobs_progress_lines_as_it_runs_and_logs_its_
 
 
 def test_progress_line_eta_by_hand():
-    from hnclip.training.progress import Progress, format_duration
+    from hnclip.progress import Progress, format_duration
 
     now = [100.0]
-    progress = Progress("results/runs/x", 30, clock=lambda: now[0])
+    progress = Progress("hnclip train results/runs/x", 30, clock=lambda: now[0])
     assert progress.line() == "hnclip train results/runs/x: starting, 0s elapsed"
     progress.set_phase("loading the training data")
     now[0] = 161.0
@@ -267,3 +267,21 @@ def test_progress_line_eta_by_hand():
     progress.set_phase("evaluating after epoch 2")
     assert progress.line().endswith("evaluating after epoch 2, step 30/110 (27%), epoch 2/4, 1m21s elapsed")
     assert [format_duration(s) for s in (59.4, 60, 3599, 3600 * 5 + 65)] == ["59s", "1m00s", "59m59s", "5h01m"]
+
+
+def test_every_other_verb_prints_a_heartbeat_and_plan_prints_none(monkeypatch, capsys):
+    import argparse
+    import time
+
+    import hnclip.cli as cli
+
+    monkeypatch.setattr(cli, "HEARTBEAT_SECONDS", 0.05)
+    with cli._heartbeat(argparse.Namespace(verb="evaluate", out="results/evals/x/docci.json")):
+        time.sleep(0.4)  # a job longer than the interval
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 3 and lines[0] == "hnclip evaluate results/evals/x/docci.json: running, 0s elapsed"
+    assert lines[-1] == "hnclip evaluate results/evals/x/docci.json: finished in 0s"
+    for verb in ("plan", "train"):  # plan's stdout is the plan; train prints its own lines
+        with cli._heartbeat(argparse.Namespace(verb=verb)):
+            time.sleep(0.2)
+    assert capsys.readouterr().out == ""

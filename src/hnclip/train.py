@@ -43,6 +43,7 @@ from hnclip.frameworks.base import Batch, Framework
 from hnclip.hashing import fingerprint_files, fingerprint_tree, sha256_file
 from hnclip.losses import HNClipLoss
 from hnclip.models.tokenizer import describe_truncation, truncation
+from hnclip.progress import Progress
 from hnclip.provenance import git_commit
 from hnclip.run_lock import RunLock
 from hnclip.train_config import TrainConfig
@@ -59,7 +60,6 @@ from hnclip.training.distributed import (
 )
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, sparse_embeddings, step_saturation
 from hnclip.training.logs import CsvLog
-from hnclip.training.progress import Progress
 from hnclip.training.report_to import RunReport, open_report
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
 
@@ -263,7 +263,7 @@ class _Session:
     base_wall_time: float = 0.0  # wall time of the run's earlier sessions
     # the evaluation captions' token ids, tokenised at the first evaluation and kept for the run's others
     eval_tokens: torch.Tensor | None = None
-    progress: Progress | None = None  # the job's progress lines (hnclip.training.progress)
+    progress: Progress | None = None  # the job's progress lines (hnclip.progress)
     report: RunReport | None = None  # TensorBoard / W&B (TrainConfig.report_to), rank 0 only
 
     def __post_init__(self):
@@ -279,7 +279,7 @@ class _Session:
     def shown(self) -> Progress:
         """The progress lines, or a silent stand-in where the caller gave none."""
         if self.progress is None:
-            self.progress = Progress(str(self.out_dir), 0)
+            self.progress = Progress(f"hnclip train {self.out_dir}", 0)
         return self.progress
 
     def close_report(self) -> None:
@@ -330,7 +330,7 @@ def _hold_run(out_dir, checkpoint_dir):
 
 def _progress(cfg: TrainConfig, out_dir) -> Progress:
     """The job's progress lines on stdout (rank 0; ``cfg.progress_every`` seconds apart, 0: none)."""
-    return Progress(str(out_dir), cfg.progress_every if _is_main_process() else 0)
+    return Progress(f"hnclip train {out_dir}", cfg.progress_every if _is_main_process() else 0)
 
 
 def _train_held(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data,

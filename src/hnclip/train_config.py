@@ -103,7 +103,7 @@ class TrainConfig:
             ``<out>/tensorboard/`` and/or a Weights & Biases run (:mod:`hnclip.training.report_to`).
             Empty: neither. Not part of the config hash.
         progress_every: seconds between progress lines on stdout (step, epoch, loss, ETA), which
-            Snakemake's console shows while the job runs (:mod:`hnclip.training.progress`); 0: none.
+            Snakemake's console shows while the job runs (:mod:`hnclip.progress`); 0: none.
             Not part of the config hash.
         max_steps: stop after this many optimizer steps (0: run all epochs); the LR schedule spans the
             shorter of the two.

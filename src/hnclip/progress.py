@@ -14,6 +14,10 @@ the loop already holds as Python values (recording them costs no device sync). T
 through a long data load, frozen-margin encoding or per-epoch evaluation, so a job longer than the
 interval is never silent for more than about one interval. A job that printed anything ends with a
 last line; one shorter than the interval prints nothing. Under torchrun only rank 0 prints.
+
+Every other ``hnclip`` verb a rule runs (fetch, prepare, evaluate, geometry, segments, ...) gets the same
+thread without the loop's numbers (:func:`hnclip.cli.main`): ``hnclip evaluate results/evals/...: running,
+1m30s elapsed`` every 30 seconds, so no job is silent on the console for long.
 """
 
 from __future__ import annotations
@@ -40,14 +44,15 @@ def format_duration(seconds: float) -> str:
 class Progress:
     """One job's progress lines (a context manager: the thread runs inside it).
 
-    ``interval``: seconds between lines (0 or less: none, and no thread). ``label``: what the lines name
-    (the run's output folder). ``stream``: where they go (default ``sys.stdout``, looked up when printing).
+    ``name``: what each line starts with (``hnclip train <out>``). ``interval``: seconds between lines (0 or
+    less: none, and no thread). ``phase``: what the job does until told otherwise. ``stream``: where the
+    lines go (default ``sys.stdout``, looked up when printing).
     """
 
-    def __init__(self, label: str, interval: float, stream=None, clock=time.monotonic):
-        self.label, self.interval, self.stream, self.clock = label, float(interval), stream, clock
+    def __init__(self, name: str, interval: float, phase: str = "starting", stream=None, clock=time.monotonic):
+        self.name, self.interval, self.stream, self.clock = name, float(interval), stream, clock
         self.started = clock()
-        self.phase = "starting"
+        self.phase = phase
         self.step = self.total_steps = self.epoch = self.epochs = 0
         self.loss = float("nan")
         self.samples_per_step = 0
@@ -92,7 +97,7 @@ class Progress:
     def line(self) -> str:
         now = self.clock()
         elapsed = f"{format_duration(now - self.started)} elapsed"
-        head = f"hnclip train {self.label}: "
+        head = f"{self.name}: "
         if self._loop_start is None:
             return f"{head}{self.phase}, {elapsed}"
         where = f"step {self.step}/{self.total_steps} ({self.step / max(1, self.total_steps):.0%}), " \
@@ -110,10 +115,11 @@ class Progress:
 
     def final_line(self, failed: bool = False) -> str:
         took = format_duration(self.clock() - self.started)
+        where = f"step {self.step}/{self.total_steps}" if self._loop_start is not None else ""
         if failed:
-            return f"hnclip train {self.label}: stopped with an error at step {self.step}/{self.total_steps} " \
-                   f"after {took} (its log has the traceback)"
-        return f"hnclip train {self.label}: finished, step {self.step}/{self.total_steps}, in {took}"
+            return f"{self.name}: stopped with an error{' at ' + where if where else ''} after {took} " \
+                   "(its log has the traceback)"
+        return f"{self.name}: finished{', ' + where + ',' if where else ''} in {took}"
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream or sys.stdout, flush=True)
