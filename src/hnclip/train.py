@@ -417,8 +417,7 @@ def _start_session(context: DistributedContext, device: torch.device, amp_dtype,
     report = None
     if context.is_main and cfg.reporters:  # keeps the random streams just restored (open_report)
         report = open_report(cfg.reporters, out_dir, str(out_dir), cfg.to_dict(), logs["dynamics"].read_text(),
-                             logs["epochs"].read_text(), resumed=payload is not None,
-                             flush_secs=cfg.progress_every or 30.0)
+                             logs["epochs"].read_text(), resumed=payload is not None)
     return _Session(cfg, context, device, amp_dtype, data, store, eval_data if cfg.eval_every_epoch else None,
                     out_dir, fingerprint, steps_per_epoch, total_steps, parts, checkpoint, state, started,
                     base_wall_time=state.wall_time_s, progress=progress, report=report)

@@ -166,11 +166,12 @@ class RunReport:
 
 
 def open_report(names, out_dir, run_name: str, config: dict, dynamics_text: str, epochs_text: str,
-                resumed: bool, flush_secs: float = 30.0) -> RunReport | None:
+                resumed: bool, flush_secs: float = 10.0) -> RunReport | None:
     """The reporters ``names`` (TrainConfig.reporters) of a session writing ``out_dir``; None for none.
 
-    TensorBoard starts from the CSV logs' text (``dynamics_text``, ``epochs_text``); W&B continues the
-    run's W&B run when ``resumed``. The global random streams are left as they were.
+    TensorBoard starts from the CSV logs' text (``dynamics_text``, ``epochs_text``) and writes its queue to
+    disk every ``flush_secs`` (what a live ``tensorboard`` sees); W&B continues the run's W&B run when
+    ``resumed``. The global random streams are left as they were.
     """
     if not names:
         return None
