@@ -119,9 +119,14 @@ class _WandB:
             run_id = secrets.token_hex(8)
             id_file.write_text(run_id + "\n")
         # console="off": W&B leaves stdout (the progress lines) and stderr (the job's log) alone
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "hnclip", name=run_name, id=run_id,
-                              resume="allow", dir=str(out_dir), config=config,
-                              settings=wandb.Settings(console="off", quiet=True))
+        try:
+            self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "hnclip", name=run_name, id=run_id,
+                                  resume="allow", dir=str(out_dir), config=config,
+                                  settings=wandb.Settings(console="off", quiet=True))
+        except Exception as err:  # no credentials, no network: say which setting asked for it
+            raise RuntimeError(f"TrainConfig.report_to (train.report_to) names wandb, but wandb.init failed "
+                               f"({type(err).__name__}: {err}); give W&B its credentials in the environment "
+                               "(WANDB_API_KEY), or set WANDB_MODE=offline and `wandb sync` later") from err
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         self.run.log(values, step=step)
