@@ -21,6 +21,11 @@ process's, all threads), and the ratio to the bare step of the same objective:
   features as negatives) and 1 (one micro-batch per step). If ``open_clip_train`` cannot be imported,
   those rows say so.
 
+``--report-to tensorboard,wandb`` adds ``ours ... report_to=...``: the unprobed run with its rows also sent
+to TensorBoard event files and/or a W&B run (W&B in offline mode: nothing leaves the machine), what
+``train.report_to`` costs when on; every ``ours`` row prints progress lines at the default interval (30 s;
+a round's run is shorter, so its thread only sleeps), which is what the default costs.
+
 Two objectives: gamma 0 (InfoNCE; ``bare`` and ``open_clip`` compare with ``ours`` at gamma 0) and
 the config's gamma (the HN margin, no token term; 0.5 in config/config.yaml). Float32 on the CPU by default; ``--device cuda`` runs it on a
 GPU (times synchronised).
@@ -28,6 +33,7 @@ GPU (times synchronised).
     python benchmarks/loop_overhead.py --threads 1             # 5 rounds of 16 steps, micro-batch 16 x 2
     python benchmarks/loop_overhead.py --quick                 # smoke run: the micro model, seconds
     python benchmarks/loop_overhead.py --device cuda --rounds 5 --steps 32
+    python benchmarks/loop_overhead.py --report-to tensorboard,wandb  # + the reporters' cost
     git archive bb6f0c9 src | tar -x -C /tmp/before && python benchmarks/loop_overhead.py --src /tmp/before/src
 
 ``--src`` measures another hnclip source tree with this script (before/after on one machine); a tree from
@@ -85,11 +91,12 @@ def pipeline_settings(configfile: Path) -> tuple[dict, dict, str]:
     raise SystemExit(f"{configfile}: no plain Long-CLIP run outside the probed runs")
 
 
-def train_config(overrides: dict, gamma: float, probe: bool, steps: int, device: str):
+def train_config(overrides: dict, gamma: float, probe: bool, steps: int, device: str, report_to: str = ""):
     from hnclip.train_config import TrainConfig
 
     settings = {**overrides, "gamma": str(gamma), "device": device, "epochs": "1", "max_steps": str(steps),
-                "eval_every_epoch": "false", "keep_checkpoint": "none"}
+                "eval_every_epoch": "false", "keep_checkpoint": "none",
+                **({"report_to": report_to} if report_to else {})}
     if probe:
         settings.pop("dynamics_probe", None)
     elif "dynamics_probe" not in TrainConfig.help():  # a source tree from before it: no probe = no dynamics_every
@@ -234,6 +241,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 on a shared machine)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true", help="micro model, 2 rounds of 3 steps")
+    parser.add_argument("--report-to", default="", help="also time the unprobed run reporting to these "
+                        "(train.report_to: tensorboard, wandb; W&B offline)")
     parser.add_argument("--src", type=Path, default=REPO / "src",
                         help="hnclip source tree to measure (e.g. an older commit's, exported with git archive)")
     args = parser.parse_args()
@@ -280,6 +289,11 @@ def main() -> None:
             variants[f"bare g{gamma:g}"] = bare_step_runner(make_model, pixels, tokens, plain, args.steps)
             variants[f"ours g{gamma:g}"] = (lambda c=plain: run_ours(make_model, manifest, store, c, root))
             variants[f"ours probed g{gamma:g}"] = (lambda c=probed: run_ours(make_model, manifest, store, c, root))
+            if args.report_to:
+                os.environ["WANDB_MODE"] = "offline"  # a benchmark never talks to W&B's servers
+                shown = train_config(overrides, gamma, False, args.steps, args.device, args.report_to)
+                variants[f"ours g{gamma:g} report_to={args.report_to}"] = (
+                    lambda c=shown: run_ours(make_model, manifest, store, c, root))
         open_clip_note = None
         try:
             import open_clip_train.train  # noqa: F401
@@ -311,10 +325,12 @@ def rates(records: list[dict], clock: str) -> list[float]:
 
 
 def print_results(results: dict[str, list[dict]], note: str | None) -> None:
-    print(f"  {'variant':<26}{'samples/s wall':>15}{'vs bare':>9}{'range':>14}{'samples/s CPU':>15}{'vs bare':>9}"
+    width = max(26, *(len(label) + 2 for label in results))
+    print(f"  {'variant':<{width}}{'samples/s wall':>15}{'vs bare':>9}{'range':>14}{'samples/s CPU':>15}{'vs bare':>9}"
           f"{'range':>14}")
     for label, records in results.items():
-        gamma = label.rsplit("g", 1)[-1] if label.split()[0] in ("bare", "ours") else "0"
+        words = label.split()
+        gamma = next(w[1:] for w in words if w[:1] == "g" and w[1:2].isdigit()) if words[0] in ("bare", "ours") else "0"
         bare = results[f"bare g{gamma}"]
         cells = []
         for clock in ("wall", "cpu"):
@@ -322,7 +338,7 @@ def print_results(results: dict[str, list[dict]], note: str | None) -> None:
             per_round = [a / b for a, b in zip(ours, rates(bare, clock), strict=True)]
             cells.append(f"{statistics.median(ours):>15.1f}{statistics.median(per_round):>8.2f}x"
                          f"{min(per_round):>8.2f}-{max(per_round):.2f}")
-        print(f"  {label:<26}" + "".join(cells))
+        print(f"  {label:<{width}}" + "".join(cells))
     print("  (vs bare: median over rounds of the round's samples/s ratio to the bare step of the same gamma; "
           "open_clip: vs bare g0; range: min-max over rounds)")
     if note:

@@ -170,6 +170,41 @@ def test_transformers_export_loads_in_transformers_and_encodes_the_same(tmp_path
     check(CLIPProcessor.from_pretrained(out, backend="pil"), _pil_images([(45, 37), (20, 64)], seed=2))
 
 
+# image sizes whose crop margin after the resize is odd: 11 (43 x 32, as is and from 86 x 64), 3, 7 (3 mod 4:
+# transformers' floor(m / 2) and torchvision's round(m / 2) differ) and 5, 9 (1 mod 4: they agree)
+ODD_MARGINS = [(43, 32), (86, 64), (35, 32), (32, 39), (37, 32), (32, 41), (30, 41)]
+
+
+def test_transformers_export_crops_odd_margins_as_torchvision_does(tmp_path):
+    from torchvision import transforms
+    from transformers import CLIPProcessor
+
+    model, model_dir = _micro(tmp_path)
+    out = export_model(model_dir, "transformers", tmp_path / "hf")
+    side = model.image_size[0]
+    images = _pil_images(ODD_MARGINS, seed=3)
+    # the independent reference: open_clip's evaluation geometry, torchvision's Resize + CenterCrop
+    geometry = transforms.Compose([transforms.Resize(side, interpolation=transforms.InterpolationMode.BICUBIC),
+                                   transforms.CenterCrop(side)])
+    reference = to_model_input(np.stack([np.asarray(geometry(im), dtype=np.uint8) for im in images]),
+                               model.image_mean, model.image_std)
+    assert _max_diff(_our_pixels(model, images), reference) == 0.0
+    for backend in ("torchvision", "pil"):
+        processor = CLIPProcessor.from_pretrained(out, trust_remote_code=True, backend=backend)
+        assert type(processor.image_processor).__name__ == "HNClipImageProcessor"
+        pixels = processor(images=images, return_tensors="pt")["pixel_values"]
+        assert _max_diff(pixels, reference) <= 1e-6, backend
+    theirs = __import__("transformers").CLIPModel.from_pretrained(out).eval()
+    with torch.no_grad():
+        features = F.normalize(theirs.get_image_features(pixel_values=pixels).pooler_output, dim=-1)
+        assert _max_diff(features, model.encode_image(reference)) <= ATOL
+    # without trust_remote_code transformers' own class loads from the same settings; it is why the export
+    # carries ours: it puts a margin of 3 mod 4 one pixel off
+    stock = CLIPProcessor.from_pretrained(out, backend="pil")(images=images[:1], return_tensors="pt")["pixel_values"]
+    assert type(CLIPProcessor.from_pretrained(out).image_processor).__name__ == "CLIPImageProcessor"
+    assert _max_diff(stock, reference[:1]) > 0.1
+
+
 def test_transformers_refuses_layer_scale_naming_the_key(tmp_path):
     config = json.loads(json.dumps(OPENAI_SHAPED))
     config["vision_cfg"]["ls_init_value"] = 0.1
@@ -368,9 +403,9 @@ def _record(run: dict, n_images: int = 400) -> dict:
             "ranks": {"i2t": i2t, "t2i": t2i, "text_image": list(range(n_images))}}
 
 
-def _run_folder(root: Path) -> tuple[Path, Path]:
+def _run_folder(root: Path, model: DualEncoder | None = None) -> tuple[Path, Path]:
     run_dir = root / "results" / "runs" / "synthetic" / "hnclip" / "g0.5" / "f1" / "s0"
-    model, _ = _openai_shaped(root, name="scratch")
+    model = model if model is not None else _openai_shaped(root, name="scratch")[0]
     save_model(model, run_dir / "model")
     summary = {"config": {"framework": "longclip", "lr": 1e-5, "gamma": 0.5}, "config_hash": "c0ffee" * 10,
                "seed": 0, "steps": 120, "epochs": 2, "wall_time_s": 1.0, "samples_per_s": 10.0, "peak_memory_mb": 1.0,
@@ -416,6 +451,56 @@ def test_model_card_has_results_with_intervals_recipe_and_provenance(tmp_path):
 
     digest = hashlib.sha256((out / "open_clip_model.safetensors").read_bytes()).hexdigest()
     assert f"| open_clip_model.safetensors | `{digest}` |" in text
+
+
+def _card_section(text: str, title: str) -> str:
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0].strip()
+
+
+def test_model_card_states_scale_true_context_length_data_limitations_and_licence(tmp_path):
+    import tomllib
+
+    from huggingface_hub import ModelCard
+
+    # micro's base config has 77 text positions; this model's table was stretched to 248
+    model = _perturb(create_model("micro", context_length=248, frozen_positions=20, seed=0), seed=1)
+    run_dir, _ = _run_folder(tmp_path, model)
+    out = tmp_path / "exports" / "transformers"
+    assert main(["export", "--model", str(run_dir / "model"), "--format", "transformers", "--out", str(out),
+                 "--resamples", "200", "--scale", "toy"]) == 0
+    card = ModelCard.load(out / "README.md")
+    text = card.text
+    # the scale heads the card and tags it
+    assert text.lstrip().startswith("# hnclip export: synthetic/hnclip (transformers), toy-scale run\n\n**Toy scale.**")
+    assert "toy-scale" in card.data.tags and card.data.datasets == ["synthetic"]
+    # the true context length, read back from the exported weights' position table
+    from safetensors.torch import load_file as load_hf
+
+    exported = load_hf(str(out / "model.safetensors"))["text_model.embeddings.position_embedding.weight"]
+    architecture = json.loads(_card_section(text, "Architecture").split("```json\n", 1)[1].split("```", 1)[0])
+    assert architecture["config"]["text_cfg"]["context_length"] == exported.shape[0] == 248
+    assert architecture["config"]["text_cfg"]["base_context_length"] == 77
+    assert "Text positions: 248 (the base architecture's 77, stretched)." in text
+    assert '"context_length": 77' not in text
+    # training data, limitations (with the transformers crop note), licence: MIT as the repository's
+    assert "`synthetic`" in _card_section(text, "Training data")
+    limitations = _card_section(text, "Limitations")
+    assert "Synthetic scenes only" in limitations and "trust_remote_code=True" in limitations
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    licence_file = (Path(__file__).resolve().parents[1] / "LICENSE").read_text()
+    assert pyproject["license"] == "MIT" and licence_file.startswith("MIT License\n")
+    assert card.data.license == "mit" and _card_section(text, "Licence").startswith("MIT, as hnclip-repro")
+
+    # another scale: shown as the config names it, the licence left to the data's and the backbone's terms
+    paper = tmp_path / "exports" / "paper"
+    export_model(run_dir / "model", "open_clip", paper, name="hnclip-card-paper", scale="paper")
+    paper_card = ModelCard.load(paper / "README.md")
+    assert "**Paper scale.**" in paper_card.text and paper_card.data.license == "other"
+    assert "results/backbone/model" in _card_section(paper_card.text, "Licence")
+    # none given (by hand): the card says so
+    bare = tmp_path / "exports" / "bare"
+    export_model(run_dir / "model", "open_clip", bare, name="hnclip-card-bare")
+    assert "**Scale not stated**" in ModelCard.load(bare / "README.md").text
 
 
 def test_model_card_refuses_a_record_of_another_run(tmp_path):

@@ -235,8 +235,49 @@ def test_a_backbone_left_by_another_config_lends_no_measurements(micro, tmp_path
     write_json(results / "runs/a/summary.json", {"samples_per_s": 3.0, "device": "cpu"})
     write_json(results / "runs/a/model/model.json", model_json("tiny", 64))
     rows, out = run_plan(micro, tmp_path, results_dir=results)
-    assert rows["main"].gpu_hours == pytest.approx(192 / DEFAULT_SAMPLES_PER_S / 3600)
-    assert "default calibration" in out and "'micro'" in out
+    # nor does Long-CLIP-L's default calibration price the micro model: no estimate, said so
+    assert rows["main"].gpu_hours != rows["main"].gpu_hours and rows["main"].samples == 3 * 64
+    assert "throughput: none measured for backbone 'micro'" in out and "default calibration (" not in out
+    total = next(line for line in out.splitlines() if line.startswith("total (each job once)"))
+    assert total.split()[-1] == "?" and "GPU-hours (no throughput) of training" in out
+
+
+def _micro_run(results: Path, name: str, framework: str, token_weight: float, rate: float, memory: float) -> None:
+    write_json(results / f"runs/{name}/summary.json",
+               {"samples_per_s": rate, "peak_memory_mb": memory, "device": "cpu", "device_type": "cpu",
+                "config": {"framework": framework, "token_weight": token_weight, "micro_batch": 8}})
+    write_json(results / f"runs/{name}/model/model.json", model_json("micro", 32))
+
+
+def test_a_small_backbone_is_priced_from_its_own_runs_not_the_paper_shapes(micro, tmp_path):
+    """The issue's case: an own-data config of a small model shown the paper-shape table's 19,351 MB and
+    2.6 s/sample while its run used 915 MB at 122 samples/s."""
+    committed = REPO / "benchmarks/job_cost.json"
+    results = tmp_path / "results"
+    write_json(results / "backbone/model/model.json", model_json("micro", 32))
+    _, out = run_plan(micro, tmp_path, results_dir=results, job_cost=committed)
+    assert f"per-job needs: none measured for backbone 'micro' ({committed} measures 'ViT-L-14-longclip', " \
+           "not this config's backbone 'micro'; no run of it in" in out
+    assert "per-job needs, measured by benchmarks/job_cost.py" not in out and "diagnostics:" not in out
+
+    _micro_run(results, "a", "longclip", 0.5, 122.0, 915.0)  # an HN-CLIP step (token term on)
+    _micro_run(results, "b", "longclip", 0.5, 118.0, 902.0)
+    _micro_run(results, "c", "lora", 0.0, 150.0, 700.0)
+    rows, out = run_plan(micro, tmp_path, results_dir=results, job_cost=committed)
+    assert "per-job needs of backbone 'micro', measured by its earlier runs" in out
+    lines = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith("train ")}
+    # hnclip: the larger peak, the median rate 120 samples/s (1/120 s per sample); lora: 150, 0.8x its time
+    assert "915" in lines["train hnclip"] and " 120.0 " in lines["train hnclip"] and "0.00833" in lines["train hnclip"]
+    assert "700" in lines["train lora"] and " 150.0 " in lines["train lora"] and "0.80x" in lines["train lora"]
+    assert "19,351" not in out and "2.6" not in out.split("per-job needs")[1]
+    # the plan's own throughput is the median of the three runs
+    assert rows["main"].gpu_hours == pytest.approx(192 / 122.0 / 3600)
+
+    # a job cost file that measured this backbone is used as before
+    own = dict(json.loads(committed.read_text()), model="micro")
+    write_json(tmp_path / "micro_cost.json", own)
+    _, out = run_plan(micro, tmp_path, results_dir=results, job_cost=tmp_path / "micro_cost.json")
+    assert "per-job needs, measured by benchmarks/job_cost.py" in out
 
 
 def test_prepared_manifest_sizes_a_training_set_the_config_does_not_count(paper, tmp_path):

@@ -98,7 +98,9 @@ def test_unparseable_values_name_field_and_value(key, value, fragment):
     ({"label_smoothing": 1.0}, "TrainConfig.label_smoothing=1.0 must be in [0, 1)"),
     ({"schedule": "step"}, "TrainConfig.schedule='step' is not one of cosine, constant"),
     ({"keep_checkpoint": "some"}, "TrainConfig.keep_checkpoint='some' is not one of full, weights, none"),
-    ({"precision": "fp16"}, "TrainConfig.precision='fp16' is not one of"),
+    ({"precision": "fp8"}, "TrainConfig.precision='fp8' is not one of auto, fp32, bf16, fp16"),
+    ({"report_to": "mlflow"}, "TrainConfig.report_to='mlflow' names 'mlflow', not one of tensorboard, wandb"),
+    ({"progress_every": -1}, "TrainConfig.progress_every=-1.0 must be >= 0"),
     ({"beta2": 1.0}, "TrainConfig.beta2=1.0 must be in"),
     ({"precision": "bf16", "device": "cpu"}, "bf16"),
     ({"framework": "finelip", "framework_settings": {"hinge": "mean"}},
@@ -124,15 +126,17 @@ def test_documented_defaults():
 
 def test_config_hash_is_sha256_of_the_sorted_dict_without_keep_checkpoint_grad_checkpointing_and_probing():
     cfg = TrainConfig(gamma=0.5, seed=3)
+    shown = ("report_to", "progress_every")  # what a run shows while it trains, not what it computes
     hashed = {k: v for k, v in cfg.to_dict().items()
-              if k not in ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")}
+              if k not in ("keep_checkpoint", "grad_checkpointing", "dynamics_probe", *shown)}
     expected = hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    assert NOT_HASHED == ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")
+    assert NOT_HASHED == ("keep_checkpoint", "grad_checkpointing", "dynamics_probe", *shown)
     assert cfg.config_hash() == expected
     assert TrainConfig.from_overrides({"gamma": "0.50", "seed": "3"}).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=3, keep_checkpoint="none").config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=3, grad_checkpointing=True).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=3, dynamics_probe=False).config_hash() == expected
+    assert TrainConfig(gamma=0.5, seed=3, report_to="tensorboard", progress_every=0).config_hash() == expected
     assert TrainConfig(gamma=0.5, seed=4).config_hash() != expected
 
 

@@ -50,8 +50,9 @@ def small_config(**overrides):
     """A fast CPU config: 2-sample accumulation of 4-sample micro-batches, no warmup, clipping or decay noise."""
     from hnclip.train_config import TrainConfig
 
+    # no progress lines: the subprocess helpers below read the trainer's stdout for their own markers
     settings = dict(micro_batch=4, accum_steps=2, epochs=1, lr=1e-2, weight_decay=0.0, grad_clip=0.0, warmup_steps=0,
-                    dynamics_every=0, checkpoint_every=100, device="cpu", seed=0)
+                    dynamics_every=0, checkpoint_every=100, device="cpu", seed=0, progress_every=0)
     settings.update(overrides)
     return TrainConfig(**settings)
 

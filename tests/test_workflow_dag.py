@@ -353,6 +353,8 @@ def test_exports_target_exports_the_main_models_in_the_configured_formats_and_is
     hnclip_oc = [c for c in commands if "--out results/exports/synthetic/hnclip/" in c and "open_clip" in c]
     # the card's rows: every record of the run, in-domain and transfer
     assert len(hnclip_oc) == 1 and "synthetic.json" in hnclip_oc[0] and "synthetic_shift.json" in hnclip_oc[0]
+    # every card states the config's scale (a toy-scale number must not reach the Hub unlabelled)
+    assert all(" --scale toy " in c for c in commands)
     default = dry_run(tmp_path)
     counts = job_counts(default.stdout + default.stderr)
     assert counts["train"] == 31 and "export" not in counts

@@ -6,7 +6,10 @@ the zero-shot backbone's evaluations count with the main and transfer tables, th
 test-split variants in a row of their own),
 the samples its new runs train on, and the GPU-hours they take at a samples/s rate. The rate comes, in
 order, from ``--samples-per-s``, from earlier runs (``results/runs/**/summary.json`` whose model has the
-config's backbone; the median), or from :data:`DEFAULT_SAMPLES_PER_S`; the output names its source.
+config's backbone; the median), or, for Long-CLIP-L (or a checkpoint not converted yet, assumed to be
+it), from :data:`DEFAULT_SAMPLES_PER_S`; the output names its source. Any other backbone without a
+measured run has no rate: the plan says so and leaves its GPU-hours unestimated (NaN, printed ``?``)
+rather than price a small model at Long-CLIP-L's cost.
 Training set sizes come from the config (``expected_counts.train``, the synthetic generator's
 ``n_train``), else a prepared manifest, else the adapter's protocol count. Evaluation and data preparation
 are left out of the GPU-hours: they are minutes against the runs' hours.
@@ -19,6 +22,7 @@ prepared, the training manifests. What each kind of job needs (memory, time, the
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +36,8 @@ __all__ = [
     "DEFAULT_BACKBONE",
     "DEFAULT_SAMPLES_PER_S",
     "ExperimentCost",
+    "backbone_runs",
+    "planned_backbone",
     "Throughput",
     "build_plan",
     "measured_throughput",
@@ -157,13 +163,20 @@ def _backbone_name(config: dict, results_dir) -> str | None:
     return None  # a checkpoint not converted yet: its architecture is known only after conversion
 
 
-def measured_throughput(config: dict, results_dir, device_type: str | None = None) -> Throughput | None:
-    """Median samples/s of earlier runs whose saved model has this config's backbone, if any, and that ran
-    on ``device_type`` (``cuda``/``cpu``; None: any): a CPU rehearsal's runs must not price GPU jobs."""
+def planned_backbone(config: dict, results_dir) -> str:
+    """The architecture the plan prices: the config's backbone by name, or Long-CLIP-L for a checkpoint
+    not converted yet (the default calibration's assumption, which the output states)."""
+    return _backbone_name(config, results_dir) or DEFAULT_BACKBONE
+
+
+def backbone_runs(config: dict, results_dir, device_type: str | None = None) -> list[dict]:
+    """The summaries of earlier runs (``results/runs/**/summary.json``) whose saved model has this config's
+    backbone and that ran on ``device_type`` (``cuda``/``cpu``; None: any) with a measured rate: a CPU
+    rehearsal's runs must not price GPU jobs."""
     backbone = _backbone_name(config, results_dir)
     if backbone is None:
-        return None
-    rates, devices = [], set()
+        return []
+    found = []
     for summary_path in sorted((Path(results_dir) / "runs").rglob("summary.json")):
         model_json = summary_path.parent / "model/model.json"
         try:
@@ -175,8 +188,16 @@ def measured_throughput(config: dict, results_dir, device_type: str | None = Non
         if device_type is not None and ran_on != device_type:
             continue
         if name == backbone and isinstance(summary.get("samples_per_s"), (int, float)) and summary["samples_per_s"] > 0:
-            rates.append(float(summary["samples_per_s"]))
-            devices.add(str(summary.get("device", "?")))
+            found.append(summary)
+    return found
+
+
+def measured_throughput(config: dict, results_dir, device_type: str | None = None) -> Throughput | None:
+    """Median samples/s of :func:`backbone_runs`, if any."""
+    backbone = _backbone_name(config, results_dir)
+    runs = backbone_runs(config, results_dir, device_type)
+    rates = [float(summary["samples_per_s"]) for summary in runs]
+    devices = {str(summary.get("device", "?")) for summary in runs}
     if not rates:
         return None
     rate = statistics.median(rates)
@@ -194,12 +215,12 @@ def resolve_throughput(config: dict, results_dir, samples_per_s: float | None,
     if measured is not None:
         return measured
     backbone = _backbone_name(config, results_dir)
-    if backbone is None:
-        note = f"; assumes the {config['backbone']['source']} checkpoint is Long-CLIP-L"
-    elif backbone != DEFAULT_BACKBONE:
-        note = f"; this config's backbone is {backbone!r}, so only a rough guess"
-    else:
-        note = ""
+    if backbone is not None and backbone != DEFAULT_BACKBONE:
+        where = f"{Path(results_dir) / 'runs'}" + (f" on {device_type}" if device_type else "")
+        return Throughput(math.nan, f"none measured for backbone {backbone!r} (no run of it in {where}; the "
+                                    f"default calibration is {DEFAULT_BACKBONE}'s, not this model's): GPU-hours "
+                                    "not estimated; train one run and plan again, or give --samples-per-s")
+    note = "" if backbone is not None else f"; assumes the {config['backbone']['source']} checkpoint is Long-CLIP-L"
     return Throughput(DEFAULT_SAMPLES_PER_S,
                       f"default calibration (Long-CLIP-L, one A100/H200-class GPU, an estimate, not a "
                       f"measurement{note}); override with --samples-per-s")

@@ -5,6 +5,11 @@ The measurements are ``benchmarks/job_cost.json`` (written by ``benchmarks/job_c
 micro-batch and batch sizes; :func:`cost_at` reads a value at the config's size off them (the measurement
 itself, or a least-squares line through the sizes measured). Times scale to the plan's GPU throughput
 (:mod:`hnclip.cost`) through the reference framework's measured cost.
+
+The file measures one model (its ``model``; the committed one Long-CLIP-L at the paper's shapes) and
+prices only a config of that backbone (:func:`job_cost_fits`). Any other is priced from its own earlier
+runs (:func:`run_needs`: each framework's ``summary.json`` peak memory and samples/s), or the plan says it
+has no measurement: a toy or own-data model must not be shown Long-CLIP-L's 19 GB and seconds per sample.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hnclip import plan
-from hnclip.cost import Throughput, run_samples
+from hnclip.cost import DEFAULT_BACKBONE, Throughput, backbone_runs, planned_backbone, run_samples
 from hnclip.data import protocol_counts
 
 __all__ = [
@@ -26,10 +31,12 @@ __all__ = [
     "JobNeed",
     "cost_at",
     "diagnostics_cost",
+    "job_cost_fits",
     "job_cost_path",
     "job_needs",
     "load_job_cost",
     "speed_against_reference",
+    "run_needs",
 ]
 
 # the paper's speed claims (abstract; D.1, Table A3): these frameworks' training time against HN-CLIP's,
@@ -78,6 +85,55 @@ def load_job_cost(path) -> dict:
     return data
 
 
+def job_cost_fits(config: dict, job_cost: dict, results_dir) -> bool:
+    """Whether the measured job costs are of this config's backbone (a file without ``model`` is of
+    Long-CLIP-L, as job_cost.py's default)."""
+    return job_cost.get("model", DEFAULT_BACKBONE) == planned_backbone(config, results_dir)
+
+
+def _summary_label(settings: dict) -> str:
+    """A run summary's framework label, as :func:`_framework_label` names a config's method."""
+    if settings.get("framework", "longclip") == "longclip":
+        return "hnclip" if float(settings.get("token_weight", 0) or 0) > 0 else "longclip"
+    return str(settings["framework"])
+
+
+def run_needs(config: dict, results_dir, sizes: dict, train_limits: dict) -> list[JobNeed]:
+    """One row per framework the config trains, from its earlier runs of this config's backbone on the
+    plan's device (:func:`hnclip.cost.backbone_runs`): the largest peak memory of its runs' summaries and
+    their median samples/s (wall time over the run: what a job of it takes); a framework none of whose
+    runs was measured gets a row saying so. Empty when no run was measured."""
+    device_type = "cuda" if int(train_limits.get("gpu", 0) or 0) >= 1 else "cpu"
+    by_label: dict[str, list] = {}
+    for summary in backbone_runs(config, results_dir, device_type):
+        by_label.setdefault(_summary_label(summary.get("config") or {}), []).append(summary)
+    if not by_label:
+        return []
+    rate = {label: statistics.median(float(s["samples_per_s"]) for s in runs) for label, runs in by_label.items()}
+    reference = rate.get(REFERENCE_FRAMEWORK) or next(iter(rate.values()))
+    planned: dict[str, list] = {}
+    for run in plan.all_runs(config):
+        planned.setdefault(_framework_label(config, run.method), []).append(run)
+    needs = []
+    for label, runs in sorted(planned.items()):
+        methods = sorted({r.method for r in runs})
+        if label not in by_label:
+            needs.append(JobNeed(f"train {label}", methods, math.nan, "not measured", math.nan, math.nan, math.nan,
+                                 warnings=[f"warning: no earlier run of {label!r} on this backbone measured it"]))
+            continue
+        summaries = by_label[label]
+        memory = [float(s["peak_memory_mb"]) for s in summaries if isinstance(s.get("peak_memory_mb"), (int, float))]
+        micro = sorted({int((s.get("config") or {}).get("micro_batch", 0)) for s in summaries})
+        longest = max(run_samples(config["train"], sizes[r.train_set][0], r.fraction) for r in runs)
+        need = JobNeed(f"train {label}", methods, max(memory) if memory else math.nan,
+                       f"peak of {len(summaries)} run(s) at micro-batch {', '.join(map(str, micro))}",
+                       1 / rate[label], reference / rate[label], longest / rate[label] / 3600, limits=train_limits)
+        _memory_check(need, ", ".join(map(str, micro)), train_limits, device_type)
+        _runtime_check(need, train_limits)
+        needs.append(need)
+    return needs
+
+
 def cost_at(measured: list[dict], size_key: str, size: float, keys) -> dict:
     """Values at ``size``: the measurement at that size, or the least-squares line through the measured
     sizes (a negative slope, i.e. noise, counts as flat: no cost shrinks with more samples)."""
@@ -116,6 +172,14 @@ def _test_size(config: dict, bench: str) -> int | None:
         return counts["test"]
     per_protocol = [c["test"] for c in counts.values() if isinstance(c, dict) and isinstance(c.get("test"), int)]
     return max(per_protocol, default=None)  # DCI: GOAL's 1,999 or all 7,805; the larger bounds the time
+
+
+def _runtime_check(need: JobNeed, limits: dict) -> None:
+    """Warn when the longest training job of ``need``'s kind outlasts its runtime limit."""
+    if limits.get("runtime") is not None and need.longest_hours * 60 > float(limits["runtime"]):
+        need.warnings.append(f"warning: {need.job}: the longest run needs ~{need.longest_hours * 60:,.0f} min, "
+                             f"more than the {limits['runtime']} min runtime; it will be cut and "
+                             "resumed from its checkpoint on retry")
 
 
 def _memory_check(need: JobNeed, kind: str, limits: dict, measured_on: str) -> None:
@@ -161,10 +225,7 @@ def job_needs(config: dict, job_cost: dict, throughput: Throughput, sizes: dict,
                        at_micro[label]["how"], per_sample[label], ratio,
                        longest * ratio / throughput.samples_per_s / 3600 / gpus, limits=train_limits)
         _memory_check(need, str(micro), train_limits, measured_on)
-        if train_limits.get("runtime") is not None and need.longest_hours * 60 > float(train_limits["runtime"]):
-            need.warnings.append(f"warning: {need.job}: the longest run needs ~{need.longest_hours * 60:,.0f} min, "
-                                 f"more than the {train_limits['runtime']} min runtime; it will be cut and "
-                                 "resumed from its checkpoint on retry")
+        _runtime_check(need, train_limits)
         needs.append(need)
     evaluate = job_cost["evaluate"]
     batch = config["evaluate"]["batch_size"]

@@ -43,6 +43,7 @@ from hnclip.frameworks.base import Batch, Framework
 from hnclip.hashing import fingerprint_files, fingerprint_tree, sha256_file
 from hnclip.losses import HNClipLoss
 from hnclip.models.tokenizer import describe_truncation, truncation
+from hnclip.progress import Progress
 from hnclip.provenance import git_commit
 from hnclip.run_lock import RunLock
 from hnclip.train_config import TrainConfig
@@ -59,6 +60,7 @@ from hnclip.training.distributed import (
 )
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, GradientProbe, sparse_embeddings, step_saturation
 from hnclip.training.logs import CsvLog
+from hnclip.training.report_to import RunReport, open_report
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe
 
 __all__ = ["EPOCH_COLUMNS", "TrainState", "compute_objective", "load_training_set", "train", "train_model"]
@@ -84,7 +86,8 @@ def seed_everything(seed: int) -> None:
 
 
 def resolve_runtime(cfg: TrainConfig) -> tuple[torch.device, torch.dtype | None]:
-    """(device, autocast dtype or None)."""
+    """(device, autocast dtype or None). ``fp16`` autocasts to float16 on any device (torch runs it on
+    the CPU too); its gradient scaler is :func:`grad_scaler`'s."""
     if cfg.device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
@@ -93,8 +96,18 @@ def resolve_runtime(cfg: TrainConfig) -> tuple[torch.device, torch.dtype | None]
         device = torch.device(cfg.device)
     if cfg.precision == "bf16" and device.type != "cuda":
         raise ValueError(f"TrainConfig.precision='bf16' needs CUDA, but training runs on {device}")
+    if cfg.precision == "fp16":
+        return device, torch.float16
     use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.type == "cuda")
     return device, (torch.bfloat16 if use_bf16 else None)
+
+
+def grad_scaler(cfg: TrainConfig, device: torch.device) -> torch.amp.GradScaler | None:
+    """float16's gradient scaler (open_clip's ``--precision amp``): the loss is multiplied by a scale before
+    backward so small gradients survive float16, ``.grad`` divided by it before clipping, and a step whose
+    gradients overflowed is skipped with the scale halved (doubled again after 2,000 clean steps). None
+    for the other precisions: bf16 has float32's exponent range and needs none."""
+    return torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
 
 
 def configure_determinism(device: torch.device) -> None:
@@ -253,6 +266,8 @@ class _Session:
     # each evaluated split's caption token ids, tokenised at the first evaluation and kept for the others
     eval_tokens: dict = field(default_factory=dict)
     steps_this_session: int = 0  # the first step of a session (warm-up, allocation) is not timed
+    progress: Progress | None = None  # the job's progress lines (hnclip.progress)
+    report: RunReport | None = None  # TensorBoard / W&B (TrainConfig.report_to), rank 0 only
 
     def __post_init__(self):
         # what the optimizer trains, in a fixed order (gradient clipping, the dynamics probe)
@@ -262,6 +277,18 @@ class _Session:
         # torchrun each rank looks up other rows)
         self.embeddings = ([] if self.context.is_distributed
                            else sparse_embeddings((self.parts.model, self.parts.framework), self.params))
+
+    @property
+    def shown(self) -> Progress:
+        """The progress lines, or a silent stand-in where the caller gave none."""
+        if self.progress is None:
+            self.progress = Progress(f"hnclip train {self.out_dir}", 0)
+        return self.progress
+
+    def close_report(self) -> None:
+        if self.report is not None:
+            self.report.close()
+            self.report = None
 
     def wall_time(self) -> float:
         """Seconds of the run over all its sessions, up to now."""
@@ -288,35 +315,47 @@ def train_model(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, chec
     they share); ``cfg.micro_batch`` is then the global micro-batch, only rank 0 writes (and
     evaluates), and every rank returns rank 0's summary.
     """
-    with _hold_run(out_dir, checkpoint_dir):
+    with _hold_run(out_dir, checkpoint_dir), _progress(cfg, out_dir) as progress:
         return _train_held(cfg, model, data, store, out_dir, checkpoint_dir, eval_data, data_fingerprint, run_info,
-                           products)
+                           products, progress)
+
+
+def _is_main_process() -> bool:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return read_launch_env().is_main
 
 
 def _hold_run(out_dir, checkpoint_dir):
     """One trainer per run (hnclip.run_lock): rank 0 holds the output and the checkpoint folder
     for all ranks, before any log or checkpoint is touched; the other ranks hold nothing."""
-    if dist.is_available() and dist.is_initialized():
-        is_main = dist.get_rank() == 0
-    else:
-        is_main = read_launch_env().is_main
-    return RunLock(out_dir, checkpoint_dir) if is_main else contextlib.nullcontext()
+    return RunLock(out_dir, checkpoint_dir) if _is_main_process() else contextlib.nullcontext()
+
+
+def _progress(cfg: TrainConfig, out_dir) -> Progress:
+    """The job's progress lines on stdout (rank 0; ``cfg.progress_every`` seconds apart, 0: none)."""
+    return Progress(f"hnclip train {out_dir}", cfg.progress_every if _is_main_process() else 0)
 
 
 def _train_held(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data,
-                data_fingerprint, run_info, products) -> dict:
+                data_fingerprint, run_info, products, progress: Progress | None = None) -> dict:
     """:func:`train_model` once the run's folders are held."""
     device, amp_dtype = resolve_runtime(cfg)
     context, device = join_process_group(device)
+    if progress is not None:
+        progress.set_phase("setting up (model, framework, checkpoint)")
     session = _start_session(context, device, amp_dtype, cfg, model, data, store, out_dir, checkpoint_dir,
-                             eval_data, data_fingerprint, products)
-    _run_epochs(session)
-    return _finish_run(session, run_info)
+                             eval_data, data_fingerprint, products, progress)
+    try:
+        _run_epochs(session)
+        return _finish_run(session, run_info)
+    finally:
+        session.close_report()  # flushed, also when a step fails
 
 
 def _start_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
                    data: TrainingSet, store, out_dir, checkpoint_dir, eval_data, data_fingerprint,
-                   products) -> _Session:
+                   products, progress: Progress | None = None) -> _Session:
     """Everything up to the first step: the framework, its data, the optimizer, and a checkpoint resumed.
 
     The order of what draws random numbers is fixed (new modules, adapters, then the RNG streams of a
@@ -367,7 +406,7 @@ def _start_session(context: DistributedContext, device: torch.device, amp_dtype,
             "epochs": CsvLog(out_dir / "epochs.csv", EPOCH_COLUMNS),
             "epoch_ranks": CsvLog(out_dir / "epoch_ranks.csv", EPOCH_RANK_COLUMNS)}
     parts = Resumable(model, framework, optimizer, build_scheduler(optimizer, cfg, total_steps), logs,
-                      margin_features)
+                      margin_features, grad_scaler(cfg, device))
     if payload is None:
         state = TrainState()
         if context.is_main:
@@ -381,9 +420,13 @@ def _start_session(context: DistributedContext, device: torch.device, amp_dtype,
                  state.epoch + 1, state.batch_in_epoch)
     if isinstance(eval_data, tuple):  # one split, unnamed
         eval_data = [(None, *eval_data)]
+    report = None
+    if context.is_main and cfg.reporters:  # keeps the random streams just restored (open_report)
+        report = open_report(cfg.reporters, out_dir, str(out_dir), cfg.to_dict(), logs["dynamics"].read_text(),
+                             logs["epochs"].read_text(), resumed=payload is not None)
     return _Session(cfg, context, device, amp_dtype, data, store, eval_data if cfg.eval_every_epoch else None,
                     out_dir, fingerprint, steps_per_epoch, total_steps, parts, checkpoint, state, started,
-                    base_wall_time=state.wall_time_s)
+                    base_wall_time=state.wall_time_s, progress=progress, report=report)
 
 
 def _prepare_framework(framework: Framework, cfg: TrainConfig, data: TrainingSet, model, products) -> None:
@@ -421,6 +464,9 @@ def _run_epochs(session: _Session) -> None:
     loader_generator = torch.Generator()
     bar = tqdm(total=session.total_steps, initial=state.step, desc="train", unit="step", dynamic_ncols=True,
                disable=not context.is_main)
+    progress = session.shown
+    progress.start_loop(state.step, session.total_steps, math.ceil(session.total_steps / session.steps_per_epoch),
+                        cfg.effective_batch)
     while state.step < session.total_steps:
         order = epoch_order(len(session.data), cfg.seed, state.epoch)  # the same on every rank
         micro_batches = [order[i * cfg.micro_batch:(i + 1) * cfg.micro_batch]
@@ -438,6 +484,7 @@ def _run_epochs(session: _Session) -> None:
             rate = session_samples / max(1e-9, time.perf_counter() - loop_start)
             bar.update(1)
             bar.set_postfix(loss=f"{state.last_loss:.4f}", samples_s=f"{rate:.1f}")
+            progress.record_step(state.step, state.epoch + 1, state.last_loss)
             if state.step % cfg.checkpoint_every == 0 and state.batch_in_epoch < session.steps_per_epoch:
                 session.save()
         if state.batch_in_epoch == session.steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
@@ -446,18 +493,24 @@ def _run_epochs(session: _Session) -> None:
             evaluated = session.eval_data if context.is_main else None  # the other ranks wait in save()
             eval_started = time.perf_counter()
             for i, (name, manifest, images) in enumerate(evaluated or []):
+                progress.set_phase(f"evaluating after epoch {state.epoch}" + (f" ({name})" if name else ""))
                 if i not in session.eval_tokens:  # BPE on dense captions is slow in Python: once per run
                     session.eval_tokens[i] = tokenize_captions(parts.model, manifest)
                 metrics = evaluate_model(parts.model, manifest, images, device=session.device,
                                          framework=parts.framework, return_ranks=True, tokens=session.eval_tokens[i])
                 ranks = metrics.pop("ranks")
-                parts.logs["epochs"].append({"epoch": state.epoch, "step": state.step, **metrics, "benchmark": name})
+                epoch_row = {"epoch": state.epoch, "step": state.step, **metrics, "benchmark": name}
+                parts.logs["epochs"].append(epoch_row)
+                if session.report is not None:
+                    session.report.epoch(epoch_row)
                 parts.logs["epoch_ranks"].append({"epoch": state.epoch, **{k: " ".join(map(str, v))
                                                                           for k, v in ranks.items()},
                                                   "benchmark": name})
                 log.info("epoch %d%s: %s", state.epoch, f" ({name})" if name else "", metrics)
             state.epoch_eval_s += time.perf_counter() - eval_started
+            progress.set_phase(f"saving the checkpoint of epoch {state.epoch}")
             session.save()
+            progress.set_phase("training")
     bar.close()
     if session.checkpoint.saved_step != state.step:  # a max_steps stop mid-epoch: epoch ends wrote theirs
         session.save()
@@ -469,11 +522,16 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     step_started = time.perf_counter()
     step_number = state.step + 1
     params = session.params
-    # the boosted gradient is the step's own .grad: the probe reads it before clipping
-    probe = (GradientProbe(params, session.embeddings, step_gradient=True) if probes_step(cfg, state.step)
-             else None)
+    scaler = parts.scaler
+    # the boosted gradient is the step's own .grad: the probe reads it before clipping (unscaled, under
+    # fp16: the probe's own gradients come from the scaled losses and are divided by the same scale)
+    probe = (GradientProbe(params, session.embeddings, step_gradient=True,
+                           loss_scale=1.0 if scaler is None else scaler.get_scale())
+             if probes_step(cfg, state.step) else None)
     try:
         losses, standard_losses, logit_scale = _micro_batches(session, runner, batches, global_rows, probe)
+        if scaler is not None:  # .grad is the step's true gradient from here on
+            scaler.unscale_(parts.optimizer)
         probe_row = None
         if probe is not None:
             all_reduce_probe(probe, context)
@@ -484,7 +542,11 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
     lr = parts.optimizer.param_groups[0]["lr"]
-    parts.optimizer.step()
+    if scaler is None:
+        parts.optimizer.step()
+    else:  # skipped when the scaled gradients overflowed; the scale adapts
+        scaler.step(parts.optimizer)
+        scaler.update()
     parts.optimizer.zero_grad(set_to_none=True)
     parts.scheduler.step()
     _clamp_logit_scale(parts.model)
@@ -502,6 +564,8 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
         row.update(probe_row)
     if context.is_main:
         parts.logs["dynamics"].append(row)
+        if session.report is not None:
+            session.report.step(row)
     _time_step(session, probe is not None, time.perf_counter() - step_started)
 
 
@@ -561,6 +625,8 @@ def _micro_batches(session: _Session, runner: nn.Module, batches, global_rows, p
                     f"loss is {value} at step {step_number} (epoch {state.epoch + 1}, micro-batch "
                     f"{micro_index + 1} of {cfg.accum_steps}, training-set rows {rows.tolist()}); "
                     f"{session.checkpoint.describe()}")
+            if parts.scaler is not None:  # fp16: backward (and the probe's gradients) from the scaled losses
+                loss, standard = _scaled(parts.scaler, loss, standard)
             if probe is not None:
                 probe.add(standard, loss, 1.0 / cfg.accum_steps, features)
             # divided so that the accumulated .grad is that of the mean micro-batch loss
@@ -570,12 +636,20 @@ def _micro_batches(session: _Session, runner: nn.Module, batches, global_rows, p
     return losses, standard_losses, logit_scale
 
 
+def _scaled(scaler: torch.amp.GradScaler, loss: torch.Tensor, standard: torch.Tensor):
+    """The two losses times the gradient scaler's scale; one tensor when they are one (the probe tells the
+    objectives apart by identity)."""
+    scaled = scaler.scale(loss)
+    return scaled, (scaled if standard is loss else scaler.scale(standard))
+
+
 def _finish_run(session: _Session, run_info: dict | None) -> dict:
     """Rank 0 exports the model and writes the summary; every rank returns it."""
     from hnclip.models import save_model
 
     cfg, state, parts, device = session.cfg, session.state, session.parts, session.device
     summary = None
+    session.shown.set_phase("saving the model and the summary")
     if session.context.is_main:
         wall_time_s = session.wall_time()
         model_dir = save_model(parts.framework.export_model(parts.model), session.out_dir / "model")
@@ -608,6 +682,8 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "checkpoint_sha256": sha256_file(Path(model_dir) / "model.safetensors"),
             "git_commit": git_commit(),
             "data_fingerprint": session.fingerprint,
+            # fp16: the gradient scaler's scale at the end (a step whose scaled gradients overflowed halved it)
+            **({"grad_scale": parts.scaler.get_scale()} if parts.scaler is not None else {}),
             **({"run": run_info} if run_info else {}),
         }
         write_json_atomic(session.out_dir / "summary.json", summary, sort_keys=True)
@@ -632,19 +708,21 @@ def train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, 
                          f"eval_manifest={eval_manifest} and eval_store_dir={eval_store_dir}")
     # the run's folders are held before the data loads (a minute at paper scale), so a second trainer stops
     # at once, and the window in which none holds them yet is the interpreter's start-up alone
-    with _hold_run(out_dir, checkpoint_dir):
+    with _hold_run(out_dir, checkpoint_dir), _progress(cfg, out_dir) as progress:
         return _load_and_train(cfg, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir, subset_path,
-                               eval_manifest, eval_store_dir, products, eval_benchmark)
+                               eval_manifest, eval_store_dir, products, eval_benchmark, progress)
 
 
 def _load_and_train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir, out_dir, checkpoint_dir,
-                    subset_path, eval_manifest, eval_store_dir, products, eval_benchmark) -> dict:
+                    subset_path, eval_manifest, eval_store_dir, products, eval_benchmark,
+                    progress: Progress) -> dict:
     """:func:`train` once the run's folders are held."""
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
     from hnclip.data.subsets import read_subset
     from hnclip.models import load_model
 
+    progress.set_phase("loading the training data")
     store = ImageStore(store_dir)
     subset_ids = read_subset(subset_path) if subset_path is not None else None
     data = load_training_set(read_manifest(train_manifest), store, cfg.caption_column, str(train_manifest),
@@ -670,4 +748,4 @@ def _load_and_train(cfg: TrainConfig, init_model_dir, train_manifest, store_dir,
                                                              else [str(m) for m in manifests]),
                 **({"products": {k: str(v) for k, v in products.items()}} if products else {})}
     return _train_held(cfg, load_model(init_model_dir), data, store, out_dir, checkpoint_dir, eval_data,
-                       fingerprint, run_info, products)
+                       fingerprint, run_info, products, progress)

@@ -25,10 +25,12 @@ from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FrameworkSettings
 
-__all__ = ["NOT_HASHED", "RUN_SELECTIONS", "TrainConfig", "WORKFLOW_KEYS", "override_items"]
+__all__ = ["NOT_HASHED", "REPORTERS", "RUN_SELECTIONS", "SHOWN_ONLY", "TrainConfig", "WORKFLOW_KEYS",
+           "override_items"]
 
 MARGINS = ("recompute", "frozen")
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+REPORTERS = ("tensorboard", "wandb")
 DEVICES = ("auto", "cpu", "cuda")
 SCHEDULES = ("cosine", "constant")
 KEEP_CHECKPOINT = ("full", "weights", "none")
@@ -37,7 +39,12 @@ KEEP_CHECKPOINT = ("full", "weights", "none")
 # grad_checkpointing turned on. dynamics_probe changes what dynamics.csv holds, not the weights (the
 # probe never touches .grad, the loss or an RNG stream: tests/test_train_probe_runs.py); a checkpoint
 # written without it cannot give a probing run its probe columns, which RunCheckpoint.read handles.
-NOT_HASHED = ("keep_checkpoint", "grad_checkpointing", "dynamics_probe")
+# report_to and progress_every change what a run shows while it trains, nothing it computes.
+NOT_HASHED = ("keep_checkpoint", "grad_checkpointing", "dynamics_probe", "report_to", "progress_every")
+# Settings that only change what a run shows while it trains: override_items passes them on only where
+# they differ from their defaults, so the training jobs of a config that leaves them alone keep the
+# command lines they had (Snakemake reruns a job whose command line changes).
+SHOWN_ONLY = ("report_to", "progress_every")
 # Keys of the workflow's train sections that are not TrainConfig fields: override_items turns them into
 # fields. Each selects runs, with one of RUN_SELECTIONS. probe_runs: which runs probe (read: the runs whose
 # probe columns the report reads, decided per run by hnclip.plan.probed_runs; all: every run).
@@ -71,7 +78,9 @@ class TrainConfig:
             It belongs to the framework's global term, so the "+HN" variant keeps it: HN adds gamma * G
             to the same smoothed InfoNCE. 0 is the exact CLIP loss.
         grad_clip: max global gradient norm; 0 disables clipping.
-        precision: ``auto`` is bf16 autocast on CUDA and fp32 on CPU.
+        precision: ``auto`` is bf16 autocast on CUDA and fp32 on CPU; ``fp16`` is float16 autocast with a
+            gradient scaler (``torch.amp.GradScaler``, open_clip's ``--precision amp``) for GPUs without
+            bf16; torch runs it on the CPU too (slowly: it is there for tests).
         dynamics_every: optimizer steps 1, 1 + k, 1 + 2k, ... log standard vs trained gradient norms
             (costs one extra backward pass per micro-batch of those steps: hnclip.training.dynamics); 0 disables.
         dynamics_probe: whether those steps run the gradient probe (:mod:`hnclip.training.dynamics`);
@@ -89,6 +98,13 @@ class TrainConfig:
             the activation memory; Long-CLIP issue 78 runs out of memory at batch 32 on a 40 GB GPU
             without it. Gradients are unchanged, so it is not part of the config hash: a run that ran out
             of memory resumes with it turned on.
+        report_to: comma-separated ``tensorboard`` and/or ``wandb`` (open_clip's ``--report-to``): the
+            per-step and per-epoch scalars of the CSV logs also go to TensorBoard event files in
+            ``<out>/tensorboard/`` and/or a Weights & Biases run (:mod:`hnclip.training.report_to`).
+            Empty: neither. Not part of the config hash.
+        progress_every: seconds between progress lines on stdout (step, epoch, loss, ETA), which
+            Snakemake's console shows while the job runs (:mod:`hnclip.progress`); 0: none.
+            Not part of the config hash.
         max_steps: stop after this many optimizer steps (0: run all epochs); the LR schedule spans the
             shorter of the two.
         framework_settings: the framework's settings dataclass (or a dict of its fields); default: its
@@ -117,7 +133,8 @@ class TrainConfig:
     beta2: float = help_field(0.98, "AdamW beta2 (CLIP's 0.98)")
     eps: float = help_field(1e-6, "AdamW epsilon (CLIP's 1e-6)")
     seed: int = help_field(0, "seeds weights of new modules, data order and dropout")
-    precision: str = help_field("auto", "auto | fp32 | bf16 (auto: bf16 on CUDA)")
+    precision: str = help_field("auto", "auto | fp32 | bf16 | fp16 (auto: bf16 on CUDA; fp16: float16 autocast "
+                                        "with a gradient scaler, for GPUs without bf16)")
     device: str = help_field("auto", "auto | cpu | cuda")
     dynamics_every: int = help_field(10, "log gradient dynamics on steps 1, 1+k, 1+2k, ... (extra backward "
                                          "passes); 0 disables")
@@ -132,6 +149,10 @@ class TrainConfig:
     num_workers: int = help_field(0, "DataLoader worker processes for image reading")
     grad_checkpointing: bool = help_field(False, "recompute each transformer block in backward: less activation "
                                                  "memory for one extra forward (not hashed)")
+    report_to: str = help_field("", "comma-separated tensorboard, wandb: where the logged scalars also go "
+                                    "(<out>/tensorboard/, a W&B run); empty: neither (not hashed)")
+    progress_every: float = help_field(30.0, "seconds between progress lines on stdout (step, epoch, loss, "
+                                             "ETA); 0: none (not hashed)")
     framework_settings: FrameworkSettings | None = help_field(
         None, "the framework's settings (hnclip.frameworks.settings); --set <section>.<key>=value")
 
@@ -153,13 +174,16 @@ class TrainConfig:
             self._check(name, getattr(self, name) >= 0, "must be >= 0")
         for name in ("epochs", "micro_batch", "accum_steps", "checkpoint_every"):
             self._check(name, getattr(self, name) >= 1, "must be >= 1")
-        for name in ("warmup_steps", "dynamics_every", "max_steps", "num_workers"):
+        for name in ("warmup_steps", "dynamics_every", "max_steps", "num_workers", "progress_every"):
             self._check(name, getattr(self, name) >= 0, "must be >= 0")
         self._check("micro_batch", self.micro_batch >= 2, "must be >= 2 (a contrastive batch needs negatives)")
         self._check("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "must be in [0, 1]")
         for name in ("beta1", "beta2", "label_smoothing"):
             self._check(name, 0 <= getattr(self, name) < 1, "must be in [0, 1)")
         self._check("caption_column", bool(self.caption_column), "must be a column name")
+        unknown = [name for name in self.reporters if name not in REPORTERS]
+        self._check("report_to", not unknown, f"names {', '.join(map(repr, unknown))}, not one of "
+                                              f"{', '.join(REPORTERS)} (comma-separated; empty: none)")
         if self.precision == "bf16" and self.device == "cpu":
             raise ValueError("precision='bf16' needs device 'cuda' or 'auto': bf16 autocast is only used on CUDA")
 
@@ -178,6 +202,12 @@ class TrainConfig:
     def section(self) -> str:
         """The key of this framework's settings: ``--set <section>.<field>``, ``train.<section>`` in YAML."""
         return framework_entry(self.framework).section
+
+    @property
+    def reporters(self) -> tuple[str, ...]:
+        """``report_to`` as names, in the order given, each once."""
+        names = [name.strip() for name in self.report_to.split(",") if name.strip()]
+        return tuple(dict.fromkeys(names))
 
     @property
     def effective_batch(self) -> int:
@@ -257,6 +287,9 @@ def override_items(settings: Mapping[str, object], read: bool = False, epochs_re
     ``epoch_eval_runs`` (the same kind of key, default ``read``) becomes ``eval_every_epoch=false`` when it
     is ``read``, nothing reads the run's epochs.csv (``epochs_read`` false: :func:`hnclip.plan.epoch_evaluated_runs`)
     and ``eval_every_epoch`` is on; otherwise nothing.
+
+    :data:`SHOWN_ONLY` keys (``report_to``, ``progress_every``) are passed only where they differ from the
+    TrainConfig default: a config that leaves them alone keeps its jobs' command lines.
     """
     framework = str(settings.get("framework", TrainConfig.framework))
     section = framework_entry(framework).section if framework in framework_names() else None
@@ -266,7 +299,7 @@ def override_items(settings: Mapping[str, object], read: bool = False, epochs_re
             raise ValueError(f"train.{key}={settings[key]!r} is not one of {', '.join(RUN_SELECTIONS)}")
     probe_runs, epoch_eval_runs = settings.get("probe_runs"), settings.get("epoch_eval_runs")
     for key, value in settings.items():
-        if key in WORKFLOW_KEYS:
+        if key in WORKFLOW_KEYS or (key in SHOWN_ONLY and value == getattr(TrainConfig, key)):
             continue
         if isinstance(value, Mapping):
             if key == section:

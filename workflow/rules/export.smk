@@ -23,11 +23,12 @@ rule export:
         confidence=lookup(dpath="statistics/confidence", within=config),
         resamples=lookup(dpath="statistics/resamples", within=config),
         seed=lookup(dpath="statistics/seed", within=config),
+        scale=lookup(dpath="scale", within=config),
     # --encoder-only: a framework-scored run (FineLIP) is exported as its encoder, its card saying so
     shell:
         "python -m hnclip export --model {input.model} --format {wildcards.format} --run {params.run_dir} "
         "--evals {input.evals} --encoder-only --confidence {params.confidence} --resamples {params.resamples} "
-        "--bootstrap-seed {params.seed} --out {output} 2> {log}"
+        "--bootstrap-seed {params.seed} --scale {params.scale} --out {output} 2> {log}"
 
 
 rule exports:

@@ -29,7 +29,13 @@ from hnclip.cli import (
     train,
 )
 
-__all__ = ["build_parser", "main"]
+__all__ = ["HEARTBEAT_SECONDS", "build_parser", "main"]
+
+# every verb but these prints a line on stdout every HEARTBEAT_SECONDS while it runs (Snakemake's console
+# shows a job's stdout; hnclip.progress): train prints its own (train.progress_every), plan's
+# stdout is the plan itself
+HEARTBEAT_SECONDS = 30.0
+OWN_STDOUT = ("train", "plan")
 
 # the verbs in the order `hnclip --help` lists them: roughly the pipeline's
 VERBS = (
@@ -66,8 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        args.func(args)
+        with _heartbeat(args):
+            args.func(args)
     except ConfigError as error:  # `hnclip plan` on a bad config: the key and the problem, no traceback
         print(f"hnclip {args.verb}: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _heartbeat(args):
+    """The verb's progress lines: ``hnclip VERB [--out]: running, 1m30s elapsed`` (none for OWN_STDOUT)."""
+    from hnclip.progress import Progress
+
+    out = getattr(args, "out", None)
+    name = f"hnclip {args.verb}" + (f" {out}" if isinstance(out, str) else "")
+    return Progress(name, 0 if args.verb in OWN_STDOUT else HEARTBEAT_SECONDS, phase="running")

@@ -21,6 +21,8 @@ def add_export(sub) -> None:
     p.add_argument("--evals", nargs="*", default=None,
                    help="evaluation records for the card's results (default: results/evals/<run>/*.json)")
     p.add_argument("--name", default=None, help="open_clip model name (default: hnclip-<run path>)")
+    p.add_argument("--scale", default=None,
+                   help="what the card says the numbers are (the workflow config's scale: toy, paper, rehearsal, ...)")
     p.add_argument("--encoder-only", action="store_true",
                    help="export a framework-scored model (FineLIP) as its encoder alone, the card saying so")
     # the rule passes the config's statistics section; by hand, BootstrapSettings' own defaults apply
@@ -40,7 +42,7 @@ def cmd_export(args) -> None:
     try:
         export_model(Path(args.model), args.format, Path(args.out), run_dir=Path(args.run) if args.run else None,
                      eval_paths=[Path(p) for p in args.evals] if args.evals is not None else None,
-                     settings=settings, name=args.name, encoder_only=args.encoder_only)
+                     settings=settings, name=args.name, encoder_only=args.encoder_only, scale=args.scale)
     except (ExportError, FileExistsError, FileNotFoundError, WeightsFileError) as error:
         raise SystemExit(f"hnclip export: {error}") from None
 

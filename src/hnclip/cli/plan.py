@@ -23,10 +23,12 @@ def add_plan(sub) -> None:
     p.add_argument("--profile", default=None,
                    help="profile folder whose train resources are shown (e.g. profiles/slurm, the cluster profile)")
     p.add_argument("--samples-per-s", type=float, default=None,
-                   help="training samples/s per GPU (default: measured runs, else the Long-CLIP-L estimate)")
+                   help="training samples/s per GPU (default: measured runs of the config's backbone, else the "
+                        "Long-CLIP-L estimate for Long-CLIP-L, else none)")
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
     p.add_argument("--job-cost", default=None,
-                   help="measured memory and time per job (default benchmarks/job_cost.json, if present)")
+                   help="measured memory and time per job (default benchmarks/job_cost.json, if present); used "
+                        "when it measured the config's backbone, else the backbone's earlier runs are")
 
 
 def cmd_plan(args) -> None:
@@ -38,16 +40,20 @@ def cmd_plan(args) -> None:
 def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir="results",
                file=None, job_cost=None) -> list[ExperimentCost]:
     """Print the plan of ``configfile`` (one path, or several layered in order) with ``profile``'s train
-    resources, if given, and, when job costs were measured (``job_cost``, default benchmarks/job_cost.json;
-    False: leave them out), what each job needs against its limits; return its rows."""
+    resources, if given, and what each job needs against its limits: from the measured job costs
+    (``job_cost``, default benchmarks/job_cost.json) when they measured the config's backbone, else from
+    the backbone's earlier runs in ``results_dir``, else a line saying there is no measurement (``job_cost``
+    False: leave all of it out); return its rows."""
     from hnclip import plan
     from hnclip.config_loading import job_resources, load_config, profile_train_resources
-    from hnclip.cost import build_plan, resolve_throughput, train_set_sizes
+    from hnclip.cost import build_plan, planned_backbone, resolve_throughput, train_set_sizes
     from hnclip.job_needs import (
         diagnostics_cost,
+        job_cost_fits,
         job_cost_path,
         job_needs,
         load_job_cost,
+        run_needs,
         speed_against_reference,
     )
 
@@ -66,19 +72,28 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     label = configfile if isinstance(configfile, str | Path) else " + ".join(map(str, configfile))
     text = format_plan(rows, throughput, sizes, label, resources, profile)
     cost_path = None if job_cost is False else job_cost_path(job_cost)
+    if job_cost is not False and job_cost is not None and not (cost_path and cost_path.is_file()):
+        raise FileNotFoundError(f"hnclip plan: job costs {job_cost} do not exist")
+    cost = load_job_cost(cost_path) if job_cost is not False and cost_path is not None and cost_path.is_file() else None
+    backbone = planned_backbone(config, results_dir)
     if job_cost is False:
         pass
-    elif cost_path is not None and cost_path.is_file():
-        cost = load_job_cost(cost_path)
+    elif cost is not None and job_cost_fits(config, cost, results_dir):
         needs = job_needs(config, cost, throughput, sizes, train_limits, job_resources(config, "evaluate", profile))
         text += "\n" + format_job_needs(needs, cost, cost_path, config["train"]["micro_batch"])
         text += format_speed(speed_against_reference(needs, config, sizes, throughput))
         text += "\n" + format_diagnostics(diagnostics_cost(config, cost, throughput, sizes, gpus), config,
                                           max(1, config["train"]["micro_batch"] // gpus))
-    elif job_cost is not None:
-        raise FileNotFoundError(f"hnclip plan: job costs {job_cost} do not exist")
-    else:
-        text += "\nper-job needs: no benchmarks/job_cost.json (run benchmarks/job_cost.py to measure them)"
+    else:  # the file measured another model (or there is none): this backbone's own runs, or nothing
+        other = (f"{cost_path} measures {cost.get('model', 'ViT-L-14-longclip')!r}, not this config's backbone "
+                 f"{backbone!r}" if cost is not None else "no benchmarks/job_cost.json")
+        needs = run_needs(config, results_dir, sizes, train_limits)
+        if needs:
+            text += "\n" + format_run_needs(needs, backbone, Path(results_dir) / "runs", other)
+        else:
+            text += (f"\nper-job needs: none measured for backbone {backbone!r} ({other}; no run of it in "
+                     f"{Path(results_dir) / 'runs'}): train one run and plan again, or measure it with "
+                     f"python benchmarks/job_cost.py --model {backbone} --out FILE and pass --job-cost FILE")
     print(text, file=file or sys.stdout)
     return rows
 
@@ -104,10 +119,13 @@ def format_plan(rows: list[ExperimentCost], throughput: Throughput, sizes: dict[
     rule = "-" * len(line(header))
     out = [f"hnclip plan for {configfile}", "", line(header), rule, *(line(r) for r in table[1:-1]), rule,
            line(table[-1]), ""]
+    seconds = f" ({total_hours * 3600:,.0f} GPU-seconds)" if total_hours == total_hours else " (no throughput)"
     out.append(f"total: {total_train} training jobs, {total_eval} evaluation jobs, {_hours(total_hours)} "
-               f"GPU-hours ({total_hours * 3600:,.0f} GPU-seconds) of training; evaluation and data "
-               f"preparation not included")
-    out.append(f"throughput: {throughput.samples_per_s:g} samples/s per GPU, {throughput.source}")
+               f"GPU-hours{seconds} of training; evaluation and data preparation not included")
+    if throughput.samples_per_s == throughput.samples_per_s:
+        out.append(f"throughput: {throughput.samples_per_s:g} samples/s per GPU, {throughput.source}")
+    else:
+        out.append(f"throughput: {throughput.source}")
     out.append("training set sizes:")
     out += [f"  {name}: {n:,} ({source})" for name, (n, source) in sizes.items()]
     if resources is not None:
@@ -137,10 +155,7 @@ def format_job_needs(needs: list[JobNeed], job_cost: dict, path, micro_batch: in
                      f"{n.ratio:.2f}x" if n.ratio == n.ratio else "-",
                      _hours(n.longest_hours) if n.longest_hours == n.longest_hours else "-",
                      f"{n.limits.get('mem_mb', '-')}, {n.limits.get('runtime', '-')}", ", ".join(n.methods)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
-                   + "  " + r[-1])
+    out += _table_lines(rows)
     out.append(f"memory: peak at micro-batch {micro_batch} per process ("
                f"{'device memory' if m.get('device') == 'cuda' else 'resident set of a CPU job'}; "
                f"{next((n.memory_how for n in needs if n.memory_how != 'not measured'), '')}); time: forward + backward on the measuring device, the "
@@ -166,6 +181,27 @@ def format_speed(rows: list[dict]) -> str:
                    f"run {hours or '-'}; with preprocessing: {' and '.join(r['products']) or 'none'} of each train "
                    "set first, untimed here (benchmarks/job_cost.py does not run SAM; the cost table of a run "
                    "times it from the jobs' Snakemake benchmark files)")
+    return "\n".join(out)
+
+
+def format_run_needs(needs: list[JobNeed], backbone: str, runs_dir, other: str) -> str:
+    """The per-job needs read off the backbone's own earlier runs (:func:`hnclip.job_needs.run_needs`)."""
+    out = ["", f"per-job needs of backbone {backbone!r}, measured by its earlier runs in {runs_dir} "
+               f"(summary.json: peak memory, samples/s over the run; {other})"]
+    header = ("job", "memory MB", "samples/s", "s/sample", "vs HN-CLIP", "longest job h", "limits (mem_mb, runtime min)",
+              "methods")
+    rows = [header]
+    for n in needs:
+        measured = n.seconds_per_sample == n.seconds_per_sample
+        rows.append((n.job, f"{n.memory_mb:,.0f}" if n.memory_mb == n.memory_mb else "-",
+                     f"{1 / n.seconds_per_sample:,.1f}" if measured else "-",
+                     f"{n.seconds_per_sample:.3g}" if measured else "-",
+                     f"{n.ratio:.2f}x" if n.ratio == n.ratio else "-",
+                     _hours(n.longest_hours) if n.longest_hours == n.longest_hours else "-",
+                     f"{n.limits.get('mem_mb', '-')}, {n.limits.get('runtime', '-')}", ", ".join(n.methods)))
+    out += _table_lines(rows)
+    out.append("memory: " + "; ".join(f"{n.job}: {n.memory_how}" for n in needs if n.memory_how != "not measured"))
+    out += [w for n in needs for w in n.warnings]
     return "\n".join(out)
 
 
@@ -211,5 +247,14 @@ def format_diagnostics(rows: list[DiagnosticsCost], config: dict, micro_batch: i
     return "\n".join(out)
 
 
+def _table_lines(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as aligned text: the first column left, the others right, the last one (a list) as it is."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False)))
+            + "  " + r[-1] for r in rows]
+
+
 def _hours(x: float) -> str:
+    if x != x:  # no throughput to price it with
+        return "?"
     return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"

@@ -49,12 +49,13 @@ def _framework_note(model_dir: Path, model, encoder_only: bool) -> str | None:
 
 
 def export_model(model_dir, fmt: str, out_dir, run_dir=None, eval_paths=None, settings=None, name: str | None = None,
-                 encoder_only: bool = False) -> Path:
+                 encoder_only: bool = False, scale: str | None = None) -> Path:
     """Write ``model_dir`` (a :func:`hnclip.models.save_model` folder) as ``fmt`` into ``out_dir``.
 
     ``run_dir`` (default: the model folder's parent when it holds ``summary.json``) gives the card its recipe
     and provenance; ``eval_paths`` (default: the run's ``results/evals/<run>/*.json``) its results rows, with
-    intervals from ``settings`` (:class:`hnclip.analysis.bootstrap.BootstrapSettings`). ``out_dir`` must not
+    intervals from ``settings`` (:class:`hnclip.analysis.bootstrap.BootstrapSettings`); ``scale`` (the workflow
+    config's: toy, paper, ...) heads the card, which says so when it is not given. ``out_dir`` must not
     exist or be empty; it is written in a temporary sibling and renamed, so a failed export leaves nothing.
     """
     from hnclip.analysis.bootstrap import BootstrapSettings
@@ -95,7 +96,7 @@ def export_model(model_dir, fmt: str, out_dir, run_dir=None, eval_paths=None, se
             files = write_open_clip(model, staging, name or default_name(run.fields), where)
         else:
             files = write_transformers(model, staging, where)
-        model_card = card.build_model_card(fmt, files, model, run, rows, settings, model_dir, notes)
+        model_card = card.build_model_card(fmt, files, model, run, rows, settings, model_dir, notes, scale=scale)
         model_card.save(staging / card.CARD_FILE)
         if out_dir.exists():
             out_dir.rmdir()

@@ -1,4 +1,10 @@
-"""The model card written beside every export: results rows with their intervals, recipe and provenance.
+"""The model card written beside every export: scale, results rows with their intervals, training data,
+recipe, architecture, limitations, licence and provenance.
+
+The scale (``hnclip export --scale``, the workflow config's ``scale``: toy, paper, rehearsal, or any other
+word a config uses) heads the card and tags it, so a toy-scale number is never read as the paper's on
+the Hub (``hnclip push`` uploads these cards). The architecture shows the model's own text positions
+(a Long-CLIP stretch makes them 248 where the base config says 77).
 
 Rows come from the run's evaluation records (``results/evals/<run>/<benchmark>.json``): every Recall@K
 they hold, with the percentile-bootstrap interval of :mod:`hnclip.analysis.bootstrap` (test images
@@ -18,13 +24,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CARD_FILE", "ResultRow", "build_model_card", "discover_evals", "read_run", "results_rows"]
+__all__ = ["CARD_FILE", "ResultRow", "build_model_card", "card_architecture", "discover_evals", "read_run",
+           "results_rows", "scale_statement"]
 
 CARD_FILE = "README.md"
 _METRIC = re.compile(r"^(i2t|t2i)_r(\d+)$")
 _DIRECTION = {"i2t": "image -> text", "t2i": "text -> image"}
 _LIBRARY = {"longclip": None, "open_clip": "open_clip", "transformers": "transformers"}
 _OWNER = {"longclip": "Long-CLIP's", "open_clip": "open_clip's", "transformers": "transformers'"}
+# what each scale of the workflow config means for the numbers on the card; another word is shown as it is
+_SCALES = {
+    "toy": "**Toy scale.** A small model fine-tuned by hnclip-repro's embedded default on procedurally rendered "
+           "synthetic scenes. Its numbers are toy-scale results on synthetic data: not the HN-CLIP paper's, and "
+           "not evidence about natural images.",
+    "paper": "**Paper scale.** Fine-tuned with the HN-CLIP paper's recipe on its benchmark data by hnclip-repro; "
+             "its numbers are this reproduction's (one seed, intervals below), not the paper's own.",
+    "rehearsal": "**Rehearsal scale.** Trained on stand-in files with capped steps to rehearse the paper's grid: "
+                 "its numbers mean nothing.",
+}
+LICENCE = "MIT"  # hnclip-repro's own (LICENSE, pyproject.toml)
 
 
 @dataclass(frozen=True)
@@ -166,12 +184,109 @@ def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std) -> s
                 "# or, mean/std read from open_clip_config.json:\n"
                 "# open_clip.create_model_and_transforms(\"local-dir:.\")\n```\n")
     return ("```python\nfrom transformers import CLIPModel, CLIPProcessor\n"
-            "model = CLIPModel.from_pretrained(\".\")\nprocessor = CLIPProcessor.from_pretrained(\".\")\n"
+            "model = CLIPModel.from_pretrained(\".\")\n"
+            "# hnclip_image_processing.py: hnclip's resize and crop, pixel for pixel\n"
+            "processor = CLIPProcessor.from_pretrained(\".\", trust_remote_code=True)\n"
             "inputs = processor(text=[\"a long caption ...\"], images=[image], padding=\"max_length\",\n"
             f"                   max_length={context_length}, truncation=True, return_tensors=\"pt\")\n"
             "outputs = model(**inputs)  # outputs.image_embeds, outputs.text_embeds (normalised)\n```\n\n"
-            "Our image store resizes with PIL; `CLIPProcessor.from_pretrained(\".\", backend=\"pil\")` does the "
-            "same, the default torchvision backend's bicubic resize differs from it slightly.\n")
+            "Without `trust_remote_code=True` transformers loads its own `CLIPImageProcessor` from the same settings: "
+            "its default torchvision backend's bicubic resize differs slightly from PIL's, which our image store "
+            "uses (`backend=\"pil\"` matches it), and both its backends put an odd crop margin's extra pixel on "
+            "the other side than open_clip and our store.\n")
+
+
+def scale_statement(scale: str | None) -> str:
+    """The card's first word on what its numbers are: the scale's meaning, or the word as the config has it."""
+    if scale is None:
+        return ("**Scale not stated** (exported without `hnclip export --scale`): treat its numbers as unlabelled; "
+                "the workflow's `export` rule states the config's scale.")
+    return _SCALES.get(scale, f"**Scale: {scale}** (the workflow config's `scale`).")
+
+
+def card_architecture(model) -> dict:
+    """The model's spec with its own text positions in ``text_cfg.context_length`` (the base config's
+    count stays in ``base_context_length`` when a stretch changed it)."""
+    spec = json.loads(json.dumps(model.spec))
+    text = spec.get("config", {}).get("text_cfg")
+    if isinstance(text, dict) and text.get("context_length") != model.context_length:
+        text["base_context_length"] = text.get("context_length")
+        text["context_length"] = model.context_length
+    return spec
+
+
+def _dataset_terms(train_set: str | None) -> str | None:
+    """The training data's licence as hnclip's source list records it, if it does."""
+    if not train_set:
+        return None
+    from hnclip.data.download import load_sources
+
+    try:
+        entry = load_sources().get(train_set)
+    except (OSError, ValueError):
+        return None
+    return entry.get("licence") if entry else None
+
+
+def _training_data(run: RunInfo, scale: str | None) -> list[str]:
+    summary, fields = run.summary, run.fields or {}
+    train_set = fields.get("train_set")
+    lines = ["## Training data", ""]
+    if not train_set and not summary:
+        return lines + ["Unknown: no run summary (summary.json) was given.", ""]
+    caption = (summary.get("config") or {}).get("caption_column")
+    count = summary.get("n_train")
+    lines.append(f"- fine-tuned on: `{train_set or '?'}`" + (f", {count:,} images" if isinstance(count, int) else "")
+                 + (f", captions from column `{caption}`" if caption else ""))
+    if (summary.get("run") or {}).get("train_manifest"):
+        lines.append(f"- manifest: `{summary['run']['train_manifest']}`")
+    truncated = summary.get("captions_truncated") or {}
+    if truncated.get("count"):
+        lines.append(f"- {truncated['count']:,} training captions were cut at the text tower's "
+                     f"{truncated.get('context_length', '?')} positions")
+    terms = _dataset_terms(train_set)
+    if scale == "toy" or train_set == "synthetic":
+        lines.append("- terms: synthetic scenes generated by hnclip-repro's own code (MIT)")
+    elif terms:
+        lines.append(f"- terms (hnclip's source list): {terms}")
+    else:
+        lines.append("- terms: not recorded by hnclip (src/hnclip/data/sources.json); see the data's own")
+    return lines + [""]
+
+
+def _limitations(fmt: str, model, scale: str | None) -> list[str]:
+    lines = ["## Limitations", ""]
+    if scale == "toy":
+        lines.append("- Synthetic scenes only (coloured shapes on a grid, template captions): it knows nothing of "
+                     "natural images or free text.")
+    elif scale == "rehearsal":
+        lines.append("- A rehearsal's model: not trained to be used.")
+    lines += [f"- Trained and evaluated for image-text retrieval with dense captions; its text tower reads "
+              f"{model.context_length} positions of CLIP's BPE, a longer caption is cut.",
+              "- Measured only on the benchmarks under Results, with one seed: the intervals cover test-image "
+              "sampling, not seed-to-seed variation.",
+              "- Not assessed for bias, safety or any use beyond the benchmarks above."]
+    if fmt == "transformers":
+        lines.append("- transformers' own `CLIPImageProcessor` places an odd crop margin's extra pixel on the other "
+                     "side than open_clip and hnclip do (features differ by ~5e-3 on such images): load the "
+                     "processor with `trust_remote_code=True` for hnclip's preprocessing, pixel for pixel "
+                     "(`hnclip_image_processing.py`).")
+    return lines + [""]
+
+
+def _licence(scale: str | None, run: RunInfo) -> tuple[str, list[str]]:
+    """(the card's ``license`` metadata, its Licence section)."""
+    train_set = (run.fields or {}).get("train_set")
+    if scale == "toy":
+        return "mit", ["## Licence", "", f"{LICENCE}, as hnclip-repro: the toy backbone is released under it and "
+                       "the synthetic scenes are generated by hnclip-repro's own code.", ""]
+    init = (run.summary.get("run") or {}).get("init_model_dir") or "the initial model"
+    terms = _dataset_terms(train_set)
+    return "other", ["## Licence", "",
+                     f"The code that trained and exported this model is {LICENCE}-licensed (hnclip-repro). The weights "
+                     f"derive from `{init}` and from the training data (`{train_set or '?'}`"
+                     + (f": {terms}" if terms else "") + "), whose terms carry over to them: check both before "
+                     "using or redistributing it (the Hub's `license: other`).", ""]
 
 
 def _fmt(value: float) -> str:
@@ -179,8 +294,9 @@ def _fmt(value: float) -> str:
 
 
 def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows: Sequence[ResultRow],
-                     settings, model_dir: Path, notes: Sequence[str] = ()):
-    """The ``huggingface_hub.ModelCard`` of one export (``files``: the exported files, card excluded)."""
+                     settings, model_dir: Path, notes: Sequence[str] = (), scale: str | None = None):
+    """The ``huggingface_hub.ModelCard`` of one export (``files``: the exported files, card excluded;
+    ``scale``: the workflow config's, None when not given)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     from hnclip.models.io import MODEL_WEIGHTS
@@ -188,9 +304,15 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     summary = run.summary
     spec = model.spec
     title = f"{run.fields['train_set']}/{run.fields['method']}" if run.fields else spec.get("name") or "model"
-    data = ModelCardData(library_name=_LIBRARY[fmt], tags=["clip", "long-clip", "hnclip", "image-text-retrieval"],
+    licence, licence_lines = _licence(scale, run)
+    train_set = (run.fields or {}).get("train_set")
+    data = ModelCardData(library_name=_LIBRARY[fmt], license=licence,
+                         tags=["clip", "long-clip", "hnclip", "image-text-retrieval",
+                               *([f"{scale}-scale"] if scale else [])],
+                         datasets=[train_set] if train_set else None,
                          pipeline_tag="zero-shot-image-classification" if fmt != "longclip" else None)
-    lines = [f"# hnclip export: {title} ({fmt})", "",
+    heading = f"# hnclip export: {title} ({fmt})" + (f", {scale}-scale run" if scale else "")
+    lines = [heading, "", scale_statement(scale), "",
              "A dual encoder fine-tuned by the hnclip-repro pipeline for dense-caption retrieval "
              f"(Long-CLIP-style, {model.context_length} text positions), exported in {_OWNER[fmt]} own format.", ""]
     for note in notes:
@@ -214,6 +336,7 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     else:
         lines += ["No evaluation records were given for this model.", ""]
 
+    lines += _training_data(run, scale)
     lines += ["## Recipe", ""]
     if summary:
         head = {k: summary.get(k) for k in ("framework", "hn_plugin", "seed", "steps", "epochs", "samples_seen",
@@ -228,7 +351,13 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     else:
         lines += ["No run summary (summary.json) was given: recipe and provenance unknown.", ""]
 
-    lines += ["## Architecture", "", "```json", json.dumps(spec, indent=2, sort_keys=True), "```", ""]
+    lines += ["## Architecture", "", f"Text positions: {model.context_length}"
+              + (f" (the base architecture's {spec['config']['text_cfg']['context_length']}, stretched)"
+                 if spec.get("config", {}).get("text_cfg", {}).get("context_length") not in (None, model.context_length)
+                 else "") + ".", "",
+              "```json", json.dumps(card_architecture(model), indent=2, sort_keys=True), "```", ""]
+    lines += _limitations(fmt, model, scale)
+    lines += licence_lines
 
     ours = Path(model_dir) / MODEL_WEIGHTS
     provenance = {

@@ -182,7 +182,8 @@ def _changes(old: dict, new: dict) -> str:
 class Resumable:
     """What a checkpoint saves and restores: the live objects of a training session.
 
-    ``logs`` maps a name (``dynamics``, ``epochs``) to its :class:`~hnclip.training.logs.CsvLog`.
+    ``logs`` maps a name (``dynamics``, ``epochs``) to its :class:`~hnclip.training.logs.CsvLog`;
+    ``scaler`` is fp16's gradient scaler (its scale and growth counter change what later steps do).
     """
 
     model: torch.nn.Module
@@ -191,6 +192,7 @@ class Resumable:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     logs: dict
     margin_features: torch.Tensor | None = None
+    scaler: torch.amp.GradScaler | None = None
 
 
 class RunCheckpoint:
@@ -297,6 +299,11 @@ class RunCheckpoint:
             raise RuntimeError(f"checkpoint {self.path} of an unfinished run has no optimizer state; delete it to "
                                f"train from scratch: rm {self.path}")
         parts.scheduler.load_state_dict(payload["scheduler"])
+        if parts.scaler is not None:  # precision is hashed: a checkpoint of an fp16 run always has it
+            if "scaler" not in payload:
+                raise RuntimeError(f"checkpoint {self.path} of an fp16 run has no gradient scaler state; delete "
+                                   f"it to train from scratch: rm {self.path}")
+            parts.scaler.load_state_dict(payload["scaler"])
         if self.context.is_main:
             for name, csv_log in parts.logs.items():
                 csv_log.start(payload["logs"].get(name))  # a log added later starts empty
@@ -320,6 +327,7 @@ class RunCheckpoint:
                 "scheduler": parts.scheduler.state_dict(),
                 "rng": rng_states[0], **({"rng_by_rank": rng_states} if self.context.is_distributed else {}),
                 "margin_features": None if parts.margin_features is None else parts.margin_features.cpu(),
+                **({"scaler": parts.scaler.state_dict()} if parts.scaler is not None else {}),
                 "logs": {name: csv_log.read_text() for name, csv_log in parts.logs.items()},
             }
             if not finished or self.keep == "full":

@@ -248,11 +248,16 @@ class GradientProbe:
     ``embeddings``: tables handled by their looked-up rows (:func:`sparse_embeddings`; the module
     docstring says why that is exact); their lookups are recorded from construction to
     :meth:`summary` (or :meth:`close`), so construct the probe before the step's first forward.
+    ``loss_scale``: the losses given to :meth:`add` are the true ones times this (fp16's gradient scaler,
+    whose scaled losses keep small gradients alive in float16): their values and gradients are divided by
+    it, and ``.grad`` must be unscaled before :meth:`summary`. 1.0 changes nothing.
     """
 
-    def __init__(self, params: list[torch.Tensor], embeddings=(), step_gradient: bool = False):
+    def __init__(self, params: list[torch.Tensor], embeddings=(), step_gradient: bool = False,
+                 loss_scale: float = 1.0):
         self.params = list(params)
         self.step_gradient = step_gradient
+        self.loss_scale = float(loss_scale)
         self.tables = [_Rows(m) for m in embeddings]
         table_weights = {id(t.module.weight) for t in self.tables}
         self.dense = [i for i, p in enumerate(self.params) if id(p) not in table_weights]
@@ -323,7 +328,8 @@ class GradientProbe:
         if self.step_gradient and self.standard_losses and same != self.same:
             raise RuntimeError("GradientProbe(step_gradient=True): the trained objective must be the standard "
                                "one on every micro-batch of a step or on none")
-        self.standard_losses.append(float(standard_loss.detach()))
+        self.standard_losses.append(float(standard_loss.detach()) / self.loss_scale)
+        scale = scale / self.loss_scale  # the gradients of a scaled loss, back to the true loss's
         # the standard gradient is needed for the exact-zero flags, and for the norms where it is not .grad
         needs_standard = features is not None or not (self.step_gradient and same)
         dense, tables = self._grads(standard_loss) if needs_standard else ([], [])
@@ -358,7 +364,7 @@ class GradientProbe:
         images = gather_features(images.detach(), with_grad=False)
         texts = gather_features(texts.detach(), with_grad=False)
         peaks = [_amax(g) for g in dense if g is not None] + [_amax(v) for _, v in tables if v.numel()]
-        zero = zero_norm_flags(torch.stack(peaks).tolist() if peaks else [])
+        zero = zero_norm_flags([peak / self.loss_scale for peak in torch.stack(peaks).tolist()] if peaks else [])
         flags = {}
         for name, dtype in EXACT_ZERO_DTYPES.items():
             for quantity, value in exact_zero_flags(images, texts, logit_scale, dtype).items():

@@ -1,0 +1,130 @@
+"""Progress lines on stdout while a run trains: what Snakemake's console shows of a running job.
+
+The training rules send a job's stderr (logging, tqdm's bar) to its log file (``2> {log}``) and leave
+stdout alone; Snakemake's local executor passes a job's stdout through to its own console as the job
+writes it (under SLURM it goes to the job's output file). So a training job writes one line to stdout
+every ``TrainConfig.progress_every`` seconds, e.g.::
+
+    hnclip train results/runs/synthetic/hnclip/g0.5/f1.0/s0: step 120/500 (24%), epoch 2/10, loss 3.2104,
+    41.3 samples/s, 2m41s elapsed, ETA 8m27s
+
+A daemon thread prints them from what the loop last recorded: the phase (loading data, setting up,
+training, evaluating, saving) and, while training, the step, epoch and the step's mean loss, all numbers
+the loop already holds as Python values (recording them costs no device sync). The thread keeps printing
+through a long data load, frozen-margin encoding or per-epoch evaluation, so a job longer than the
+interval is never silent for more than about one interval. A job that printed anything ends with a
+last line; one shorter than the interval prints nothing. Under torchrun only rank 0 prints.
+
+Every other ``hnclip`` verb a rule runs (fetch, prepare, evaluate, geometry, segments, ...) gets the same
+thread without the loop's numbers (:func:`hnclip.cli.main`): ``hnclip evaluate results/evals/...: running,
+1m30s elapsed`` every 30 seconds, so no job is silent on the console for long.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+__all__ = ["Progress", "format_duration"]
+
+
+def format_duration(seconds: float) -> str:
+    """``42s``, ``8m27s``, ``3h05m``."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class Progress:
+    """One job's progress lines (a context manager: the thread runs inside it).
+
+    ``name``: what each line starts with (``hnclip train <out>``). ``interval``: seconds between lines (0 or
+    less: none, and no thread). ``phase``: what the job does until told otherwise. ``stream``: where the
+    lines go (default ``sys.stdout``, looked up when printing).
+    """
+
+    def __init__(self, name: str, interval: float, phase: str = "starting", stream=None, clock=time.monotonic):
+        self.name, self.interval, self.stream, self.clock = name, float(interval), stream, clock
+        self.started = clock()
+        self.phase = phase
+        self.step = self.total_steps = self.epoch = self.epochs = 0
+        self.loss = float("nan")
+        self.samples_per_step = 0
+        self._loop_start: tuple[float, int] | None = None  # (time, step) when this session's loop began
+        self.printed = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.interval > 0
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._thread = threading.Thread(target=self._run, name="hnclip-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        if self.printed:
+            self._print(self.final_line(failed=kind is not None))
+
+    # ---------------------------------------------------------------------------------- the loop's side
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+
+    def start_loop(self, step: int, total_steps: int, epochs: int, samples_per_step: int) -> None:
+        self.step, self.total_steps, self.epochs, self.samples_per_step = step, total_steps, epochs, samples_per_step
+        self._loop_start = (self.clock(), step)
+        self.phase = "training"
+
+    def record_step(self, step: int, epoch: int, loss: float) -> None:
+        """After each optimizer step: plain Python numbers the loop already has."""
+        self.step, self.epoch, self.loss = step, epoch, loss
+        self.phase = "training"
+
+    # ------------------------------------------------------------------------------------- the lines
+    def line(self) -> str:
+        now = self.clock()
+        elapsed = f"{format_duration(now - self.started)} elapsed"
+        head = f"{self.name}: "
+        if self._loop_start is None:
+            return f"{head}{self.phase}, {elapsed}"
+        where = f"step {self.step}/{self.total_steps} ({self.step / max(1, self.total_steps):.0%}), " \
+                f"epoch {min(self.epoch, self.epochs)}/{self.epochs}"
+        if self.phase != "training":
+            return f"{head}{self.phase}, {where}, {elapsed}"
+        start_time, start_step = self._loop_start
+        done, spent = self.step - start_step, now - start_time
+        if done <= 0 or spent <= 0:
+            return f"{head}{where}, first step running, {elapsed}"
+        rate = done / spent
+        eta = (self.total_steps - self.step) / rate
+        return (f"{head}{where}, loss {self.loss:.4f}, {rate * self.samples_per_step:.1f} samples/s, {elapsed}, "
+                f"ETA {format_duration(eta)}")
+
+    def final_line(self, failed: bool = False) -> str:
+        took = format_duration(self.clock() - self.started)
+        where = f"step {self.step}/{self.total_steps}" if self._loop_start is not None else ""
+        if failed:
+            return f"{self.name}: stopped with an error{' at ' + where if where else ''} after {took} " \
+                   "(its log has the traceback)"
+        return f"{self.name}: finished{', ' + where + ',' if where else ''} in {took}"
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._print(self.line())
+            self.printed += 1
