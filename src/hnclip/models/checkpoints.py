@@ -22,7 +22,7 @@ from .dual_encoder import DualEncoder
 from .registry import find_config_name
 
 __all__ = ["LONGCLIP_FROZEN_POSITIONS", "config_from_openai_state_dict", "load_longclip_checkpoint",
-           "load_openai_checkpoint", "read_state_dict", "resolve_source"]
+           "load_openai_checkpoint", "longclip_from_state_dict", "read_state_dict", "resolve_source"]
 
 HF_SCHEME = "hf://"
 # Long-CLIP's encode_text adds positional_embedding * mask1 (rows < 20) + positional_embedding_res * mask2
@@ -142,16 +142,22 @@ def load_longclip_checkpoint(source) -> DualEncoder:
     [20, 248) of ``positional_embedding_res``; we merge them and freeze the first 20 rows again.
     """
     path = resolve_source(source)
-    state = read_state_dict(path)
-    _require(state, ("positional_embedding", "positional_embedding_res"), str(path))
+    return longclip_from_state_dict(read_state_dict(path), str(path))
+
+
+def longclip_from_state_dict(state: dict[str, torch.Tensor], where: str) -> DualEncoder:
+    """:func:`load_longclip_checkpoint` on a state dict already read (FineLIP's checkpoints carry Long-CLIP's
+    less their own modules: :mod:`.publishers`); ``where`` names it in errors."""
+    state = dict(state)
+    _require(state, ("positional_embedding", "positional_embedding_res"), where)
     table, residual = state["positional_embedding"], state.pop("positional_embedding_res")
     if table.shape != residual.shape or table.shape[0] <= LONGCLIP_FROZEN_POSITIONS:
-        raise ValueError(f"{path}: positional_embedding {tuple(table.shape)} and positional_embedding_res "
+        raise ValueError(f"{where}: positional_embedding {tuple(table.shape)} and positional_embedding_res "
                          f"{tuple(residual.shape)} must match and have more than "
                          f"{LONGCLIP_FROZEN_POSITIONS} rows")
     state["positional_embedding"] = torch.cat([table[:LONGCLIP_FROZEN_POSITIONS],
                                                residual[LONGCLIP_FROZEN_POSITIONS:]], dim=0)
-    return _build_from_openai_state_dict(state, LONGCLIP_FROZEN_POSITIONS, str(path))
+    return _build_from_openai_state_dict(state, LONGCLIP_FROZEN_POSITIONS, where)
 
 
 def load_openai_checkpoint(source) -> DualEncoder:
