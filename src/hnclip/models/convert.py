@@ -24,13 +24,12 @@ stretch keeping that many rows (:func:`hnclip.models.factory.stretch_model`); th
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from hnclip.model_files import CONVERT_FORMATS as FORMATS
 
-__all__ = ["FORMATS", "TRANSFORMERS_FILES", "convert_source", "describe_conversion", "fetch_transformers_model"]
+__all__ = ["FORMATS", "TRANSFORMERS_FILES", "convert_source", "fetch_transformers_model"]
 
 # what a transformers CLIP repository needs fetched: config, safetensors weights, processor and tokenizer
 TRANSFORMERS_WEIGHTS = "model.safetensors"
@@ -129,20 +128,3 @@ def convert_source(fmt: str, checkpoint: str | None, out_dir, *, model: str | No
               "spec_sha256": sha256_file(out_dir / MODEL_JSON)}
     write_json_atomic(out_dir / CONVERSION_JSON, {k: v for k, v in record.items() if v is not None}, sort_keys=True)
     return out_dir
-
-
-def describe_conversion(folder) -> str | None:
-    """One line naming what a converted model folder was made from (None for a folder that records nothing)."""
-    from hnclip.model_files import CONVERSION_JSON
-
-    path = Path(folder) / CONVERSION_JSON
-    if not path.is_file():
-        return None
-    record = json.loads(path.read_text())
-    parts = [record["format"], record.get("model"), record.get("checkpoint")]
-    text = " ".join(str(p) for p in parts if p)
-    if record.get("base"):
-        text += f" over {record['base']}"
-    if record.get("stretch") is not None:
-        text += ", stretched to 248 positions"
-    return text
