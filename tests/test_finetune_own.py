@@ -23,7 +23,6 @@ import sys
 import pytest
 import torch
 import yaml
-
 from test_data_own_captions import write_image, write_table
 
 ARCH = {"embed_dim": 32, "quick_gelu": False,
