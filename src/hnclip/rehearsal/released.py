@@ -22,10 +22,14 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["finelip_state_dict", "overlay_state_dict", "write_clip_model_folder", "write_finelip_checkpoint",
-           "write_overlay_checkpoint"]
+__all__ = ["LONGCLIP_B", "finelip_state_dict", "overlay_state_dict", "write_clip_model_folder",
+           "write_finelip_checkpoint", "write_overlay_checkpoint", "write_released_stand_ins"]
 
 FINELIP_AGGR_RATIO, FINELIP_SPARSE_RATIO, FINELIP_DIM_RATIO = 0.4, 0.5, 0.2  # CrossSparseAggrNet_v2's defaults
+# Long-CLIP-B (and FineLIP-B, trained from it): ViT-B/16 at 224 px, 248 text positions (build_model's numbers)
+LONGCLIP_B = {"embed_dim": 512, "image_resolution": 224, "vision_layers": 12, "vision_width": 768,
+              "vision_patch_size": 16, "context_length": 248, "vocab_size": 49408, "transformer_width": 512,
+              "transformer_layers": 12}
 
 
 def write_clip_model_folder(folder, *, seed: int = 0, vision: dict | None = None, text: dict | None = None,
@@ -113,3 +117,41 @@ def _save(state: dict, path) -> Path:
     torch.save(state, tmp)
     tmp.replace(path)
     return path
+
+
+def _inside(path, folder: Path) -> bool:
+    return path is not None and Path(path).resolve().is_relative_to(folder.resolve())
+
+
+def write_released_stand_ins(models: dict, folder, seed: int = 0, layers: dict | None = None) -> dict[str, str]:
+    """Each ``models:`` entry's files, in its publisher's format, where the entry points inside the rehearsal's
+    ``folder`` (a path elsewhere may be a real download and is never written): Long-CLIP's ``.pt`` (Long-CLIP-B's
+    shapes), GOAL's and StructXLIP's ``.pth`` over a random ``openai/clip-vit-base-patch16``-shaped base folder,
+    FineLIP-B's checkpoint, a transformers folder. ``layers`` ({vision, text}) stacks fewer blocks, every width
+    kept (config ``rehearsal.layers``). Returns name -> what was written (files already there are kept)."""
+    folder = Path(folder)
+    depth = {"vision_layers": layers["vision"], "transformer_layers": layers["text"]} if layers else {}
+    hf_depth = ({"num_hidden_layers": layers["vision"]}, {"num_hidden_layers": layers["text"]}) if layers else ({}, {})
+    written = {}
+    for name, entry in sorted(models.items()):
+        source, checkpoint, base = entry["source"], entry.get("checkpoint"), entry.get("base")
+        made = []
+        for folder_path in ([base] if source in ("goal", "structxlip") else []) + (
+                [checkpoint] if source == "transformers" else []):
+            if _inside(folder_path, folder) and not Path(folder_path).is_dir():
+                write_clip_model_folder(folder_path, seed=seed, vision=hf_depth[0], text=hf_depth[1])
+                made.append(str(folder_path))
+        if _inside(checkpoint, folder) and not Path(checkpoint).exists():
+            if source == "longclip":
+                from .checkpoint import write_longclip_checkpoint
+
+                write_longclip_checkpoint(checkpoint, seed=seed, arch={**LONGCLIP_B, **depth})
+            elif source in ("goal", "structxlip"):
+                write_overlay_checkpoint(checkpoint, base, seed=seed + 1)
+            elif source == "finelip":
+                write_finelip_checkpoint(checkpoint, seed=seed, arch={**LONGCLIP_B, **depth})
+            if Path(checkpoint).exists():
+                made.append(str(checkpoint))
+        if made:
+            written[name] = ", ".join(made)
+    return written
