@@ -73,22 +73,9 @@ def _safetensors_bytes(module) -> bytes:
     return save({k: v.contiguous() for k, v in module.state_dict().items()})
 
 
-@pytest.fixture
-def offline(tmp_path, monkeypatch):
-    import huggingface_hub.constants
-
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    return cache
-
-
 # ------------------------------------------------------------------------------------------------ open_clip
 @pytest.fixture
-def open_clip_tag(offline, monkeypatch):
+def open_clip_tag(hub_cache, monkeypatch):
     """NAME with tag ``testtag``: an open_clip pretrained config pointing at REPO, whose weights the cache holds
     at two commits (main: SECOND); returns the two random models and their weights' bytes."""
     import open_clip
@@ -104,18 +91,18 @@ def open_clip_tag(offline, monkeypatch):
         oc = _perturb(open_clip.create_model(NAME), seed)
         models.append(oc)
         blobs.append(_safetensors_bytes(oc))
-        populate_hub_cache(offline, "model", REPO, {"open_clip_model.safetensors": blobs[-1]}, commit)
+        populate_hub_cache(hub_cache, "model", REPO, {"open_clip_model.safetensors": blobs[-1]}, commit)
     return models, blobs
 
 
-def test_open_clip_by_tag_through_its_own_cache_encodes_as_open_clip_does(open_clip_tag, offline, tmp_path):
+def test_open_clip_by_tag_through_its_own_cache_encodes_as_open_clip_does(open_clip_tag, hub_cache, tmp_path):
     import open_clip
 
     _, blobs = open_clip_tag
     out = convert_source("open_clip", "testtag", tmp_path / "model", model=NAME, download_dir=tmp_path / "ckpt")
     model = load_model(out).eval()
     # the reference: open_clip's own tag route, preprocess and tokenizer
-    theirs, _, preprocess = open_clip.create_model_and_transforms(NAME, pretrained="testtag", cache_dir=str(offline))
+    theirs, _, preprocess = open_clip.create_model_and_transforms(NAME, pretrained="testtag", cache_dir=str(hub_cache))
     theirs.eval()
     tokenizer = open_clip.get_tokenizer(NAME)
     images = _images([(45, 37), (32, 32), (20, 64)])
@@ -151,16 +138,16 @@ def test_open_clip_tag_pinned_by_revision_and_sha256(open_clip_tag, tmp_path):
     assert hashlib.sha256(blobs[1]).hexdigest() in str(info.value) and hashlib.sha256(blobs[0]).hexdigest() in str(info.value)
 
 
-def test_open_clip_hf_hub_and_local_dir_schemas(open_clip_tag, offline, tmp_path):
+def test_open_clip_hf_hub_and_local_dir_schemas(open_clip_tag, hub_cache, tmp_path):
     import open_clip
 
     models, blobs = open_clip_tag
     config = {"model_cfg": ARCH, "preprocess_cfg": {"mean": list(MEAN), "std": list(STD), "interpolation": "bilinear"}}
-    populate_hub_cache(offline, "model", "hnclip-test/oc-repo", {"open_clip_config.json": json.dumps(config).encode(),
+    populate_hub_cache(hub_cache, "model", "hnclip-test/oc-repo", {"open_clip_config.json": json.dumps(config).encode(),
                                                                   "open_clip_model.safetensors": blobs[0]}, FIRST)
     by_hub = load_model(convert_source("open_clip", None, tmp_path / "hub", model="hf-hub:hnclip-test/oc-repo",
                                        revision=FIRST, download_dir=tmp_path / "ckpt"))
-    theirs, _, preprocess = open_clip.create_model_and_transforms("hf-hub:hnclip-test/oc-repo", cache_dir=str(offline))
+    theirs, _, preprocess = open_clip.create_model_and_transforms("hf-hub:hnclip-test/oc-repo", cache_dir=str(hub_cache))
     images = _images([(45, 37), (20, 64)], seed=3)
     their_pixels = torch.stack([preprocess(im) for im in images])
     assert by_hub.interpolation == "bilinear"
@@ -254,7 +241,7 @@ def test_transformers_folder_encodes_as_clipmodel_does(tmp_path):
         assert _diff(out.text_embeds, model.encode_text(ours_tokens)) <= ATOL
 
 
-def test_a_bare_save_pretrained_and_a_hub_id_pinned(tmp_path, offline):
+def test_a_bare_save_pretrained_and_a_hub_id_pinned(tmp_path, hub_cache):
     from transformers import CLIPModel
 
     folder, theirs = _hf_folder(tmp_path, act="quick_gelu", resample=3)
@@ -268,7 +255,7 @@ def test_a_bare_save_pretrained_and_a_hub_id_pinned(tmp_path, offline):
                      model._encode_image(pixels, False)[0]) <= ATOL
 
     files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
-    populate_hub_cache(offline, "model", "someone/tiny-clip", files, FIRST)
+    populate_hub_cache(hub_cache, "model", "someone/tiny-clip", files, FIRST)
     weights_sha = hashlib.sha256(files["model.safetensors"]).hexdigest()
     out = convert_source("transformers", "someone/tiny-clip", tmp_path / "hub-model", revision=FIRST,
                          sha256=weights_sha, download_dir=tmp_path / "ckpt")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from .checkpoints import dual_encoder_from_openai_state
 from .dual_encoder import DualEncoder
 from .registry import check_config
 
@@ -162,10 +163,6 @@ def resolve_open_clip_weights(model: str, checkpoint: str | None, *, revision: s
     return OpenClipWeights(model, str(weights), weights, config, None, f"{model} {checkpoint}", revision, model)
 
 
-def _state_from_open_clip(oc_model) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to(torch.float32) for k, v in oc_model.state_dict().items() if k != "attn_mask"}
-
-
 def dual_encoder_from_open_clip(oc_model, config: dict, tokenizer, where: str, name: str | None = None,
                                 frozen_positions: int = 0) -> DualEncoder:
     """The DualEncoder computing what ``oc_model`` (open_clip's ``CLIP`` built from ``config``) computes, its
@@ -200,19 +197,8 @@ def dual_encoder_from_open_clip(oc_model, config: dict, tokenizer, where: str, n
                                 "std": [float(v) for v in pre.get("std", ())] or None,
                                 "interpolation": pre.get("interpolation", "bicubic")}
     config["preprocess_cfg"] = {k: v for k, v in config["preprocess_cfg"].items() if v is not None}
-    state = _state_from_open_clip(oc_model)
-    table = state.pop("positional_embedding")
-    context_length = int(table.shape[0])
-    config["text_cfg"]["context_length"] = context_length
-    model = DualEncoder(config, context_length, frozen_positions, name=name, tokenizer="clip")
-    mapped = {f"clip.{k}": v for k, v in state.items() if k != "logit_scale"}
-    mapped.update(logit_scale=state["logit_scale"].reshape(model.logit_scale.shape),
-                  positional_embedding_frozen=table[:frozen_positions],
-                  positional_embedding_trainable=table[frozen_positions:])
-    result = model.load_state_dict(mapped, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{where}: open_clip's weights do not fit the converted architecture; missing "
-                         f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
+    state = {k: v for k, v in oc_model.state_dict().items() if k != "attn_mask"}  # open_clip names: OpenAI's
+    model = dual_encoder_from_openai_state(config, state, frozen_positions, where, name=name, tokenizer="clip")
     _verify(model, oc_model, where)
     return model
 

@@ -156,21 +156,12 @@ def dual_encoder_from_hf(hf_state: dict, hf_config, where: str, preprocess: dict
                          name: str | None = None) -> DualEncoder:
     """The DualEncoder computing what ``CLIPModel(hf_config)`` with ``hf_state`` computes, its ``preprocess``
     (mean, std, interpolation: :func:`hf_preprocess`) and CLIP's tokenizer recorded in its spec."""
+    from .checkpoints import dual_encoder_from_openai_state
+
     config = config_from_hf(hf_config, where)
     config["preprocess_cfg"] = dict(preprocess)
-    state = openai_state_from_hf(hf_state, where)
-    table = state.pop("positional_embedding")
-    config["text_cfg"]["context_length"] = int(table.shape[0])
-    model = DualEncoder(config, int(table.shape[0]), frozen_positions, name=name, tokenizer="clip")
-    mapped = {f"clip.{k}": v for k, v in state.items() if k != "logit_scale"}
-    mapped.update(logit_scale=state["logit_scale"].reshape(model.logit_scale.shape),
-                  positional_embedding_frozen=table[:frozen_positions],
-                  positional_embedding_trainable=table[frozen_positions:])
-    result = model.load_state_dict(mapped, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{where}: weights do not fit the converted architecture; missing {result.missing_keys[:5]}, "
-                         f"unexpected {result.unexpected_keys[:5]}")
-    return model
+    return dual_encoder_from_openai_state(config, openai_state_from_hf(hf_state, where), frozen_positions, where,
+                                          name=name, tokenizer="clip")
 
 
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")  # the image processor alone, or in a processor
