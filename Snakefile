@@ -37,6 +37,7 @@ include: "workflow/rules/protocols.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
 include: "workflow/rules/export.smk"
+include: "workflow/rules/released.smk"
 
 
 onstart:

@@ -413,16 +413,7 @@ def _populate_hub_cache(
     populate_hub_cache(cache, repo_type, repo_id, files, commit)
 
 
-@pytest.fixture
-def hub_cache(tmp_path, monkeypatch):
-    import huggingface_hub.constants
-
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    return cache
+# the offline Hub cache fixture `hub_cache` is conftest.py's
 
 
 def _urban_zip() -> bytes:

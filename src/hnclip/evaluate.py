@@ -167,7 +167,9 @@ def _store_rows(store, image_ids: list[str], where) -> np.ndarray:
 
 
 def check_store_matches_model(store, model, where) -> None:
-    """Refuse a store prepared at another resolution: the model would run on a wrongly sized patch grid."""
+    """Refuse a store prepared at another resolution (the model would run on a wrongly sized patch grid) or
+    resized with another interpolation than the model's own preprocessing (a converted open_clip or
+    transformers model that resizes bilinearly would be scored on pixels it never saw)."""
     size = getattr(store, "image_size", None)
     expected = tuple(int(v) for v in np.atleast_1d(model.image_size))
     if len(expected) == 1:
@@ -175,6 +177,11 @@ def check_store_matches_model(store, model, where) -> None:
     if size is not None and (int(size), int(size)) != expected:
         raise ValueError(f"image store {where} holds {size}x{size} images but the model expects "
                          f"{expected[0]}x{expected[1]}; prepare the store at the model's image size")
+    resample, wanted = getattr(store, "resample", "bicubic"), getattr(model, "interpolation", "bicubic")
+    if resample != wanted:
+        raise ValueError(f"image store {where} was resized {resample}, but the model's preprocessing resizes "
+                         f"{wanted} (its model.json preprocess_cfg.interpolation); build the store with "
+                         f"`hnclip store --model` for this model")
 
 
 def tokenize_captions(model, manifest, caption_column: str = "caption") -> torch.Tensor:

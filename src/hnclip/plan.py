@@ -187,8 +187,18 @@ def check_config(config: dict) -> None:
         if micro_batch and micro_batch % long["processes"]:
             _fail("pretrain.long.processes", f"{long['processes']} does not divide pretrain.long.train.micro_batch "
                                              f"{micro_batch} (each process takes an even share)")
+    elif config["backbone"]["source"] == "open_clip":
+        if not config["backbone"].get("model"):
+            _fail("backbone.model", "required when backbone.source is 'open_clip' (an architecture such as ViT-B-32 "
+                                    "with a pretrained tag in backbone.checkpoint, hf-hub:ORG/REPO or local-dir:FOLDER)")
     elif not config["backbone"].get("checkpoint"):
         _fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
+    if config["backbone"].get("stretch") and config["backbone"]["source"] not in ("openai", "open_clip", "transformers"):
+        _fail("backbone.stretch", f"stretches a converted 77-position tower (sources openai, open_clip, transformers); "
+                                  f"source {config['backbone']['source']!r} has its positions already")
+    from hnclip.released import check_models
+
+    check_models(config)
     _check_files_from(benchmarks)
     experiments = config.get("experiments", {})
     for exp_name, exp in experiments.items():

@@ -1,5 +1,9 @@
 """Render the one-file HTML report: scale banner, claims, every table and figure, paper vs ours, provenance.
 
+On your own data (scale ``own``, config/finetune.yaml) the report is about your data alone: its banner and opening
+paragraph name your benchmarks with their sizes and the backbone it started from, the tables come first, and no
+claim, regime, caption geometry or paper-vs-ours section is shown (nothing there would be about your data).
+
 The file is self-contained (figures embedded as base64 PNG, CSS inline, no scripts, no external assets)
 so it can be mailed, archived or opened offline on a phone; tables scroll sideways instead of shrinking.
 Every number carries its scale: the banner, each table caption and the "ours" column say whether it is a
@@ -22,7 +26,7 @@ from hnclip.analysis.claims import VERDICTS
 from hnclip.analysis.premise import PAPER_GEOMETRY
 from hnclip.analysis.table_format import read_table_csv, scale_label
 
-__all__ = ["DEFAULT_PUBLISHED", "TEMPLATE_DIR", "compare_published", "load_published", "render_report",
+__all__ = ["DEFAULT_PUBLISHED", "TEMPLATE_DIR", "compare_published", "load_published", "own_banner", "render_report",
            "render_report_from_files"]
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "report"
@@ -33,6 +37,8 @@ BANNERS = {
     "paper": "Paper-scale results (the paper's benchmarks and backbone): compare with the paper's numbers below.",
     "rehearsal": "Rehearsal of the paper configuration: random weights, a few generated images per benchmark and "
                  "capped steps, to check that every job runs. Its numbers mean nothing and are not the paper's.",
+    # a run on your own data names your benchmarks and their sizes (own_banner), never the paper's
+    "own": "Results on your data",
 }
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown"), strict=True))
@@ -433,6 +439,17 @@ def compare_published(published: list[dict], context: Mapping) -> tuple[list[dic
 
 
 # ---------------------------------------------------------------------------------------------- render
+def own_banner(specs: Mapping[str, Mapping], records: list[Mapping], provenance: list[Mapping]) -> tuple[str, str]:
+    """(banner, sizes) of a report on your own data: every benchmark the specs evaluate, by its label, with its
+    training pairs and test images (from the run summaries and evaluation records)."""
+    from hnclip.cli.common import data_sizes
+
+    cells = [c for spec in specs.values() for c in spec.get("cells", [])]
+    sizes = data_sizes(cells, records, {str(s.get("run_dir")): s for s in provenance})
+    labels = ", ".join(dict.fromkeys(c.get("group") or c["eval_benchmark"] for c in cells))
+    return f"Results on your data: {labels}. Not the paper's benchmarks; no claim of the paper is judged.", sizes
+
+
 def _embed_png(path: Path) -> str:
     data = Path(path).read_bytes()
     if not data.startswith(_PNG_MAGIC):
@@ -491,7 +508,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   published=DEFAULT_PUBLISHED, measured: Mapping[str, float] | None = None,
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
                   template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
-                  power_reference: str = "", regime: Mapping[str, Mapping] | None = None) -> Path:
+                  power_reference: str = "", regime: Mapping[str, Mapping] | None = None,
+                  backbone: str | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
@@ -504,6 +522,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     loss); ``records``/``specs``: evaluation records and experiment specs for counts and run settings;
     ``premise``: the §2.4 / appendix C measurements (``{kind: premise}`` comparisons read them);
     ``regime``: benchmark -> its regime conditions (:func:`hnclip.analysis.regime.regime_report`).
+    ``backbone``: what the backbone was converted from (a report on your own data names it).
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -524,7 +543,10 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     context = {"tables": tables, "geometry": geometry or {}, "measured": measured, "records": records or [],
                "provenance": provenance, "specs": specs or {}, "claims": claims, "premise": premise or {},
                "scale": scale}
-    comparisons, not_compared = compare_published(load_published(published), context) if published else ([], [])
+    own = scale == "own"
+    comparisons, not_compared = (compare_published(load_published(published), context) if published and not own
+                                 else ([], []))
+    banner, own_data = own_banner(specs or {}, records or [], provenance) if own else (BANNERS[scale], "")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     try:
@@ -532,7 +554,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     except jinja2.TemplateNotFound:
         raise FileNotFoundError(f"report template {Path(template_dir) / TEMPLATE} does not exist") from None
     html = template.render(
-        title=title, scale=scale, scale_label=label, banner=BANNERS[scale], claims=claims,
+        title=title, scale=scale, scale_label=label, banner=banner, own_data=own_data, backbone=backbone, claims=claims,
         verdict_counts={v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS},
         verdict_class=VERDICT_CLASS,
         tables=table_blocks, figures=figure_blocks, comparisons=comparisons, not_compared=not_compared,
@@ -552,7 +574,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
                              tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
                              premise=None, regime: Iterable[Path] = (), claims=None,
-                             evals: Iterable | None = None) -> Path:
+                             evals: Iterable | None = None, backbone=None) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
     Tables and figures are named by their file stem. ``claims``: the verdicts and power notes to show,
@@ -561,7 +583,9 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
     the specs' evaluation records, the main runs' per-epoch logs, the reference method's dynamics logs).
     ``premise``: the §2.4 / appendix C measurements, a dict or a JSON file (None: no premise rows).
     ``regime``: ``results/regime/<benchmark>.json`` files (:mod:`hnclip.analysis.regime`). ``evals``: the
-    evaluation records a rule declared (given, every record the specs read must be among them).
+    evaluation records a rule declared (given, every record the specs read must be among them). ``backbone``: the
+    backbone's model folder, named on your own data (scale ``own``, which judges no claim) by what it was
+    converted from.
     """
     from hnclip.analysis.claims.files import judge_from_files, load_claims, load_premise, spec_records
     from hnclip.analysis.records import load_summary
@@ -570,7 +594,11 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
     specs = {name: spec for name, spec in (specs or {}).items() if spec}
     _, records = spec_records(specs, declared=evals)
     premise = load_premise(premise)
-    if claims is None:
+    if scale == "own":
+        if claims is not None:
+            raise ValueError("a report on your own data (scale own) judges no claim of the paper; give no claims")
+        judged = {"claims": [], "power": {"notes": [], "reference": ""}}
+    elif claims is None:
         judged = judge_from_files(scale, specs, premise, evals=evals)
     elif isinstance(claims, Mapping):
         judged = claims
@@ -600,4 +628,18 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         power=power["notes"],
         power_reference=power["reference"],
         regime=regime_results,
+        backbone=_backbone_words(backbone),
     )
+
+
+def _backbone_words(folder) -> str | None:
+    """What a backbone folder was converted from, or its architecture name; None without a folder."""
+    if folder is None:
+        return None
+    from hnclip.model_files import MODEL_JSON, describe_conversion
+
+    described = describe_conversion(folder)
+    if described:
+        return described
+    spec_path = Path(folder) / MODEL_JSON
+    return json.loads(spec_path.read_text())["spec"].get("name") if spec_path.is_file() else None

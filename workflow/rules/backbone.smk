@@ -2,7 +2,9 @@
 # - released: a model folder shipped with the repository (the embedded default's toy Long-CLIP in
 #   resources/backbones/), checked against backbone.sha256 and installed byte for byte;
 # - pretrain: pretrained in the DAG by the `pretrain` recipe below;
-# - longclip/openai: a Long-CLIP or OpenAI checkpoint, converted.
+# - longclip/openai: a Long-CLIP or OpenAI checkpoint, converted;
+# - open_clip/transformers: a model of those libraries (a pretrained tag, a Hub id, a folder), converted with
+#   its own preprocessing; the image stores are then prepared at its geometry (data.smk, get_prepare_inputs).
 # The `pretrain` recipe is Long-CLIP-L's history at toy scale: CLIP on the short captions of a large pool
 # of scenes with a 77-token tower, Long-CLIP's stretch to 248 positions, then Long-CLIP-style training on
 # the pool's long captions (the role ShareGPT4V plays). The pool is rendered like the benchmarks and never
@@ -244,6 +246,8 @@ if config["backbone"]["source"] in ("released", "pretrain"):
 
 else:
 
+    # longclip/openai/open_clip/transformers: the checkpoint converted (hnclip.models.convert), its own image
+    # normalisation, interpolation and tokenizer kept, Long-CLIP's stretch applied when backbone.stretch asks
     rule convert_backbone:
         output:
             directory("results/backbone/model"),
@@ -253,12 +257,8 @@ else:
             "../../envs/train.yaml"
         params:
             source=lookup(dpath="backbone/source", within=config),
-            checkpoint=lookup(dpath="backbone/checkpoint", within=config),
-            pins=" ".join(
-                f"--{key} {config['backbone'][key]}"
-                for key in ("revision", "sha256")
-                if config["backbone"][key]
-            ),
+            options=backbone_convert_options(),
+            context_length=lookup(dpath="backbone/context_length", within=config),
         shell:
-            "python -m hnclip convert-checkpoint --format {params.source} --source {params.checkpoint} "
-            "{params.pins} --out {output} 2> {log}"
+            "python -m hnclip convert-checkpoint --format {params.source} {params.options} "
+            "--context-length {params.context_length} --out {output} 2> {log}"

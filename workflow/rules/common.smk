@@ -22,7 +22,14 @@ _SHELL_PREFIX = (
     f'set -euo pipefail; export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
     + ("" if _use_conda else f'export PATH="{Path(sys.executable).parent}:$PATH"; ')
 )
-from hnclip import cpu_kernels, job_errors, plan, protocols, run_lock  # noqa: E402
+from hnclip import (
+    cpu_kernels,
+    job_errors,
+    plan,
+    protocols,
+    released,
+    run_lock,
+)  # noqa: E402
 from hnclip.data import own  # noqa: E402
 from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
@@ -69,8 +76,14 @@ PROTOCOL_SPEC = protocols.protocol_spec(config)
 BENCHMARKS = list(config["benchmarks"])
 # train sets with their own test split: their runs' training jobs evaluate them there (train.smk)
 SELF_EVALUATED = plan.self_evaluated_train_sets(config)
-# benchmarks with a zero-shot evaluation and plain fine-tuning runs: their regime conditions (analysis.smk)
-REGIME_BENCHMARKS = plan.regime_benchmarks(config)
+# benchmarks with a zero-shot evaluation and plain fine-tuning runs: their regime conditions (analysis.smk);
+# none on your own data, where no paper claim is judged
+OWN_DATA = config["scale"] == "own"
+REGIME_BENCHMARKS = [] if OWN_DATA else plan.regime_benchmarks(config)
+# the released checkpoints' evaluations (config models:, released.smk)
+RELEASED_EVALUATIONS = [
+    released.released_eval_path(m, b) for m, b in released.released_evaluations(config)
+]
 
 
 wildcard_constraints:
@@ -78,6 +91,7 @@ wildcard_constraints:
     train_set=plan.wildcard_pattern(BENCHMARKS),
     eval_benchmark=plan.wildcard_pattern(BENCHMARKS),
     method=plan.wildcard_pattern(config["methods"]),
+    model=plan.wildcard_pattern(config["models"]),
     # no experiment configured: a pattern that matches nothing, so no spec or table rule can apply
     experiment=plan.wildcard_pattern(config["experiments"]),
     split="train|val|test",
@@ -87,17 +101,21 @@ wildcard_constraints:
 
 
 def get_final_output():
-    """The report, and every evaluation (runs', the zero-shot backbone's, each protocol variant's) and run
-    summary, so a deleted one is rebuilt (the report alone would not ask for them again while the tables
-    built from them exist)."""
-    return [
+    """The report, and every evaluation (runs', the zero-shot backbone's, the released checkpoints', each protocol
+    variant's) and run summary, so a deleted one is rebuilt (the report alone would not ask for them again while
+    the tables built from them exist). On your own data (scale own): no summary of the paper's regime and claims
+    and no protocol variants, but the main table's models exported with their cards (config export.formats).
+    """
+    outputs = [
         "results/report.html",
-        "results/summary.md",
         *(e.path for e in EVALUATIONS),
         *ZEROSHOT_EVALUATIONS,
-        *protocol_eval_paths(),
+        *RELEASED_EVALUATIONS,
         *get_summaries(),
     ]
+    if OWN_DATA:
+        return outputs + get_exports()
+    return outputs + ["results/summary.md", *protocol_eval_paths()]
 
 
 def is_active(experiment):
@@ -130,11 +148,27 @@ def get_report_inputs():
     """Everything the report shows: the claims' verdicts (results/claims.json), the specs, evaluation
     records and premise measurements the claims were judged on, and every table, figure, geometry, run
     summary and regime file; an experiment absent from the config drops its spec, table and figures, and
-    a config without runs drops the cost table."""
-    claims = get_claims_inputs()
+    a config without runs drops the cost table. On your own data (scale own): the specs, their records, the
+    tables (the experiments', per-epoch retrieval, cost, released checkpoints), the per-epoch figure, the run
+    summaries and the backbone (what it was converted from): no claims, premise, regime or geometry.
+    """
     tables = [f"results/tables/{e}.csv" for e in config["experiments"]]
     if RUNS:
         tables.append("results/tables/cost.csv")
+    if config["models"]:
+        tables.append("results/tables/released.csv")
+    if OWN_DATA:
+        if is_active("main"):
+            tables.append("results/tables/epochs.csv")
+        return {
+            "specs": [spec_path(e) for e in config["experiments"]],
+            "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
+            "tables": tables,
+            "figures": ["results/figures/epochs.png"] if is_active("main") else [],
+            "summaries": get_summaries(),
+            "backbone": "results/backbone/model",
+        }
+    claims = get_claims_inputs()
     figures = []
     if is_active("main"):
         tables += ["results/tables/epochs.csv", "results/tables/convergence.csv"]
@@ -337,6 +371,27 @@ def get_experiment_inputs(wildcards):
     }
 
 
+def released_table_evals():
+    """Evaluation records the released-checkpoints table reads: the released models' and, beside them, the main
+    table's rows on the benchmarks they are scored on (none without models:)."""
+    if not config["models"]:
+        return []
+    return sorted({c["eval_path"] for c in released.released_spec(config)["cells"]})
+
+
+def released_run_summaries():
+    """summary.json of each retrained run the released-checkpoints table shows (its lines carry their hashes)."""
+    if not config["models"]:
+        return []
+    return sorted(
+        {
+            f"{c['run_dir']}/summary.json"
+            for c in released.released_spec(config)["cells"]
+            if c.get("run_dir")
+        }
+    )
+
+
 def protocol_eval_paths():
     """Evaluation JSONs the protocol table reads: the paper's split's (shared with main and transfer) and
     each test-split variant's (results/protocols/...)."""
@@ -470,6 +525,40 @@ def get_run_evaluations(wildcards):
     """Every evaluation record of the run the DAG produces (in-domain and transfer): the card's rows."""
     path = run_of(wildcards).path
     return [e.path for e in EVALUATIONS if e.run.path == path]
+
+
+# a backbone converted from open_clip or transformers brings its own geometry: the image stores are prepared
+# after it, at its interpolation (data.smk)
+ECOSYSTEM_BACKBONE = config["backbone"]["source"] in ("open_clip", "transformers")
+
+
+def backbone_convert_options():
+    """`hnclip convert-checkpoint`'s options for the backbone (checkpoint, model, pins, stretch)."""
+    backbone = config["backbone"]
+    options = [
+        ("--source", backbone["checkpoint"]),
+        ("--model", backbone.get("model")),
+        ("--revision", backbone["revision"]),
+        ("--sha256", backbone["sha256"]),
+    ]
+    if backbone.get("stretch"):
+        options.append(("--stretch", backbone["frozen_positions"]))
+    return " ".join(
+        f"{flag} {shlex.quote(str(value))}" for flag, value in options if value
+    )
+
+
+def get_prepare_inputs(wildcards):
+    """What a prepare job reads: the benchmark's source record, and a converted backbone whose geometry (image
+    size, interpolation) the store takes."""
+    inputs = {"source": f"results/data/{wildcards.benchmark}/source.json"}
+    if ECOSYSTEM_BACKBONE:
+        inputs["model"] = "results/backbone/model"
+    return inputs
+
+
+def prepare_model_option(wildcards, input):
+    return f"--model {input.model}" if "model" in input.keys() else ""
 
 
 def backbone_folder():

@@ -26,7 +26,7 @@ rule fetch_benchmark:
 
 rule prepare:
     input:
-        "results/data/{benchmark}/source.json",
+        unpack(get_prepare_inputs),
     output:
         manifest="results/data/{benchmark}/{split}.csv",
         images=directory("results/data/{benchmark}/{split}_images"),
@@ -42,9 +42,11 @@ rule prepare:
     params:
         image_size=lookup(dpath="backbone/image_size", within=config),
         context_length=lookup(dpath="backbone/context_length", within=config),
+        model=prepare_model_option,
     shell:
-        "python -m hnclip prepare --source {input} --split {wildcards.split} --image-size {params.image_size} "
-        "--context-length {params.context_length} --manifest {output.manifest} --images {output.images} 2> {log}"
+        "python -m hnclip prepare --source {input.source} --split {wildcards.split} --image-size {params.image_size} "
+        "--context-length {params.context_length} {params.model} --manifest {output.manifest} "
+        "--images {output.images} 2> {log}"
 
 
 rule subset:

@@ -19,7 +19,7 @@ rule spec_protocols:
 
 rule prepare_protocol_split:
     input:
-        "results/data/{benchmark}/source.json",
+        unpack(get_prepare_inputs),
     output:
         manifest="results/data/{benchmark}/protocols/{variant}.csv",
         images=directory("results/data/{benchmark}/protocols/{variant}_images"),
@@ -35,9 +35,11 @@ rule prepare_protocol_split:
     params:
         image_size=lookup(dpath="backbone/image_size", within=config),
         context_length=lookup(dpath="backbone/context_length", within=config),
+        model=prepare_model_option,
     shell:
-        "python -m hnclip prepare --source {input} --split {wildcards.variant} --image-size {params.image_size} "
-        "--context-length {params.context_length} --manifest {output.manifest} --images {output.images} 2> {log}"
+        "python -m hnclip prepare --source {input.source} --split {wildcards.variant} --image-size {params.image_size} "
+        "--context-length {params.context_length} {params.model} --manifest {output.manifest} "
+        "--images {output.images} 2> {log}"
 
 
 rule evaluate_protocol:

@@ -33,12 +33,16 @@ rule report:
     params:
         title=lookup(dpath="report/title", within=config),
         scale=config["scale"],
+        # what the report judges (claims, premise, regime, geometry), or on your own data the backbone it names
+        judged=lambda w, input: " ".join(
+            f"--{key} {' '.join(str(p) for p in input[key]) if isinstance(input[key], list) else input[key]}"
+            for key in ("claims", "premise", "regime", "geometry", "backbone")
+            if key in input.keys()
+        ),
     shell:
         "python -m hnclip report --title {params.title:q} --scale {params.scale} --specs {input.specs} "
-        "--evals {input.evals} --claims {input.claims} "
-        "--tables {input.tables} --figures {input.figures} --geometry {input.geometry} "
-        "--summaries {input.summaries} --premise {input.premise} --regime {input.regime} "
-        "--out {output} 2> {log}"
+        "--evals {input.evals} --tables {input.tables} --figures {input.figures} "
+        "--summaries {input.summaries} {params.judged} --out {output} 2> {log}"
 
 
 # What the run shows, in one short file (the README's table) and as JSON another machine's run compares with

@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from hnclip import plan  # noqa: E402
 from hnclip.analysis.records import load_dynamics, load_records, load_spec  # noqa: E402
 from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_table  # noqa: E402
+from hnclip.scales import scale_label
 
 __all__ = [
     "DYNAMICS_QUANTITIES",
@@ -249,7 +250,7 @@ def plot_sweep(table: pd.DataFrame, x_level: str, out_prefix, log_x: bool = Fals
             if lines != [None] and i == 0 and j == 0:
                 ax.legend(fontsize=7)
     if title or scale:
-        fig.suptitle(f"{title} ({scale}-scale run)" if scale else title, fontsize=10)
+        fig.suptitle(f"{title} ({scale_label(scale)})" if scale else title, fontsize=10)
     return save_figure(fig, out_prefix)
 
 
@@ -281,7 +282,7 @@ def plot_epoch_recall(table: pd.DataFrame, out_prefix) -> list[Path]:
                 ax.legend(fontsize=7)
     scale = table.attrs.get("scale")
     if scale:
-        fig.suptitle(f"R@1 per epoch ({scale}-scale run)", fontsize=10)
+        fig.suptitle(f"R@1 per epoch ({scale_label(scale)})", fontsize=10)
     return save_figure(fig, out_prefix)
 
 
@@ -403,7 +404,7 @@ def plot_error_vs_infonce(table: pd.DataFrame, out_prefix, highlight: str | None
             if ax_loss.lines:
                 ax_loss.legend(fontsize=6)
     scale = table.attrs.get("scale")
-    fig.suptitle("Retrieval error beside standard InfoNCE" + (f" ({scale}-scale run)" if scale else ""),
+    fig.suptitle("Retrieval error beside standard InfoNCE" + (f" ({scale_label(scale)})" if scale else ""),
                  fontsize=10)
     return save_figure(fig, out_prefix)
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from hnclip.analysis.table_format import SCALES
 from hnclip.plan import EXPERIMENTS, format_number
+from hnclip.released import RELEASED
 
 __all__ = [
     "DIRECTIONS",
@@ -113,8 +114,9 @@ def load_spec(spec) -> dict:
         spec = _read_json(Path(spec), "experiment spec")
     elif isinstance(spec, str):
         spec = json.loads(spec)
-    if spec.get("experiment") not in EXPERIMENTS:
-        raise ValueError(f"experiment spec: experiment is {spec.get('experiment')!r}; known: {', '.join(EXPERIMENTS)}")
+    known = (*EXPERIMENTS, RELEASED)  # the experiments' tables and the released checkpoints' (hnclip.released)
+    if spec.get("experiment") not in known:
+        raise ValueError(f"experiment spec: experiment is {spec.get('experiment')!r}; known: {', '.join(known)}")
     if spec.get("scale") not in SCALES:
         raise ValueError(f"experiment spec {spec['experiment']!r}: scale is {spec.get('scale')!r}; known: {SCALES}")
     cells = spec.get("cells")

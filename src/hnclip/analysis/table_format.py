@@ -19,19 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from hnclip.scales import SCALES, scale_label  # re-exported: the tables' readers import them from here
+
 __all__ = ["SCALES", "format_number", "read_table_csv", "scale_label", "write_table"]
 
 MISSING = "—"
-
-
-# what a number is from: the embedded default, the paper grid, or the paper grid rehearsed on stand-ins
-SCALES = ("toy", "paper", "rehearsal")
-
-
-def scale_label(scale: str) -> str:
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    return f"{scale}-scale run"
 
 
 def format_number(x: float, decimals: int | None = 1) -> str:

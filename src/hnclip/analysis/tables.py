@@ -173,7 +173,8 @@ def _cell_seeds(spec: dict, index: dict, summaries: Mapping | None = None
         seeds.append((seed, record["metrics"]))
         outcomes.setdefault(key, []).append((seed, outcomes_of(record)))
         behind = runs.setdefault(key, [])
-        if not cell.get("zeroshot"):  # the backbone before fine-tuning: no run behind its row
+        # the backbone before fine-tuning and a released checkpoint: no run of ours behind their rows
+        if not cell.get("zeroshot") and not cell.get("released"):
             behind.append(_run_of(run, _config_hash(cell, summaries)))
     return grouped, runs, outcomes
 
@@ -206,13 +207,14 @@ def build_table(spec, records, summaries: Mapping | None = None,
     experiment = spec["experiment"]
     groups = _unique(key[1] for key in grouped)
     group_level = experiment if experiment in ("transfer", "retention") else "group"
-    # retention: short-caption retrieval is reported at R@1/5/10 both ways, as the long-caption papers do
-    ks = ALL_KS if experiment in ("main", "ablation", "retention") else (1,)
+    # retention: short-caption retrieval is reported at R@1/5/10 both ways, as the long-caption papers do; the
+    # released checkpoints beside the main table's rows, in its layout
+    ks = ALL_KS if experiment in ("main", "ablation", "retention", "released") else (1,)
 
     def retrieval_columns() -> list[tuple]:
         return [(g, d, f"R@{k}") for g in groups for d in DIRECTION_LABELS for k in ks]
 
-    if experiment in ("main", "transfer", "ablation", "retention"):
+    if experiment in ("main", "transfer", "ablation", "retention", "released"):
         row_name = "variant" if experiment == "ablation" else "method"
         grid = _Grid((row_name,), (group_level, "direction", "metric"), settings=settings)
         for key, seeds in grouped.items():

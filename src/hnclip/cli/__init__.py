@@ -39,7 +39,7 @@ OWN_STDOUT = ("train", "plan")
 
 # the verbs in the order `hnclip --help` lists them: roughly the pipeline's
 VERBS = (
-    data.add_fetch, data.add_prepare, data.add_verify_store, data.add_subset,
+    data.add_fetch, data.add_prepare, data.add_store, data.add_verify_store, data.add_subset,
     backbone.add_pool, backbone.add_init_model, backbone.add_convert_checkpoint, backbone.add_install_backbone,
     backbone.add_stretch, backbone.add_backbone_figures, backbone.add_release_backbone,
     data.add_segments, data.add_edges,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hnclip.cli.common import SPEC_HELP, add_verb, caption, run_folders, set_threads, verify_stores
+from hnclip.scales import SCALES, scale_label
 
 
 def add_geometry(sub) -> None:
@@ -44,8 +45,9 @@ def cmd_table(args) -> None:
     from hnclip.analysis.tables import build_table, write_table
 
     spec = load_spec(args.spec)
-    table = build_table(spec, load_records(spec), summaries=load_run_summaries(spec))
-    write_table(table, args.out_prefix, caption=caption(spec))
+    records, summaries = load_records(spec), load_run_summaries(spec)
+    table = build_table(spec, records, summaries=summaries)
+    write_table(table, args.out_prefix, caption=caption(spec, records, summaries))
 
 
 def add_table_epochs(sub) -> None:
@@ -67,7 +69,7 @@ def add_table_cost(sub) -> None:
     p = add_verb(sub, "table-cost", cmd_table_cost, "training cost per run")
     p.add_argument("--summaries", nargs="+", required=True)
     p.add_argument("--benchmarks", nargs="*", default=[])
-    p.add_argument("--scale", choices=["toy", "paper", "rehearsal"], required=True)
+    p.add_argument("--scale", choices=SCALES, required=True)
     p.add_argument("--gamma", type=float, required=True,
                    help="gamma of the reference (HN-CLIP) runs the time ratio divides by (config gamma)")
     p.add_argument("--preprocess", nargs="*", default=[],
@@ -81,7 +83,7 @@ def cmd_table_cost(args) -> None:
 
     table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale,
                              reference_gamma=args.gamma, preprocess=[Path(p) for p in args.preprocess])
-    write_table(table, args.out_prefix, caption=f"training cost: {args.scale}-scale runs")
+    write_table(table, args.out_prefix, caption=f"training cost: {scale_label(args.scale)}s")
 
 
 def add_figure(sub) -> None:

@@ -1,5 +1,6 @@
 """Verbs of ``workflow/rules/backbone.smk``: the backbone every run fine-tunes, pretrained in the DAG
-(pool, init-model, stretch; its training stages are ``hnclip train``) or converted from a checkpoint."""
+(pool, init-model, stretch; its training stages are ``hnclip train``) or converted from a checkpoint (also the
+released checkpoints a config evaluates, ``workflow/rules/released.smk``)."""
 
 from __future__ import annotations
 
@@ -68,23 +69,38 @@ def cmd_init_model(args) -> None:
 
 
 def add_convert_checkpoint(sub) -> None:
+    from hnclip.model_files import CONVERT_FORMATS
+
     p = add_verb(sub, "convert-checkpoint", cmd_convert_checkpoint,
-                 "convert a Long-CLIP/OpenAI checkpoint to a model folder")
-    p.add_argument("--format", choices=["longclip", "openai"], required=True)
-    p.add_argument("--source", required=True, help="local .pt path or hf://OWNER/REPO/FILE")
+                 "convert a checkpoint (Long-CLIP, OpenAI, open_clip, transformers, GOAL, StructXLIP, FineLIP) to a "
+                 "model folder")
+    p.add_argument("--format", choices=CONVERT_FORMATS, required=True)
+    p.add_argument("--source", default=None,
+                   help="the checkpoint: a local file or folder, hf://OWNER/REPO/FILE, a transformers Hub id "
+                        "OWNER/NAME, or an open_clip pretrained tag")
+    p.add_argument("--model", default=None,
+                   help="open_clip: the architecture (ViT-B-32), hf-hub:ORG/REPO or local-dir:FOLDER")
+    p.add_argument("--base", default=None,
+                   help="goal/structxlip: the CLIPModel (Hub id or folder) their released weights overlay")
+    p.add_argument("--base-revision", default=None, help="Hub commit of --base")
     p.add_argument("--download-dir", default=WEIGHTS_DIR, help="where Hub weights are placed and checksum-locked")
-    p.add_argument("--revision", default=None, help="Hub commit of an hf:// source (config backbone.revision)")
-    p.add_argument("--sha256", default=None, help="the file's expected sha256 (config backbone.sha256)")
+    p.add_argument("--revision", default=None, help="Hub commit of the checkpoint (config backbone.revision)")
+    p.add_argument("--sha256", default=None, help="the weights file's expected sha256 (config backbone.sha256)")
+    p.add_argument("--stretch", type=int, default=None, metavar="KEEP",
+                   help="apply Long-CLIP's positional stretch keeping KEEP rows (77 -> 248 with 20)")
+    p.add_argument("--context-length", type=int, default=None,
+                   help="the text positions the converted model must have (config backbone.context_length)")
+    p.add_argument("--key", default="backbone", help="the config section named in errors (backbone, models.<name>)")
     p.add_argument("--out", required=True)
 
 
 def cmd_convert_checkpoint(args) -> None:
-    from hnclip.data.weights import fetch_weights
-    from hnclip.models import load_longclip_checkpoint, load_openai_checkpoint, save_model
+    from hnclip.models.convert import convert_source
 
-    loader = load_longclip_checkpoint if args.format == "longclip" else load_openai_checkpoint
-    path = fetch_weights(args.source, Path(args.download_dir), revision=args.revision, sha256=args.sha256)
-    save_model(loader(path), args.out)
+    convert_source(args.format, args.source, args.out, model=args.model, base=args.base,
+                   base_revision=args.base_revision, revision=args.revision, sha256=args.sha256,
+                   stretch=args.stretch, context_length=args.context_length, download_dir=args.download_dir,
+                   key=args.key)
 
 
 def add_install_backbone(sub) -> None:

@@ -51,9 +51,40 @@ def run_folders(paths) -> list[Path]:
 
 def scale_words(spec: dict) -> str:
     return {"toy": "toy-scale run (synthetic benchmark, small backbone pretrained in the DAG)",
-            "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)"}.get(
-        spec.get("scale"), "paper-scale run")
+            "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)",
+            "own": "run on your data"}.get(spec.get("scale"), "paper-scale run")
 
 
-def caption(spec: dict) -> str:
-    return f"{spec.get('experiment', '')}: {scale_words(spec)}"
+def data_sizes(cells, records=(), summaries=None) -> str:
+    """Each benchmark of ``cells`` by its label with its sizes: training pairs (from the run summaries'
+    ``n_train``, keyed by the runs' train set) and test images and captions (from the evaluation records), e.g.
+    ``My captions: 60 training pairs, 30 test images (45 captions)``. What a run on your own data is, in words."""
+    labels = {c["eval_benchmark"]: c.get("group") or c["eval_benchmark"] for c in cells}
+    tests = {r["eval_benchmark"]: (r.get("n_images"), r.get("n_texts")) for r in records if "eval_benchmark" in r}
+    trained = {}
+    for run_dir, summary in (summaries or {}).items():
+        # the run's record, else its folder results/runs/<train_set>/<method>/...
+        parts = Path(str(summary.get("run_dir") or run_dir)).parts
+        folder = parts[parts.index("runs") + 1] if "runs" in parts[:-1] else None
+        train_set = (summary.get("run") or {}).get("train_set") or folder
+        if train_set and summary.get("n_train") is not None:
+            trained[train_set] = summary["n_train"]
+    parts = []
+    for bench, label in labels.items():
+        sizes = []
+        if bench in trained:
+            sizes.append(f"{trained[bench]:,} training pairs")
+        if tests.get(bench, (None, None))[0] is not None:
+            images, texts = tests[bench]
+            sizes.append(f"{images:,} test images" + (f" ({texts:,} captions)" if texts != images else ""))
+        parts.append(f"{label}: {', '.join(sizes)}" if sizes else label)
+    return "; ".join(parts)
+
+
+def caption(spec: dict, records=(), summaries=None) -> str:
+    """A table's caption: its experiment and what its numbers are from (on your data: the benchmarks and sizes)."""
+    name = {"released": "released checkpoints beside the retrained ones"}.get(spec.get("experiment"),
+                                                                             spec.get("experiment", ""))
+    if spec.get("scale") == "own":
+        return f"{name}: {scale_words(spec)}, {data_sizes(spec.get('cells', []), records, summaries)}"
+    return f"{name}: {scale_words(spec)}"

@@ -45,6 +45,9 @@ def add_prepare(sub) -> None:
     p.add_argument("--image-size", type=int, required=True, help="backbone input resolution")
     p.add_argument("--context-length", type=int, required=True,
                    help="text tower positions (backbone.context_length): captions cut there are counted")
+    p.add_argument("--model", default=None,
+                   help="the backbone's model folder, whose interpolation the store takes and whose image size "
+                        "--image-size must be (a converted open_clip or transformers backbone)")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
 
@@ -52,8 +55,33 @@ def add_prepare(sub) -> None:
 def cmd_prepare(args) -> None:
     from hnclip.data.prepare import prepare_split
 
+    resample = "bicubic"
+    if args.model:
+        from hnclip.model_files import model_geometry
+
+        size, resample = model_geometry(args.model)
+        if size != args.image_size:
+            raise SystemExit(f"hnclip prepare: backbone.image_size is {args.image_size}, but the backbone "
+                             f"{args.model} reads {size} px images: set backbone.image_size: {size}")
     source = json.loads(Path(args.source).read_text())
-    prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images), args.context_length)
+    prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images), args.context_length,
+                  resample=resample)
+
+
+def add_store(sub) -> None:
+    p = add_verb(sub, "store", cmd_store,
+                 "an image store of a split in one model's geometry (its image size and interpolation)")
+    p.add_argument("--manifest", required=True, help="the split's manifest (results/data/<benchmark>/<split>.csv)")
+    p.add_argument("--model", required=True, help="the model folder whose geometry the store takes")
+    p.add_argument("--like", default=None,
+                   help="the split's own store: linked instead of rebuilt when its geometry is the model's")
+    p.add_argument("--out", required=True, help="image store folder to write")
+
+
+def cmd_store(args) -> None:
+    from hnclip.data.model_store import store_for_model
+
+    store_for_model(Path(args.manifest), args.model, args.out, like=args.like)
 
 
 def add_verify_store(sub) -> None:

@@ -9,7 +9,8 @@ def add_rehearsal_files(sub) -> None:
     p = add_verb(sub, "rehearsal-files", cmd_rehearsal_files,
                  "make the rehearsal's stand-in checkpoint, SAM and benchmark files (config with a rehearsal section)")
     p.add_argument("--config", type=json_arg, required=True,
-                   help="the workflow config (JSON): benchmarks, backbone.checkpoint, preprocess.sam_model, rehearsal")
+                   help="the workflow config (JSON): benchmarks, backbone.checkpoint, preprocess.sam_model, rehearsal, "
+                        "models")
 
 
 def cmd_rehearsal_files(args) -> None:
@@ -20,4 +21,4 @@ def cmd_rehearsal_files(args) -> None:
     make_rehearsal_files(config["benchmarks"], checkpoint=config["backbone"]["checkpoint"],
                          sam_model=config["preprocess"]["sam_model"], folder=config["rehearsal"]["folder"],
                          seed=config["rehearsal"]["seed"], sam_image_size=config["rehearsal"]["sam_image_size"],
-                         layers=config["rehearsal"].get("layers"))
+                         layers=config["rehearsal"].get("layers"), models=config.get("models"))

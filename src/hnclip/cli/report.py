@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hnclip.cli.common import add_verb
-
-SCALES = ["toy", "paper", "rehearsal"]
+from hnclip.scales import SCALES
 
 
 def _load_specs(paths, verb: str) -> dict:
@@ -51,7 +50,9 @@ def add_report(sub) -> None:
     p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments shown")
     p.add_argument("--evals", nargs="*", default=[],
                    help="the evaluation records the specs' cells point to (run counts, paper vs ours)")
-    p.add_argument("--claims", required=True, help="claims.json of hnclip claims: the verdicts shown")
+    p.add_argument("--claims", default=None,
+                   help="claims.json of hnclip claims: the verdicts shown (required except on your own data, scale own, "
+                        "which judges none)")
     p.add_argument("--tables", nargs="*", default=[])
     p.add_argument("--figures", nargs="*", default=[])
     p.add_argument("--geometry", nargs="*", default=[])
@@ -60,18 +61,23 @@ def add_report(sub) -> None:
                    help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
     p.add_argument("--regime", nargs="*", default=[],
                    help="regime conditions per benchmark (results/regime/<benchmark>.json, hnclip regime)")
+    p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
     p.add_argument("--out", required=True)
 
 
 def cmd_report(args) -> None:
     from hnclip.report import render_report_from_files
 
+    if args.claims is None and args.scale != "own":
+        raise SystemExit(f"hnclip report: --claims is required at scale {args.scale} (only a run on your own data, "
+                         "scale own, judges no claim)")
     render_report_from_files(
         out_html=Path(args.out), title=args.title, scale=args.scale, specs=_load_specs(args.specs, "report"),
         tables=[Path(p) for p in args.tables], figures=[Path(p) for p in args.figures],
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
-        regime=[Path(p) for p in args.regime], claims=Path(args.claims), evals=args.evals,
+        regime=[Path(p) for p in args.regime], claims=Path(args.claims) if args.claims else None, evals=args.evals,
+        backbone=args.backbone,
     )
 
 

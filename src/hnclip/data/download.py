@@ -127,14 +127,16 @@ def download_checkpoint(
     name: str = "longclip_l",
     sources: dict | None = None,
     revision: str | None = None,
-    sha256: str | None = None,
+    sha256: str | dict[str, str] | None = None,
+    allow_patterns: list[str] | None = None,
 ) -> Path:
     """A checkpoint source's weights (locked like any benchmark file); returns the file, or the folder of
-    a whole-repository source (SAM in transformers format).
+    a whole-repository source (SAM, a CLIPModel in transformers format).
 
-    ``revision`` (a Hub commit) and ``sha256`` (of a single-file source) override the sources table's
-    pins: the workflow config pins them (``backbone.revision``/``backbone.sha256``), and a file that
-    differs stops the run naming the file, the revision and both hashes.
+    ``revision`` (a Hub commit) and ``sha256`` (of a single-file source; of named files of a whole-repository
+    source, as ``{path: sha256}``) override the sources table's pins: the workflow config pins them
+    (``backbone.revision``/``backbone.sha256``), and a file that differs stops the run naming the file, the
+    revision and both hashes. ``allow_patterns`` narrows what a whole-repository source fetches.
     """
     sources = load_sources() if sources is None else sources
     if name not in sources:
@@ -145,9 +147,13 @@ def download_checkpoint(
     if revision is not None:
         hub["revision"] = revision
     if sha256 is not None:
-        if "hub_snapshot" in spec:
-            raise ValueError(f"{name}: a whole-repository source takes no single sha256 pin")
-        spec["sha256"] = sha256
+        if "hub_snapshot" in spec and not isinstance(sha256, dict):
+            raise ValueError(f"{name}: a whole-repository source takes no single sha256 pin (pin {{path: sha256}})")
+        spec["sha256"] = {**spec.get("sha256", {}), **sha256} if isinstance(sha256, dict) else sha256
+    if allow_patterns is not None:
+        if "hub_snapshot" not in spec:
+            raise ValueError(f"{name}: allow_patterns narrows a whole-repository source only")
+        hub["allow_patterns"] = list(allow_patterns)
     download_benchmark(name, dest, lock_path, sources={**sources, name: entry})
     return Path(dest) / spec["path"] if "path" in spec else Path(dest)
 

@@ -214,6 +214,8 @@ class ImageStore:
             self.image_ids: list[str] = [str(i) for i in index["image_ids"]]
             self.image_size = int(index["image_size"])
             self.manifest_sha256 = str(index.get("manifest_sha256", ""))
+            # how the rows were resized (index.json's resample; every store is bicubic unless built otherwise)
+            self.resample = str(index.get("resample", "bicubic"))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
             raise ValueError(f"image store index {index_path} is malformed: {e!r}; {rebuild_hint(self.root)}") from e
         self._rows = {image_id: row for row, image_id in enumerate(self.image_ids)}

@@ -14,10 +14,10 @@ ORIGINALS_DIR = "originals"  # <split>_images/originals/: images unpacked from W
 
 
 def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path, store_dir: Path,
-                  context_length: int | None = None) -> dict | None:
-    """Write ``split``'s manifest and image store; with ``context_length`` (the text tower's positions,
-    config ``backbone.context_length``), count the captions cut there, logged (a warning when any is) and
-    returned (:func:`hnclip.models.tokenizer.truncation`)."""
+                  context_length: int | None = None, resample: str = "bicubic") -> dict | None:
+    """Write ``split``'s manifest and image store (resized with ``resample``: the backbone's interpolation); with
+    ``context_length`` (the text tower's positions, config ``backbone.context_length``), count the captions cut
+    there, logged (a warning when any is) and returned (:func:`hnclip.models.tokenizer.truncation`)."""
     from hnclip.data.image_store import build_store
     from hnclip.data.manifest import write_manifest
 
@@ -45,8 +45,9 @@ def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path
         cut = truncation([str(c) for c in manifest["caption"]], context_length)
         (log.warning if cut["count"] else log.info)(describe_truncation(cut, f"{source['benchmark']}/{split}"))
     write_manifest(manifest, manifest_path)
-    build_store(manifest, store_dir, image_size)
-    log.info("prepared %s/%s: %d records at %d px", source["benchmark"], split, len(manifest), image_size)
+    build_store(manifest, store_dir, image_size, resample)
+    log.info("prepared %s/%s: %d records at %d px (%s)", source["benchmark"], split, len(manifest), image_size,
+             resample)
     return cut
 
 

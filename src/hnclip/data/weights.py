@@ -43,25 +43,33 @@ def parse_hub_source(source: str) -> tuple[str, str | None]:
     return f"{parts[0]}/{parts[1]}", parts[2] if len(parts) == 3 else None
 
 
-def fetch_weights(source, download_dir, *, revision: str | None = None, sha256: str | None = None) -> Path:
+def fetch_weights(source, download_dir, *, revision: str | None = None, sha256: str | dict | None = None,
+                  allow_patterns: list[str] | None = None) -> Path:
     """The local path of ``source``'s weights, fetched and checked against the lock for a Hub source.
 
     Args:
         source: a local file or folder, or ``hf://OWNER/REPO/FILE`` / ``hf://OWNER/REPO``.
         download_dir: where Hub sources are placed, one folder each (``resources/checkpoints``).
         revision: the Hub commit to fetch (ignored for local paths, which have none).
-        sha256: the file's expected hash (single files only); a local file is checked against it too.
+        sha256: the file's expected hash; a local file is checked against it too. A whole repository takes
+            ``{path: sha256}`` (its weights file, say), checked on the fetched files.
+        allow_patterns: the files of a whole repository to fetch (default: every file).
 
     Raises ChecksumMismatchError naming the file, the revision and both hashes.
     """
     text = str(source)
     if not text.startswith(HF_SCHEME):
         path = Path(text).expanduser()
-        if sha256 is not None and path.is_file():
-            digest = sha256_file(path, progress=True)
-            if digest != sha256.lower():
-                raise ChecksumMismatchError(f"{path}: sha256 {digest} does not match the pinned {sha256.lower()}; "
-                                            "refusing to continue")
+        pins = (sha256 if isinstance(sha256, dict) else {"": sha256}) if sha256 is not None else {}
+        for rel, pinned in pins.items():
+            target = path / rel if rel else path
+            if target.is_file():
+                digest = sha256_file(target, progress=True)
+                if digest != pinned.lower():
+                    raise ChecksumMismatchError(f"{target}: sha256 {digest} does not match the pinned "
+                                                f"{pinned.lower()}; refusing to continue")
+            elif rel:
+                raise FileNotFoundError(f"{target} does not exist, but its sha256 is pinned")
         return path
     repo_id, filename = parse_hub_source(text)
     name, sources = _source_entry(repo_id, filename)
@@ -70,7 +78,7 @@ def fetch_weights(source, download_dir, *, revision: str | None = None, sha256: 
     with open(dest.parent / f".{name}.fetching", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes, or by the kernel if we die
         return download_checkpoint(dest, dest / LOCK_FILE, name=name, sources=sources, revision=revision,
-                                   sha256=sha256)
+                                   sha256=sha256, allow_patterns=allow_patterns)
 
 
 def _source_entry(repo_id: str, filename: str | None) -> tuple[str, dict]:

@@ -21,8 +21,9 @@ import torch
 from .dual_encoder import DualEncoder
 from .registry import find_config_name
 
-__all__ = ["LONGCLIP_FROZEN_POSITIONS", "config_from_openai_state_dict", "load_longclip_checkpoint",
-           "load_openai_checkpoint", "read_state_dict", "resolve_source"]
+__all__ = ["LONGCLIP_FROZEN_POSITIONS", "config_from_openai_state_dict", "dual_encoder_from_openai_state",
+           "load_longclip_checkpoint",
+           "load_openai_checkpoint", "longclip_from_state_dict", "read_state_dict", "resolve_source"]
 
 HF_SCHEME = "hf://"
 # Long-CLIP's encode_text adds positional_embedding * mask1 (rows < 20) + positional_embedding_res * mask2
@@ -119,19 +120,29 @@ def _build_from_openai_state_dict(state: dict[str, torch.Tensor], frozen_positio
     state = {k: v for k, v in state.items() if k not in _OPENAI_EXTRA_KEYS}
     config = config_from_openai_state_dict(state, where)
     _require(state, ("logit_scale",), where)
-    model = DualEncoder(config, config["text_cfg"]["context_length"], frozen_positions,
-                        name=find_config_name(config))
+    return dual_encoder_from_openai_state(config, state, frozen_positions, where, name=find_config_name(config))
+
+
+def dual_encoder_from_openai_state(config: dict, state: dict[str, torch.Tensor], frozen_positions: int, where: str,
+                                   name: str | None = None, tokenizer: str | None = None) -> DualEncoder:
+    """A :class:`DualEncoder` of ``config`` holding ``state``: weights under OpenAI/open_clip names (what every
+    converter maps its source to), ``positional_embedding`` the whole text table (its length is the model's
+    positions, its first ``frozen_positions`` rows frozen), ``logit_scale`` the log scale. Loaded in float32; a
+    tensor the architecture lacks, or one it has and ``state`` lacks, raises naming it."""
+    state = dict(state)
     table = state.pop("positional_embedding")
+    config = {**config, "text_cfg": {**config["text_cfg"], "context_length": int(table.shape[0])}}
+    model = DualEncoder(config, int(table.shape[0]), frozen_positions, name=name, tokenizer=tokenizer)
     mapped = {"logit_scale": state.pop("logit_scale").reshape(model.logit_scale.shape),
               "positional_embedding_frozen": table[:frozen_positions],
               "positional_embedding_trainable": table[frozen_positions:]}
     mapped.update({f"clip.{k}": v for k, v in state.items()})
-    mapped = {k: v.to(torch.float32) for k, v in mapped.items()}
+    mapped = {k: v.detach().to(torch.float32) for k, v in mapped.items()}
     result = model.load_state_dict(mapped, strict=False)
     if result.missing_keys or result.unexpected_keys:
         unexpected = [k.removeprefix("clip.") for k in result.unexpected_keys[:5]]
-        raise ValueError(f"{where}: state dict does not fit the inferred architecture; missing "
-                         f"{result.missing_keys[:5]}, unexpected {unexpected}")
+        raise ValueError(f"{where}: weights do not fit the architecture; missing {result.missing_keys[:5]}, "
+                         f"unexpected {unexpected}")
     return model
 
 
@@ -142,16 +153,22 @@ def load_longclip_checkpoint(source) -> DualEncoder:
     [20, 248) of ``positional_embedding_res``; we merge them and freeze the first 20 rows again.
     """
     path = resolve_source(source)
-    state = read_state_dict(path)
-    _require(state, ("positional_embedding", "positional_embedding_res"), str(path))
+    return longclip_from_state_dict(read_state_dict(path), str(path))
+
+
+def longclip_from_state_dict(state: dict[str, torch.Tensor], where: str) -> DualEncoder:
+    """:func:`load_longclip_checkpoint` on a state dict already read (FineLIP's checkpoints carry Long-CLIP's
+    less their own modules: :mod:`.publishers`); ``where`` names it in errors."""
+    state = dict(state)
+    _require(state, ("positional_embedding", "positional_embedding_res"), where)
     table, residual = state["positional_embedding"], state.pop("positional_embedding_res")
     if table.shape != residual.shape or table.shape[0] <= LONGCLIP_FROZEN_POSITIONS:
-        raise ValueError(f"{path}: positional_embedding {tuple(table.shape)} and positional_embedding_res "
+        raise ValueError(f"{where}: positional_embedding {tuple(table.shape)} and positional_embedding_res "
                          f"{tuple(residual.shape)} must match and have more than "
                          f"{LONGCLIP_FROZEN_POSITIONS} rows")
     state["positional_embedding"] = torch.cat([table[:LONGCLIP_FROZEN_POSITIONS],
                                                residual[LONGCLIP_FROZEN_POSITIONS:]], dim=0)
-    return _build_from_openai_state_dict(state, LONGCLIP_FROZEN_POSITIONS, str(path))
+    return _build_from_openai_state_dict(state, LONGCLIP_FROZEN_POSITIONS, where)
 
 
 def load_openai_checkpoint(source) -> DualEncoder:

@@ -1,5 +1,10 @@
 """The dual encoder: an open_clip ``CLIP`` with Long-CLIP's split positional table and token outputs.
 
+What a model reads besides its weights is in its spec: the image normalisation and the interpolation its
+image stores must be resized with (``config["preprocess_cfg"]``, open_clip's names), and its tokenizer
+(``tokenizer``, CLIP's lower-cased BPE, recorded by the converters of open_clip and transformers models once
+they checked that the library's own tokenizer gives the same ids; :data:`TOKENIZERS`).
+
 Why not call ``CLIP.encode_text``: Long-CLIP keeps positional rows ``[0, 20)`` fixed and trains the
 rest, which needs the table in two pieces (a buffer, so no optimizer or weight decay can reach it, and
 a Parameter). The text path is therefore rebuilt from the CLIP's own submodules; the image path is
@@ -21,9 +26,11 @@ from torch import nn
 from .registry import check_config, get_model_config
 from .tokenizer import tokenize
 
-__all__ = ["DualEncoder", "build_clip"]
+__all__ = ["TOKENIZERS", "DualEncoder", "build_clip"]
 
 MAX_LOGIT_SCALE = 100.0
+# the tokenizers a model can name (hnclip.models.tokenizer): CLIP's BPE, lower-cased, zero-padded, EOT last
+TOKENIZERS = ("clip",)
 
 
 def build_clip(config: dict, context_length: int) -> CLIP:
@@ -45,11 +52,14 @@ class DualEncoder(nn.Module):
         config: architecture dict (see :mod:`hnclip.models.registry`).
         context_length: text positions; defaults to ``config["text_cfg"]["context_length"]``.
         frozen_positions: leading positional rows held as a buffer (Long-CLIP freezes 20).
-        name: registry name of ``config``, recorded in :attr:`spec` for readability only.
+        name: registry name of ``config`` (or the source a converter read it from), recorded in :attr:`spec`
+            for readability only.
+        tokenizer: the tokenizer's name in :data:`TOKENIZERS`, recorded in :attr:`spec` when given (None: CLIP's
+            BPE, unrecorded, as every model saved before converters recorded it).
     """
 
     def __init__(self, config: dict, context_length: int | None = None, frozen_positions: int = 0,
-                 name: str | None = None):
+                 name: str | None = None, tokenizer: str | None = None):
         super().__init__()
         where = f"model config {name!r}" if name else "model config"
         check_config(config, where)
@@ -60,8 +70,11 @@ class DualEncoder(nn.Module):
         if not 0 <= frozen_positions <= context_length:
             raise ValueError(f"{where}: frozen_positions must lie in [0, {context_length}], "
                              f"got {frozen_positions}")
+        if tokenizer is not None and tokenizer not in TOKENIZERS:
+            raise ValueError(f"{where}: tokenizer {tokenizer!r} is not supported; supported: {', '.join(TOKENIZERS)}")
         self._config = config
         self._name = name
+        self._tokenizer = tokenizer
         self.frozen_positions = int(frozen_positions)
         self.clip = build_clip(config, context_length)
 
@@ -75,6 +88,8 @@ class DualEncoder(nn.Module):
         preprocess = config.get("preprocess_cfg", {})
         self.image_mean = tuple(float(v) for v in preprocess.get("mean", OPENAI_DATASET_MEAN))
         self.image_std = tuple(float(v) for v in preprocess.get("std", OPENAI_DATASET_STD))
+        # how the image stores this model reads must have been resized (checked by hnclip.evaluate)
+        self.interpolation = str(preprocess.get("interpolation", "bicubic"))
         self.image_size = tuple(int(v) for v in self.clip.visual.image_size)
         self.context_length = context_length
         self.embed_dim = int(config["embed_dim"])
@@ -86,13 +101,16 @@ class DualEncoder(nn.Module):
         if missing or ("config" not in spec and "name" not in spec):
             raise ValueError(f"model spec lacks {missing or ['config']}: {spec}")
         config = spec.get("config") or get_model_config(spec["name"])
-        return cls(config, spec["context_length"], spec["frozen_positions"], spec.get("name"))
+        return cls(config, spec["context_length"], spec["frozen_positions"], spec.get("name"), spec.get("tokenizer"))
 
     @property
     def spec(self) -> dict:
         """JSON-serialisable description that :meth:`from_spec` turns back into this architecture."""
-        return {"name": self._name, "config": copy.deepcopy(self._config),
+        spec = {"name": self._name, "config": copy.deepcopy(self._config),
                 "context_length": self.context_length, "frozen_positions": self.frozen_positions}
+        if self._tokenizer is not None:
+            spec["tokenizer"] = self._tokenizer
+        return spec
 
     def positional_embedding(self) -> torch.Tensor:
         """The full [context_length, width] text positional table (frozen rows first)."""

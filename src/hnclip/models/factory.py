@@ -39,7 +39,7 @@ def stretch_model(model: DualEncoder, keep: int = 20, factor: int = 4) -> DualEn
                         "(merge adapters first with merge_adapters)")
     spec = model.spec
     new_length = stretched_length(model.context_length, keep, factor)
-    stretched = DualEncoder(spec["config"], new_length, keep, spec["name"])
+    stretched = DualEncoder(spec["config"], new_length, keep, spec["name"], spec.get("tokenizer"))
     if has_linear_attention(model):
         convert_attention_to_linear(stretched)
     state = {k: v for k, v in model.state_dict().items() if k not in _POSITIONAL_KEYS}

@@ -1,7 +1,9 @@
 """Architecture registry: the JSON files in ``hnclip/model_configs/`` keyed by file stem.
 
 A config has open_clip's shape (``embed_dim``, ``quick_gelu``, ``vision_cfg``, ``text_cfg``, optional
-``preprocess_cfg`` with ``mean``/``std``), restricted to the keys :class:`DualEncoder` supports: it
+``preprocess_cfg`` with ``mean``/``std`` and, for a model converted from open_clip or transformers, its
+``interpolation``: the image stores it reads must be resized the same way), restricted to the keys
+:class:`DualEncoder` supports: it
 re-implements the text path and reads patch tokens itself, so open_clip options that change pooling or
 add towers (attentional pooling, timm/HF towers, CLS text embedding...) would silently be ignored and
 are rejected instead.
@@ -13,7 +15,7 @@ import copy
 import json
 from pathlib import Path
 
-__all__ = ["CONFIG_DIR", "check_config", "find_config_name", "get_model_config", "list_models"]
+__all__ = ["CONFIG_DIR", "INTERPOLATIONS", "check_config", "find_config_name", "get_model_config", "list_models"]
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "model_configs"
 
@@ -21,7 +23,9 @@ _TOP_KEYS = {"embed_dim", "quick_gelu", "vision_cfg", "text_cfg", "preprocess_cf
 _VISION_KEYS = {"image_size", "patch_size", "width", "layers", "head_width", "mlp_ratio", "ls_init_value",
                 "patch_dropout"}
 _TEXT_KEYS = {"context_length", "vocab_size", "width", "heads", "layers", "mlp_ratio", "ls_init_value"}
-_PREPROCESS_KEYS = {"mean", "std"}
+_PREPROCESS_KEYS = {"mean", "std", "interpolation"}
+# how the image stores resize (hnclip.data.image_store.RESAMPLE): a model resized otherwise is refused
+INTERPOLATIONS = ("bicubic", "bilinear")
 
 _registry: dict[str, dict] = {}
 
@@ -42,6 +46,10 @@ def check_config(config: dict, where: str) -> None:
         if unknown:
             raise ValueError(f"{where}: unsupported key(s) {[prefix + k for k in unknown]}; "
                              f"supported under {prefix or 'top level'}: {sorted(allowed)}")
+    interpolation = config.get("preprocess_cfg", {}).get("interpolation", "bicubic")
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"{where}: preprocess_cfg.interpolation={interpolation!r} is not one the image stores "
+                         f"resize with ({', '.join(INTERPOLATIONS)})")
     vision, text = config["vision_cfg"], config["text_cfg"]
     required_keys = (("vision_cfg.", vision, ("image_size", "patch_size", "width", "layers")),
                      ("text_cfg.", text, ("width", "heads", "layers")))

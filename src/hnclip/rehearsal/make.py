@@ -41,7 +41,7 @@ def _check_root(root: Path, benchmark: str) -> None:
 
 
 def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: int = 0,
-                         sam_image_size: int = 1024, layers: dict | None = None) -> dict:
+                         sam_image_size: int = 1024, layers: dict | None = None, models: dict | None = None) -> dict:
     """The Long-CLIP checkpoint, the SAM folder, each benchmark's publisher files and the offline Hub cache.
 
     Args:
@@ -53,6 +53,8 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
             masks at the paper's resolution (about a minute per image on one CPU core).
         layers: ``{"vision": N, "text": M}`` blocks for the checkpoint instead of Long-CLIP-L's 24 and 12
             (every width, the patch, the image size and the 248 positions kept); None: Long-CLIP-L's.
+        models: the config's ``models`` (released checkpoints evaluated): the stand-ins of those whose files lie
+            inside ``folder``, in their publishers' formats (:func:`hnclip.rehearsal.released.write_released_stand_ins`).
     Returns the record written.
     """
     from hnclip.preprocess.segments import save_random_sam
@@ -68,6 +70,8 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
                 "sam_image_size": sam_image_size}
     if layers is not None:  # recorded only when set: files made before this setting existed stay valid
         settings["layers"] = {"vision": arch["vision_layers"], "text": arch["transformer_layers"]}
+    if models:  # likewise: a rehearsal without released checkpoints keeps its record
+        settings["models"] = {n: {k: m.get(k) for k in ("source", "checkpoint", "base")} for n, m in sorted(models.items())}
     record_path = folder / RECORD
     if record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -95,6 +99,11 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
         write_longclip_checkpoint(checkpoint, seed=seed, arch=arch)
     if not sam_model.is_dir():
         save_random_sam(sam_model, image_size=sam_image_size, seed=seed)
+    if models:
+        from .released import write_released_stand_ins
+
+        for name, what in write_released_stand_ins(models, folder, seed, layers).items():
+            log.info("rehearsal released checkpoint %s: %s", name, what)
     record = {"settings": settings, "settings_sha256": _digest(settings), "benchmarks": made,
               "hub_cache": str(hub_cache)}
     write_json_atomic(record_path, record, sort_keys=True)

@@ -1,0 +1,130 @@
+"""From what a config names (``backbone.*``, ``models.<name>.*``) to a model folder: fetched, pinned, converted.
+
+One entry point, :func:`convert_source`, for every format the pipeline starts from or evaluates:
+
+=============  ===================================================================================
+format         what ``checkpoint`` (and ``model``, ``base``) name
+=============  ===================================================================================
+longclip       a Long-CLIP ``.pt`` (:mod:`.checkpoints`), local or ``hf://OWNER/REPO/FILE``
+openai         an OpenAI-format CLIP state dict, likewise
+open_clip      ``model``: an open_clip architecture, ``hf-hub:ORG/REPO`` or ``local-dir:FOLDER``;
+               ``checkpoint``: a pretrained tag or a weights file (:mod:`.from_open_clip`)
+transformers   a ``CLIPModel`` Hub id ``OWNER/NAME`` (or ``hf://OWNER/NAME``) or ``save_pretrained`` folder
+               (:mod:`.from_transformers`)
+goal           GOAL's released ``.pth`` over ``base``, the CLIPModel it was fine-tuned from (:mod:`.publishers`)
+structxlip     StructXLIP's released ``.pth`` (one per benchmark) over ``base``, likewise
+finelip        FineLIP's released checkpoint: Long-CLIP's plus its cross-net, saved with our FineLIP framework
+=============  ===================================================================================
+
+Hub files go through the checksum lock (:mod:`hnclip.data.weights`): ``revision`` pins the commit, ``sha256`` the
+weights file (a transformers repository: its ``model.safetensors``). ``stretch`` applies Long-CLIP's 77 -> 248
+stretch keeping that many rows (:func:`hnclip.models.factory.stretch_model`); the result must have
+``context_length`` positions. Beside the model, ``conversion.json`` records what it was made from.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hnclip.model_files import CONVERT_FORMATS as FORMATS
+
+__all__ = ["FORMATS", "TRANSFORMERS_FILES", "convert_source", "fetch_transformers_model"]
+
+# what a transformers CLIP repository needs fetched: config, safetensors weights, processor and tokenizer
+TRANSFORMERS_WEIGHTS = "model.safetensors"
+TRANSFORMERS_FILES = ["config.json", TRANSFORMERS_WEIGHTS, "preprocessor_config.json", "processor_config.json",
+                      "tokenizer.json",
+                      "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json"]
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def fetch_transformers_model(source: str, download_dir, revision: str | None = None,
+                             sha256: str | None = None, key: str = "checkpoint") -> Path:
+    """A CLIPModel folder: ``source`` itself when it is one, else the Hub repository ``OWNER/NAME`` fetched
+    (:data:`TRANSFORMERS_FILES`) into ``download_dir`` and locked; ``sha256`` pins its weights file."""
+    from hnclip.data.weights import fetch_weights
+
+    text = str(source)
+    pins = {TRANSFORMERS_WEIGHTS: sha256} if sha256 else None
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        return fetch_weights(str(folder), download_dir, sha256=pins)
+    repo = text.removeprefix("hf://")
+    if not _HUB_ID.match(repo):
+        raise FileNotFoundError(f"{key} {text!r}: neither an existing transformers model folder nor a Hub id OWNER/NAME")
+    return fetch_weights(f"hf://{repo}", download_dir, revision=revision, sha256=pins,
+                         allow_patterns=TRANSFORMERS_FILES)
+
+
+def convert_source(fmt: str, checkpoint: str | None, out_dir, *, model: str | None = None, base: str | None = None,
+                   base_revision: str | None = None, revision: str | None = None, sha256: str | None = None,
+                   stretch: int | None = None, context_length: int | None = None,
+                   download_dir="resources/checkpoints", cache_dir: str | None = None, key: str = "backbone") -> Path:
+    """Convert what ``fmt`` + ``checkpoint`` (+ ``model``, ``base``) name into the model folder ``out_dir``
+    (module docstring); ``key`` is the config section named in errors (``backbone``, ``models.<name>``)."""
+    from hnclip.data.weights import fetch_weights
+    from hnclip.fileio import write_json_atomic
+    from hnclip.hashing import sha256_file
+    from hnclip.model_files import CONVERSION_JSON, MODEL_JSON
+
+    from .checkpoints import load_longclip_checkpoint, load_openai_checkpoint
+    from .factory import stretch_model
+    from .io import save_model
+
+    if fmt not in FORMATS:
+        raise ValueError(f"{key}.source {fmt!r}: not a format to convert; known: {', '.join(FORMATS)}")
+    if fmt != "open_clip" and not checkpoint:
+        raise ValueError(f"{key}.checkpoint: required for source {fmt}")
+    if fmt in ("goal", "structxlip") and not base:
+        raise ValueError(f"{key}.base: required for source {fmt} (the CLIPModel its weights were fine-tuned from, "
+                         "e.g. openai/clip-vit-base-patch16)")
+    out_dir = Path(out_dir)
+    weights = None
+    if fmt == "finelip":
+        if stretch is not None:
+            raise ValueError(f"{key}.stretch: a FineLIP checkpoint has its 248 positions already")
+        weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
+        from .publishers import load_finelip_checkpoint
+
+        load_finelip_checkpoint(weights, out_dir)
+        dual = None
+    elif fmt in ("longclip", "openai"):
+        weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
+        dual = (load_longclip_checkpoint if fmt == "longclip" else load_openai_checkpoint)(weights)
+    elif fmt == "open_clip":
+        if not model:
+            raise ValueError(f"{key}.model: required for source open_clip (an architecture such as ViT-B-32, "
+                             "hf-hub:ORG/REPO or local-dir:FOLDER)")
+        from .from_open_clip import load_open_clip
+
+        dual, found = load_open_clip(model, checkpoint, revision=revision, sha256=sha256, download_dir=download_dir,
+                                     cache_dir=cache_dir)
+        weights = found.weights
+    elif fmt == "transformers":
+        from .from_transformers import load_transformers_folder
+
+        folder = fetch_transformers_model(checkpoint, download_dir, revision, sha256, key=f"{key}.checkpoint")
+        weights = folder / TRANSFORMERS_WEIGHTS
+        dual = load_transformers_folder(folder, name=str(checkpoint))
+    else:
+        from .publishers import load_overlay_checkpoint
+
+        weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
+        folder = fetch_transformers_model(base, download_dir, base_revision, key=f"{key}.base")
+        dual = load_overlay_checkpoint(fmt, weights, folder)
+    if dual is not None:
+        if stretch is not None:
+            dual = stretch_model(dual, keep=stretch)
+        if context_length is not None and dual.context_length != context_length:
+            hint = (f"set {key}.stretch: true (Long-CLIP's stretch, {dual.context_length} -> 248)"
+                    if stretch is None and dual.context_length < context_length else f"set {key}.context_length")
+            raise ValueError(f"{key}: the converted model has {dual.context_length} text positions, but "
+                             f"{key}.context_length is {context_length}; {hint}")
+        save_model(dual, out_dir)
+    record = {"format": fmt, "checkpoint": checkpoint, "model": model, "base": base, "revision": revision,
+              "base_revision": base_revision, "stretch": stretch,
+              "weights_sha256": sha256_file(weights) if weights is not None and Path(weights).is_file() else None,
+              "spec_sha256": sha256_file(out_dir / MODEL_JSON)}
+    write_json_atomic(out_dir / CONVERSION_JSON, {k: v for k, v in record.items() if v is not None}, sort_keys=True)
+    return out_dir

@@ -1,0 +1,118 @@
+"""Released checkpoints a config evaluates (``models:``): which benchmarks each is scored on, where its records
+go, and the spec of the released-checkpoints table.
+
+A released model is never trained here: it is converted once (``results/released/<name>/model``, rule
+``convert_released``: :mod:`hnclip.models.convert`), given an image store in its own geometry for each benchmark
+it is scored on (its image size and interpolation; hard-linked from the benchmark's own store when they are the
+same), and evaluated there with the paper's protocol (R@1/5/10 both ways, every caption a query, as every
+evaluation). Its records are keyed like a run's, with ``train_set`` ``released`` and the model's key as its
+``method``, so the tables and their intervals read them as they read any record.
+
+The table (``results/tables/released.*``) shows, per benchmark, the zero-shot backbone and the main table's
+retrained methods (when the main table scores that benchmark) beside the released rows, labelled ``(released)``:
+a reproduction's retrained GOAL next to GOAL's own weights, on the same test split and the same protocol.
+
+Plain functions of the validated config, shared by the rules (``workflow/rules/released.smk``) and the tests;
+nothing here touches torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+
+from hnclip import plan
+
+__all__ = ["RELEASED", "RELEASED_TRAIN_SET", "check_models", "convert_options", "released_benchmarks",
+           "released_eval_path", "released_evaluations", "released_run", "released_spec", "released_spec_digest",
+           "write_released_spec"]
+
+RELEASED = "released"  # the table's (and its spec's) name
+RELEASED_TRAIN_SET = "released"  # the train_set of a released model's records: trained elsewhere
+_NEEDS = {"open_clip": ("model",), "goal": ("checkpoint", "base"), "structxlip": ("checkpoint", "base")}
+_STRETCH_KEEP = 20  # Long-CLIP's rows kept by the 77 -> 248 stretch
+
+
+def check_models(config: dict) -> None:
+    """What the schema cannot say about ``models:``; each error names the key."""
+    benchmarks = config["benchmarks"]
+    for name, entry in config.get("models", {}).items():
+        key = f"models.{name}"
+        for field in _NEEDS.get(entry["source"], ("checkpoint",)):
+            if not entry.get(field):
+                plan._fail(f"{key}.{field}", f"required for source {entry['source']}")
+        if entry.get("base") and entry["source"] not in ("goal", "structxlip"):
+            plan._fail(f"{key}.base", f"only for sources goal and structxlip (this one is {entry['source']})")
+        if entry.get("stretch") and entry["source"] in ("longclip", "goal", "structxlip", "finelip"):
+            plan._fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
+        for i, bench in enumerate(entry.get("benchmarks") or []):
+            if bench not in benchmarks:
+                plan._fail(f"{key}.benchmarks[{i}]", plan._unknown("benchmark", bench, benchmarks))
+            if "test" not in plan.benchmark_splits(benchmarks[bench]):
+                plan._fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
+    if config.get("models") and not released_evaluations(config):
+        plan._fail("models", "no configured benchmark has a test split to score the released checkpoints on")
+
+
+def released_benchmarks(config: dict, name: str) -> list[str]:
+    """The benchmarks model ``name`` is scored on: its ``benchmarks``, else every one with a test split."""
+    chosen = config["models"][name].get("benchmarks")
+    if chosen:
+        return list(chosen)
+    return [b for b, bench in config["benchmarks"].items() if "test" in plan.benchmark_splits(bench)]
+
+
+def released_evaluations(config: dict) -> list[tuple[str, str]]:
+    """Every (model, benchmark) scored, in config order."""
+    return [(name, bench) for name in config.get("models", {}) for bench in released_benchmarks(config, name)]
+
+
+def released_run(name: str) -> dict:
+    """The run fields of a released model's records (``train_set`` released, ``method`` its key)."""
+    return {"train_set": RELEASED_TRAIN_SET, "method": name, "gamma": 0.0, "fraction": 0.0, "seed": 0}
+
+
+def released_eval_path(name: str, benchmark: str) -> str:
+    return f"results/evals/{RELEASED}/{name}/{benchmark}.json"
+
+
+def convert_options(config: dict, name: str) -> str:
+    """``hnclip convert-checkpoint``'s options for model ``name`` (its ``--out`` and ``--key`` aside)."""
+    entry = config["models"][name]
+    options = [("--format", entry["source"]), ("--source", entry.get("checkpoint")), ("--model", entry.get("model")),
+               ("--revision", entry.get("revision")), ("--sha256", entry.get("sha256")), ("--base", entry.get("base")),
+               ("--base-revision", entry.get("base_revision"))]
+    if entry.get("stretch"):
+        options.append(("--stretch", str(_STRETCH_KEEP)))
+    return " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in options if value)
+
+
+def _label(config: dict, name: str) -> str:
+    return f"{config['models'][name].get('label') or name} (released)"
+
+
+def released_spec(config: dict) -> dict:
+    """The released-checkpoints table's cells (the main table's layout: rows, groups = benchmarks): per benchmark
+    a released model is scored on, the zero-shot backbone and the main table's methods where the main table
+    scores that benchmark, then each released model."""
+    labels = {b: config["benchmarks"][b].get("label") or b for b in config["benchmarks"]}
+    scored = list(dict.fromkeys(b for _, b in released_evaluations(config)))
+    cells = []
+    if "main" in config.get("experiments", {}):
+        cells += [c for c in plan.experiment_spec(config, "main")["cells"] if c["eval_benchmark"] in scored]
+    for name, bench in released_evaluations(config):
+        cells.append({"row": _label(config, name), "group": labels[bench], "variant": None, "x": None,
+                      "run": released_run(name), "eval_benchmark": bench, "eval_path": released_eval_path(name, bench),
+                      "run_dir": None, "released": True, "model_dir": f"results/{RELEASED}/{name}/model"})
+    return {"experiment": RELEASED, "scale": config["scale"], "settings": {"models": sorted(config["models"])},
+            "cells": cells, "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
+            "roles": plan.spec_roles()}
+
+
+def released_spec_digest(config: dict) -> str:
+    """SHA-256 of the file :func:`write_released_spec` would write (the spec rule's params trigger)."""
+    return hashlib.sha256(plan.spec_text(released_spec(config)).encode()).hexdigest()
+
+
+def write_released_spec(config: dict, path, log=None):
+    return plan.write_spec_file(released_spec(config), path, log=log)
