@@ -175,12 +175,14 @@ def test_transformers_export_loads_in_transformers_and_encodes_the_same(tmp_path
 ODD_MARGINS = [(43, 32), (86, 64), (35, 32), (32, 39), (37, 32), (32, 41), (30, 41)]
 
 
-def test_transformers_export_crops_odd_margins_as_torchvision_does(tmp_path):
+def test_transformers_export_reaches_torchvision_pixels_without_remote_code(tmp_path):
     from torchvision import transforms
     from transformers import CLIPProcessor
 
     model, model_dir = _micro(tmp_path)
     out = export_model(model_dir, "transformers", tmp_path / "hf")
+    assert not [p for p in out.iterdir() if p.suffix == ".py"]  # no code to trust
+    assert "auto_map" not in (out / "processor_config.json").read_text()
     side = model.image_size[0]
     images = _pil_images(ODD_MARGINS, seed=3)
     # the independent reference: open_clip's evaluation geometry, torchvision's Resize + CenterCrop
@@ -189,20 +191,21 @@ def test_transformers_export_crops_odd_margins_as_torchvision_does(tmp_path):
     reference = to_model_input(np.stack([np.asarray(geometry(im), dtype=np.uint8) for im in images]),
                                model.image_mean, model.image_std)
     assert _max_diff(_our_pixels(model, images), reference) == 0.0
-    for backend in ("torchvision", "pil"):
-        processor = CLIPProcessor.from_pretrained(out, trust_remote_code=True, backend=backend)
-        assert type(processor.image_processor).__name__ == "HNClipImageProcessor"
-        pixels = processor(images=images, return_tensors="pt")["pixel_values"]
-        assert _max_diff(pixels, reference) <= 1e-6, backend
+    # the card's path: torchvision's geometry first, then the stock processor without its own resize and crop
+    processor = CLIPProcessor.from_pretrained(out, backend="pil")
+    assert type(processor.image_processor).__name__ in ("CLIPImageProcessor", "CLIPImageProcessorPil")
+    pixels = processor(images=[geometry(im) for im in images], do_resize=False, do_center_crop=False,
+                       return_tensors="pt")["pixel_values"]
+    assert _max_diff(pixels, reference) <= 1e-6
     theirs = __import__("transformers").CLIPModel.from_pretrained(out).eval()
     with torch.no_grad():
         features = F.normalize(theirs.get_image_features(pixel_values=pixels).pooler_output, dim=-1)
         assert _max_diff(features, model.encode_image(reference)) <= ATOL
-    # without trust_remote_code transformers' own class loads from the same settings; it is why the export
-    # carries ours: it puts a margin of 3 mod 4 one pixel off
-    stock = CLIPProcessor.from_pretrained(out, backend="pil")(images=images[:1], return_tensors="pt")["pixel_values"]
-    assert type(CLIPProcessor.from_pretrained(out).image_processor).__name__ == "CLIPImageProcessor"
+    # the stock processor's own crop puts a margin of 3 mod 4 one pixel off: why the card shows the path above
+    stock = processor(images=images[:1], return_tensors="pt")["pixel_values"]
     assert _max_diff(stock, reference[:1]) > 0.1
+    card = (out / "README.md").read_text() if (out / "README.md").is_file() else ""
+    assert "trust_remote_code" not in card
 
 
 def test_transformers_refuses_layer_scale_naming_the_key(tmp_path):
@@ -485,7 +488,8 @@ def test_model_card_states_scale_true_context_length_data_limitations_and_licenc
     # training data, limitations (with the transformers crop note), licence: MIT as the repository's
     assert "`synthetic`" in _card_section(text, "Training data")
     limitations = _card_section(text, "Limitations")
-    assert "Synthetic scenes only" in limitations and "trust_remote_code=True" in limitations
+    assert "Synthetic scenes only" in limitations and "resize and crop with torchvision first" in limitations
+    assert "trust_remote_code" not in text
     pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     licence_file = (Path(__file__).resolve().parents[1] / "LICENSE").read_text()
     assert pyproject["license"] == "MIT" and licence_file.startswith("MIT License\n")

@@ -161,7 +161,7 @@ def _export_commit() -> str | None:
     return (result.stdout.strip() or None) if result.returncode == 0 else None
 
 
-def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std) -> str:
+def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std, image_size: int) -> str:
     names = [f.name for f in files]
     if fmt == "longclip":
         return ("```python\n# Long-CLIP's repository (github.com/beichenzbc/Long-CLIP), model/longclip.py\n"
@@ -184,16 +184,20 @@ def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std) -> s
                 "# or, mean/std read from open_clip_config.json:\n"
                 "# open_clip.create_model_and_transforms(\"local-dir:.\")\n```\n")
     return ("```python\nfrom transformers import CLIPModel, CLIPProcessor\n"
+            "from torchvision import transforms\n"
             "model = CLIPModel.from_pretrained(\".\")\n"
-            "# hnclip_image_processing.py: hnclip's resize and crop, pixel for pixel\n"
-            "processor = CLIPProcessor.from_pretrained(\".\", trust_remote_code=True)\n"
-            "inputs = processor(text=[\"a long caption ...\"], images=[image], padding=\"max_length\",\n"
-            f"                   max_length={context_length}, truncation=True, return_tensors=\"pt\")\n"
+            "processor = CLIPProcessor.from_pretrained(\".\", backend=\"pil\")\n"
+            "# hnclip's (and open_clip's) geometry, pixel for pixel: torchvision's resize and centre crop first\n"
+            f"side = {image_size}\n"
+            "geometry = transforms.Compose([transforms.Resize(side, transforms.InterpolationMode.BICUBIC),\n"
+            "                               transforms.CenterCrop(side)])\n"
+            "inputs = processor(text=[\"a long caption ...\"], images=[geometry(image)], do_resize=False,\n"
+            f"                   do_center_crop=False, padding=\"max_length\", max_length={context_length},\n"
+            "                   truncation=True, return_tensors=\"pt\")\n"
             "outputs = model(**inputs)  # outputs.image_embeds, outputs.text_embeds (normalised)\n```\n\n"
-            "Without `trust_remote_code=True` transformers loads its own `CLIPImageProcessor` from the same settings: "
-            "its default torchvision backend's bicubic resize differs slightly from PIL's, which our image store "
-            "uses (`backend=\"pil\"` matches it), and both its backends put an odd crop margin's extra pixel on "
-            "the other side than open_clip and our store.\n")
+            "The processor alone (resize and crop included) also works: its default torchvision backend's bicubic "
+            "resize differs slightly from PIL's, which our image store uses, and both its backends put an odd crop "
+            "margin's extra pixel on the other side than open_clip and our store.\n")
 
 
 def scale_statement(scale: str | None) -> str:
@@ -268,9 +272,8 @@ def _limitations(fmt: str, model, scale: str | None) -> list[str]:
               "- Not assessed for bias, safety or any use beyond the benchmarks above."]
     if fmt == "transformers":
         lines.append("- transformers' own `CLIPImageProcessor` places an odd crop margin's extra pixel on the other "
-                     "side than open_clip and hnclip do (features differ by ~5e-3 on such images): load the "
-                     "processor with `trust_remote_code=True` for hnclip's preprocessing, pixel for pixel "
-                     "(`hnclip_image_processing.py`).")
+                     "side than open_clip and hnclip do (features differ by ~5e-3 on such images): resize and crop "
+                     "with torchvision first, as the usage above does, for hnclip's pixels exactly.")
     return lines + [""]
 
 
@@ -317,7 +320,8 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
              f"(Long-CLIP-style, {model.context_length} text positions), exported in {_OWNER[fmt]} own format.", ""]
     for note in notes:
         lines += [f"> **Note.** {note}", ""]
-    lines += ["## Loading", "", _usage(fmt, files, model.context_length, model.image_mean, model.image_std)]
+    lines += ["## Loading", "", _usage(fmt, files, model.context_length, model.image_mean, model.image_std,
+                                             model.image_size[0])]
 
     lines += ["## Results", ""]
     if rows:

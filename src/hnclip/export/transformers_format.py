@@ -32,10 +32,10 @@ The tokenizer is CLIP's BPE (our :mod:`hnclip.models.tokenizer` uses open_clip's
 a ``CLIPTokenizer`` from that same vocabulary and merge list with ``model_max_length`` = the model's
 positions; the image processor reproduces our store's geometry (shorter side to the image size, bicubic,
 centre crop) and normalisation. transformers' own ``CLIPImageProcessor`` places an odd crop margin's
-extra pixel on the other side than torchvision (and so open_clip and our store) do, so the export also
-carries :mod:`hnclip.export.hf_image_processor` as ``hnclip_image_processing.py``, named in the
-processor's ``auto_map``: loaded with ``trust_remote_code=True`` it crops, resizes and normalises as our
-store does, pixel for pixel; without it transformers uses its own class from the same settings.
+extra pixel on the other side than torchvision (and so open_clip and our store) do. The export ships no
+code of its own (loading it would need ``trust_remote_code``, which this project never asks of anyone):
+the card shows the exact path instead, torchvision's Resize + CenterCrop first, then the processor with
+``do_resize=False, do_center_crop=False``.
 """
 
 from __future__ import annotations
@@ -50,13 +50,10 @@ from hnclip.models.tokenizer import EOT_TOKEN_ID, SOT_TOKEN_ID
 
 from .common import ExportError, architecture, openai_state_dict, refuse_if
 
-__all__ = ["CLIP_VOCAB_SIZE", "IMAGE_PROCESSOR_FILE", "clip_processor", "clip_tokenizer", "hf_clip_config",
+__all__ = ["CLIP_VOCAB_SIZE", "clip_processor", "clip_tokenizer", "hf_clip_config",
            "hf_state_dict", "transformers_problems", "write_transformers"]
 
 CLIP_VOCAB_SIZE = 49408
-# the image processor that crops as our store does (hnclip.export.hf_image_processor), as the export names it
-IMAGE_PROCESSOR_FILE = "hnclip_image_processing.py"
-IMAGE_PROCESSOR_CLASS = "HNClipImageProcessor"
 _BLOCK = {"ln_1": "layer_norm1", "ln_2": "layer_norm2", "attn.out_proj": "self_attn.out_proj",
           "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2"}
 
@@ -189,25 +186,7 @@ def write_transformers(model, out_dir: Path, where: str = "model") -> list[Path]
                           f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
     hf_model.save_pretrained(out_dir)
     clip_processor(model).save_pretrained(out_dir)
-    _add_crop_processor(out_dir)
     return sorted(p for p in out_dir.iterdir() if p.is_file())
-
-
-def _add_crop_processor(out_dir: Path) -> None:
-    """Copy our image processor beside the saved one and name it in the image processor's ``auto_map``
-    (read with ``trust_remote_code=True``; the ``image_processor_type`` stays transformers' own)."""
-    from . import hf_image_processor
-
-    source = Path(hf_image_processor.__file__).read_text(encoding="utf-8")
-    (out_dir / IMAGE_PROCESSOR_FILE).write_text(source, encoding="utf-8")
-    config_path = out_dir / "processor_config.json"
-    if not config_path.is_file():
-        raise ExportError(f"transformers export: CLIPProcessor.save_pretrained wrote no {config_path.name} in "
-                          f"{out_dir} (transformers {_transformers_version()}); cannot name the image processor")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    module = IMAGE_PROCESSOR_FILE.removesuffix(".py")
-    config["image_processor"]["auto_map"] = {"AutoImageProcessor": f"{module}.{IMAGE_PROCESSOR_CLASS}"}
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _transformers_version() -> str:
