@@ -40,7 +40,6 @@ the card shows the exact path instead, torchvision's Resize + CenterCrop first, 
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 
