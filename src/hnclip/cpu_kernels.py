@@ -8,7 +8,7 @@ weight hashes with the native kernels, ATen at AVX2, ATen and MKL at AVX2, and a
 setting bit-identical over reruns. Over the thousands of steps of the toy's backbone pretraining such a
 rounding difference grows into a different model, the likely cause (the other VM's CPU flags were not
 recorded) of two sessions getting zero-shot test R@1 31.5 / 28.1 and 43.1 / 44.4 from the same commit
-(benchmarks/README.md, "toy_slice.py").
+(benchmarks/README.md in git history, "toy_slice.py"; docs/toy-design.md).
 
 ``cpu_kernels: avx2`` (the embedded default) caps all three at AVX2, which every x86-64 CPU since
 2013 has: ``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=AVX2`` (MKL's conditional numerical
@@ -29,7 +29,7 @@ as giving the same results on every Intel and compatible CPU at a fixed thread c
 off in torch (``torch.backends.mkldnn.enabled = False``: convolutions through ATen and MKL, GELU through
 ATen), because oneDNN has no portable path to ask for. torch has no variable for the last, so
 :func:`configure_torch` sets it after torch loads (``python -m hnclip`` calls it). Measured on the Intel
-Xeon VM (2026-12-04, benchmarks/README.md, "cpu_kernels"): 1.9x the pin's time on the toy backbone's
+Xeon VM (2026-12-04, benchmarks/README.md, "kernel_hash.py"): 1.9x the pin's time on the toy backbone's
 steps. Whether two CPUs give the same weights under it is not yet measured (each setting's weights on
 one machine only); it is there to be compared, not the default.
 The cost of the pin on this machine: benchmarks/README.md ("cpu_kernels").

@@ -19,12 +19,12 @@ __all__ = ["LEAST_INFONCE_STEPS", "THRESHOLDS", "batch_geometry", "caption_geome
 THRESHOLDS = (0.8, 0.9)
 _NORM_TOLERANCE = 1e-3
 # Adam steps and rate of :func:`least_infonce`: on the toy's default slice 2,000 steps found the same share
-# of micro-batches below 1e-3 as 600 (benchmarks/README.md, "toy_slice.py")
+# of micro-batches below 1e-3 as 600 (benchmarks/README.md in git history, "toy_slice.py")
 LEAST_INFONCE_STEPS = 600
 LEAST_INFONCE_LR = 0.02
 # :func:`least_infonce_scenes`: Adam steps, each on this many random partitions of the scenes; on the toy's
 # default slice 1,000 to 5,000 steps at rates 0.005-0.1 found the same median within 0.002
-# (benchmarks/README.md, "toy_slice.py")
+# (benchmarks/README.md in git history, "toy_slice.py")
 LEAST_INFONCE_SCENE_STEPS = 1000
 LEAST_INFONCE_SCENE_PARTITIONS = 4
 
@@ -117,7 +117,7 @@ def effective_dimensions(features) -> float:
     eigenvalues l of their covariance (k for rows spread evenly over k orthogonal directions, 1 for rows on
     one line). Why it matters for saturation: captions crowded at one mean cosine leave an image feature room
     to beat every other caption by the ~0.1 cosine that InfoNCE < 1e-3 needs only if they differ in enough
-    directions (benchmarks/README.md, "caption_rank.py": isotropic captions at the toy's mean cosine reproduce
+    directions (benchmarks/README.md in git history, "caption_rank.py": isotropic captions at the toy's mean cosine reproduce
     its geometry and its unsaturable micro-batches in 4 dimensions, the paper's geometry and saturation in
     12-16)."""
     x = np.asarray(features, dtype=np.float64)

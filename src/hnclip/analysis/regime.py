@@ -771,7 +771,7 @@ def seeds_for_half_width(half_width: float, seeds: int, target: float = POWER_HA
     ``target``, if it shrank as 1/√seeds: ceil(seeds · (half_width / target)²), never fewer than ``seeds``.
 
     Why a projection: on the toy the interval is dominated by the spread between seeds (more test scenes
-    hardly narrow it; benchmarks/README.md, "Condition 7"), and a mean over k seeds has a spread 1/√k of
+    hardly narrow it; benchmarks/README.md in git history, "Condition 7"), and a mean over k seeds has a spread 1/√k of
     one seed's. Any part of the width that more seeds do not narrow makes this a lower bound."""
     if not half_width >= 0 or seeds < 1:
         raise ValueError(f"need a half-width >= 0 and at least one seed, got {half_width!r} over {seeds!r}")

@@ -8,11 +8,10 @@ matter; yet each caption determines its image, because it names every object and
 A benchmark may be a narrow slice of its family (``inventory``, ``backgrounds``): every scene draws its
 objects from the same few (colour, shape) kinds on the same background, so scenes recombine shared
 elements (the paper's A.2 on DOCCI: "the captions describe different images while recombining shared
-elements") and differ in which kinds appear, where, how large and how filled. The pretraining pool
-(:func:`sample_pool`) stays the whole family, where such recombinations seldom meet in a batch: the
-backbone comes to the benchmark with its captions crowded together and the binding of kinds to cells
-unlearned, and every random micro-batch holds near-duplicates (the embedded default's regime,
-README "What the embedded default shows").
+elements") and differ in which kinds appear, where, how large and how filled, so that every random
+micro-batch holds near-duplicates (the embedded default's regime, docs/toy-design.md). The pretraining
+pool (:func:`sample_pool`) draws fresh scenes, never a benchmark's, from the whole family or from narrow
+slices of one or both families.
 
 Scenes may also come in clusters of near-duplicates (``cluster_size`` scenes: a base scene and variants
 that each differ from it in one or two details: one object's colour, shape, size, fill pattern or

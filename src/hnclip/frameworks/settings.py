@@ -84,10 +84,10 @@ class LongCLIPSettings(FrameworkSettings):
                                          "short-caption term (Long-CLIP: 32)", minimum=1)
     cone_weight: float = help_field(0.0, "weight of the caption-cone term, >= 0; 0 = off. Not Long-CLIP's: the toy "
                                          "backbone's recipe (pretrain.long) uses it to keep the cone Long-CLIP-L's "
-                                         "text tower has, weight x relu(cone_min - mean off-diagonal caption cosine "
-                                         "of the micro-batch)", minimum=0)
-    cone_min: float = help_field(0.0, "the mean in-batch caption cosine below which the cone term acts, in "
-                                      "[-1, 1]", minimum=-1, maximum=1)
+                                         "text tower has: weight x the mean over the micro-batch's caption pairs of "
+                                         "relu(cone_min - their cosine), a floor under every pair", minimum=0)
+    cone_min: float = help_field(0.0, "the floor under every in-batch caption pair's cosine: pairs below it are "
+                                      "pulled together, in [-1, 1]", minimum=-1, maximum=1)
 
     def check(self) -> None:
         if self.short_weight > 0:
