@@ -110,3 +110,25 @@ def test_pool_slices_hold_their_scenes_to_a_few_kinds_each():
     # and every slice is used (300 uniform draws over 3: none empty but with negligible probability)
     assert {h[0] for h in homes} == {0, 1, 2}
     assert all(4 <= len(s.objects) <= 7 for s in scenes) and len({s.background for s in scenes}) <= 3
+
+
+def test_benchmark_words_caption_that_share_of_the_pool_in_the_benchmarks_template(bench, tmp_path):
+    pool_words = build_pool([(bench, 1.0, RENDER)], 50, 0, SIZE, tmp_path / "a.csv", tmp_path / "a",
+                            phrasing="pool")
+    mixed = build_pool([(bench, 1.0, RENDER)], 50, 0, SIZE, tmp_path / "b.csv", tmp_path / "b",
+                       phrasing="pool", benchmark_words=0.2)
+    plain = build_pool([(bench, 1.0, RENDER)], 50, 0, SIZE, tmp_path / "c.csv", tmp_path / "c")
+    # the same scenes: only the long captions of the chosen 10 (20 % of 50) change, to the benchmark's words
+    assert (mixed["short_caption"] == plain["short_caption"]).all()
+    in_benchmark_words = mixed["caption"] == plain["caption"]
+    assert in_benchmark_words.sum() == 10
+    assert (mixed["caption"][~in_benchmark_words] == pool_words["caption"][~in_benchmark_words]).all()
+    assert not (pool_words["caption"] == plain["caption"]).any()
+
+
+def test_benchmark_words_need_the_pools_phrasing_and_a_share(bench, tmp_path):
+    with pytest.raises(ValueError, match="benchmark_words"):
+        build_pool([(bench, 1.0, RENDER)], 5, 0, SIZE, tmp_path / "p.csv", tmp_path / "p", benchmark_words=0.5)
+    with pytest.raises(ValueError, match="benchmark_words"):
+        build_pool([(bench, 1.0, RENDER)], 5, 0, SIZE, tmp_path / "p.csv", tmp_path / "p", phrasing="pool",
+                   benchmark_words=1.5)

@@ -42,6 +42,7 @@ if HAS_PRETRAIN_RECIPE:
             size=lookup(dpath="pretrain/pool/size", within=config),
             seed=lookup(dpath="pretrain/pool/seed", within=config),
             phrasing=lookup(dpath="pretrain/pool/phrasing", within=config),
+            benchmark_words=lookup(dpath="pretrain/pool/benchmark_words", within=config),
             image_size=lookup(dpath="backbone/image_size", within=config),
             shares=" ".join(
                 str(PRETRAIN["pool"]["shares"].get(b, 1.0)) for b in POOL_SOURCES
@@ -55,6 +56,7 @@ if HAS_PRETRAIN_RECIPE:
         shell:
             "python -m hnclip pool --source {input} --share {params.shares} --count {params.size} "
             "--seed {params.seed} --image-size {params.image_size} {params.slices} --phrasing {params.phrasing} "
+            "--benchmark-words {params.benchmark_words} "
             "--manifest {output.manifest} --images {output.images} 2> {log}"
 
     rule init_backbone:

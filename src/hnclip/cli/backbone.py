@@ -28,6 +28,9 @@ def add_pool(sub) -> None:
     p.add_argument("--slice-backgrounds", type=int, default=1, help="backgrounds of each slice")
     p.add_argument("--phrasing", choices=["benchmark", "pool"], default="benchmark",
                    help="long captions in the benchmarks' words or in the pool's own (pretrain.pool.phrasing)")
+    p.add_argument("--benchmark-words", type=float, default=0.0,
+                   help="under --phrasing pool, the share of scenes captioned in the benchmarks' words "
+                        "(pretrain.pool.benchmark_words)")
     p.add_argument("--manifest", required=True, help="manifest CSV to write")
     p.add_argument("--images", required=True, help="image store folder to write")
 
@@ -50,7 +53,7 @@ def cmd_pool(args) -> None:
     slices = (PoolSlices(args.slices, args.slice_inventory, tuple(args.slice_objects or (MIN_OBJECTS, MAX_OBJECTS)),
                          args.slice_backgrounds) if args.slices else None)
     build_pool(sources, args.count, args.seed, args.image_size, Path(args.manifest), Path(args.images), slices,
-               args.phrasing)
+               args.phrasing, args.benchmark_words)
 
 
 def add_init_model(sub) -> None:

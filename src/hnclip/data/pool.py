@@ -54,10 +54,12 @@ def benchmark_signatures(root) -> tuple[str, set]:
 
 
 PHRASINGS = ("benchmark", "pool")
+BENCHMARK_WORDS_STREAM = 7  # the random stream choosing the scenes in the benchmarks' words, apart from the scenes' own
 
 
 def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, store_dir,
-               slices: PoolSlices | None = None, phrasing: str = "benchmark") -> pd.DataFrame:
+               slices: PoolSlices | None = None, phrasing: str = "benchmark",
+               benchmark_words: float = 0.0) -> pd.DataFrame:
     """Render ``count`` pool scenes; write the manifest and the image store.
 
     ``sources``: (benchmark root, share, rendered size) per synthetic benchmark: each one's family is drawn
@@ -65,13 +67,19 @@ def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, s
     every listed benchmark (all splits) is excluded. ``image_size`` is the backbone's input resolution;
     ``slices``: draw scenes within narrow slices of their family (:class:`hnclip.data.synthetic.PoolSlices`);
     ``phrasing``: the long captions in the benchmarks' own words, or in the pool's
-    (:func:`hnclip.data.synthetic.describe_scene_pool`). Returns the manifest (image_id, image_path = "", caption, short_caption).
+    (:func:`hnclip.data.synthetic.describe_scene_pool`); ``benchmark_words``: under the pool's phrasing, the
+    share of scenes (a seeded draw) whose long captions are in the benchmarks' words all the same, as a web
+    corpus holds a few captions written the way a benchmark's annotators write: the knob between a backbone
+    that reads the benchmark's captions at once and one that must learn their phrasing in fine-tuning.
+    Returns the manifest (image_id, image_path = "", caption, short_caption).
     """
     if not isinstance(count, int) or count < 1:
         raise ValueError(f"pool count must be an int >= 1, got {count!r}")
     if phrasing not in PHRASINGS:
         raise ValueError(f"pool phrasing must be one of {PHRASINGS}, got {phrasing!r}")
-    describe = describe_scene_pool if phrasing == "pool" else describe_scene
+    if not 0.0 <= benchmark_words <= 1.0 or (benchmark_words and phrasing != "pool"):
+        raise ValueError(f"pool benchmark_words must be in [0, 1] and needs phrasing 'pool', got "
+                         f"{benchmark_words!r} with phrasing {phrasing!r}")
     shares, render_sizes, exclude = {}, {}, set()
     for root, share, render_size in sources:
         family, signatures = benchmark_signatures(root)
@@ -84,10 +92,18 @@ def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, s
     if overlap:  # sample_pool guarantees this; a check here costs nothing and guards the premise
         raise AssertionError(f"{len(overlap)} pool scenes are benchmark scenes")
     image_ids = [f"pool_{index:06d}" for index in range(count)]
+    in_benchmark_words = np.zeros(count, dtype=bool)
+    if phrasing == "benchmark":
+        in_benchmark_words[:] = True
+    elif benchmark_words:
+        chosen = np.random.default_rng([seed, BENCHMARK_WORDS_STREAM]).choice(
+            count, size=round(benchmark_words * count), replace=False)
+        in_benchmark_words[chosen] = True
     manifest = pd.DataFrame({
         "image_id": image_ids,
         "image_path": [""] * count,
-        "caption": [describe(s) for s in scenes],
+        "caption": [describe_scene(s) if plain else describe_scene_pool(s)
+                    for s, plain in zip(scenes, in_benchmark_words, strict=True)],
         "short_caption": [describe_scene_short(s) for s in scenes],
     }, dtype=str)
     pixels = (np.asarray(resize_center_crop(render_scene(s, render_sizes[s.family]), image_size), dtype=np.uint8)
@@ -95,7 +111,8 @@ def build_pool(sources, count: int, seed: int, image_size: int, manifest_path, s
     write_store(image_ids, pixels, Path(store_dir), image_size)
     write_manifest(manifest, Path(manifest_path))
     drawn = pd.Series([s.family for s in scenes]).value_counts().to_dict()
-    log.info("pool: %d scenes (seed %d; %s)%s, stored at %d px; %d benchmark scenes excluded", count, seed,
-             ", ".join(f"{n} {f}" for f, n in sorted(drawn.items())),
-             f" from {slices.count} narrow slices per family" if slices else "", image_size, len(exclude))
+    log.info("pool: %d scenes (seed %d; %s)%s, stored at %d px; %d benchmark scenes excluded; %d long captions in "
+             "the benchmarks' words", count, seed, ", ".join(f"{n} {f}" for f, n in sorted(drawn.items())),
+             f" from {slices.count} narrow slices per family" if slices else "", image_size, len(exclude),
+             int(in_benchmark_words.sum()))
     return manifest
