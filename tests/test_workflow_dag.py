@@ -118,8 +118,10 @@ def test_embedded_default_expands_every_experiment(tmp_path):
     # synthetic_short reads the synthetic benchmark's files (files_from): fetched as a copy of its source
     # record, its test split prepared with the short captions
     assert counts["fetch_benchmark"] == 3 and counts["prepare"] == 4
-    assert counts["pretrain_backbone"] == 1 and counts["stretch_backbone"] == 1
-    assert counts["pretrain_pool"] == 1 and counts["pretrain_long_backbone"] == 1
+    # the released backbone, installed once (checked against its pinned sha256): no pool, no pretraining
+    assert counts["install_backbone"] == 1
+    assert not {"pretrain_pool", "init_backbone", "pretrain_backbone", "stretch_backbone",
+                "pretrain_long_backbone", "backbone_figures", "backbone_release"} & set(counts)
     assert counts["table"] == 8 and counts["spec"] == 8  # retention among them
     # the protocol table still runs (the paper's split of both synthetic benchmarks), with its spec
     assert counts["table_protocols"] == 1 and counts["spec_protocols"] == 1
@@ -127,6 +129,8 @@ def test_embedded_default_expands_every_experiment(tmp_path):
     assert counts["regime"] == 1
     # the claims judged once, into results/claims.json, then the report renders them
     assert counts["claims"] == 1 and counts["report"] == 1
+    # and summarised in results/summary.md / summary.json
+    assert counts["summary"] == 1
 
 
 def test_a_plain_snakemake_call_at_the_repository_root_loads_the_default_profile(tmp_path):
