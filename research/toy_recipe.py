@@ -47,7 +47,7 @@ def overrides_at(config: dict, benchmark: str, lr: float, method: str = "longcli
 
 def last_epoch_scores(epochs_csv: Path) -> list[dict]:
     with open(epochs_csv, newline="") as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        return [{k: float(v) for k, v in row.items() if k != "benchmark"} for row in csv.DictReader(f)]
 
 
 def main(argv=None) -> int:
