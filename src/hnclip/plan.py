@@ -14,7 +14,9 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.config_validation import ConfigError, did_you_mean
+from hnclip.paths import format_number
 
 __all__ = [
     "ABLATION_ROLES",
@@ -69,17 +71,6 @@ ABLATION_ROLES = {"infonce": (BASELINE_METHOD, False), "hn": ("longclip_hn", Tru
                   "frozen": (FROZEN_METHOD, True)}
 
 
-def format_number(x) -> str:
-    """Canonical text of a gamma, fraction or seed in run paths: 0.5 -> '0.5', 1.0 -> '1', 0 -> '0'.
-
-    The one formatter of these numbers, for the plan and for the records read back (which key a record
-    by the same text); a value that is not a number (a hand-made record's seed) is kept as its text."""
-    try:
-        return f"{float(x):g}"
-    except (TypeError, ValueError):
-        return str(x)
-
-
 @dataclass(frozen=True, order=True)
 class Run:
     train_set: str
@@ -90,7 +81,7 @@ class Run:
 
     @property
     def path(self) -> str:
-        return f"{self.train_set}/{self.method}/g{self.gamma}/f{self.fraction}/s{self.seed}"
+        return paths.run_path(self.train_set, self.method, self.gamma, self.fraction, self.seed)
 
     def info(self) -> dict:
         d = asdict(self)
@@ -105,7 +96,7 @@ class Evaluation:
 
     @property
     def path(self) -> str:
-        return f"results/evals/{self.run.path}/{self.eval_benchmark}.json"
+        return paths.eval_path(self.run.path, self.eval_benchmark)
 
 
 def _fail(key: str, message: str):
@@ -288,7 +279,7 @@ def _check_preprocess(config: dict, experiments: dict) -> None:
 
 
 def zeroshot_eval_path(eval_benchmark: str) -> str:
-    return f"results/evals/zeroshot/{eval_benchmark}.json"
+    return paths.zeroshot_eval_path(eval_benchmark)
 
 
 def is_zeroshot(cell: dict) -> bool:
@@ -338,7 +329,7 @@ def _cell(config: dict, run: Run, eval_benchmark: str, row: str, group: str, var
         "run": run.info(),
         "eval_benchmark": eval_benchmark,
         "eval_path": evaluation.path,
-        "run_dir": f"results/runs/{run.path}",
+        "run_dir": paths.run_dir(run.path),
     }
 
 
