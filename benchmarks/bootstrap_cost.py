@@ -2,6 +2,7 @@
 paper's test sizes, printed as seconds per interval (no encoding pass: the ranks are stored).
 
     .venv/bin/python benchmarks/bootstrap_cost.py [--queries 5000] [--resamples 10000]
+    .venv/bin/python benchmarks/bootstrap_cost.py --quick   # 200 queries, 2 seeds, 200 resamples: a smoke run
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=5000, help="test images (one caption each)")
     parser.add_argument("--resamples", type=int, default=10000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="200 queries, 2 seeds, 200 resamples: a smoke run")
     args = parser.parse_args()
+    if args.quick:
+        args.queries, args.seeds, args.resamples = 200, 2, 200
     rng = np.random.default_rng(0)
 
     def cell(rate: float) -> Estimate:

@@ -9,6 +9,7 @@ checkout. The load average is printed before and after: a busy machine's minutes
     .venv/bin/python benchmarks/dag_timing.py            # dry runs only (seconds)
     .venv/bin/python benchmarks/dag_timing.py --full     # + the embedded default end to end (minutes)
     .venv/bin/python benchmarks/dag_timing.py --log .snakemake/log/FILE.snakemake.log   # where a run's time went
+    .venv/bin/python benchmarks/dag_timing.py --quick    # profiles a made-up three-job log: a smoke run
 
 Where the time goes (``--log``, and after ``--full``): from the Snakemake log's start and finish stamps, each
 rule's jobs and wall-minutes, and the critical path, the longest chain of jobs linked by their files, which
@@ -51,7 +52,15 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also run the embedded default end to end")
     parser.add_argument("--cores", default="2")
     parser.add_argument("--log", type=Path, help="only profile this Snakemake log (no runs)")
+    parser.add_argument("--quick", action="store_true",
+                        help="only profile a made-up log of three jobs (no runs, no copy): a smoke run")
     args = parser.parse_args()
+    if args.quick:
+        with tempfile.TemporaryDirectory(prefix="hnclip-dag-timing-") as tmp:
+            log = Path(tmp) / "quick.snakemake.log"
+            log.write_text(QUICK_LOG)
+            print_profile(log)
+        return
     if args.log:
         print_profile(args.log)
         return
@@ -85,6 +94,33 @@ def main() -> None:
     logs = sorted((work / ".snakemake/log").glob("*.snakemake.log"))
     if logs:
         print_profile(logs[-1])
+
+
+# a Snakemake log of three jobs, a -> b -> c (what --quick profiles)
+QUICK_LOG = """[Sun Dec  6 04:00:00 2026]
+rule a:
+    output: results/a.txt
+    jobid: 1
+
+[Sun Dec  6 04:00:05 2026]
+Finished jobid: 1 (Rule: a)
+[Sun Dec  6 04:00:05 2026]
+rule b:
+    input: results/a.txt
+    output: results/b
+    jobid: 2
+
+[Sun Dec  6 04:00:12 2026]
+Finished jobid: 2 (Rule: b)
+[Sun Dec  6 04:00:12 2026]
+localrule c:
+    input: results/b/file.txt
+    output: results/c.txt
+    jobid: 3
+
+[Sun Dec  6 04:00:13 2026]
+Finished jobid: 3 (Rule: c)
+"""
 
 
 @dataclass(eq=False)

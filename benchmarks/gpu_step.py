@@ -5,7 +5,7 @@ micro-batch 16, bf16 autocast, AdamW. Variants are interleaved so that clock and
 of them alike; ratios divide by the InfoNCE step measured in the same run.
 
     python benchmarks/gpu_step.py                 # on a CUDA machine
-    python benchmarks/gpu_step.py --smoke         # any machine: micro model on CPU, checks the script runs
+    python benchmarks/gpu_step.py --quick         # any machine: micro model on CPU, checks the script runs
 
 MFU uses the analytic FLOPs of the two towers (6 x parameters-in-matmuls x tokens, plus attention) and
 the device's dense bf16 peak (``--peak-tflops``, default 989 for H100/H200 SXM without sparsity). The HN
@@ -59,7 +59,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--peak-tflops", type=float, default=989.0)
-    parser.add_argument("--smoke", action="store_true", help="micro model on CPU, 2 repeats")
+    parser.add_argument("--quick", "--smoke", dest="smoke", action="store_true",
+                        help="micro model on CPU (even with a GPU), 2 repeats")
     args = parser.parse_args()
     if args.smoke:
         args.model, args.repeats, args.warmup, args.micro_batch, args.text_len = "micro", 2, 1, 4, 40

@@ -21,14 +21,14 @@ float32, each measurement in a fresh process so that its peak resident memory is
 - evaluation: encoding one batch of images and captions without gradients (``evaluate.batch_size`` of
   the paper config, 256, fitted the same way).
 
-The result goes to ``benchmarks/job_cost.json`` (committed) with the machine, the date and the load
+The result goes to ``src/hnclip/job_cost.json`` (committed package data) with the machine, the date and the load
 average before and after: on a shared machine other processes inflate the times, so the times are for
 ratios between frameworks and for orders of magnitude, and the lead may re-measure on a quiet machine.
 ``hnclip plan`` reads the file and prints what each job needs.
 
     python benchmarks/job_cost.py                                  # CPU: micro-batches 2 and 3, about an hour
     python benchmarks/job_cost.py --device cuda --micro-batches 16 # a GPU: the paper's micro-batch itself
-    python benchmarks/job_cost.py --smoke                          # the micro model, seconds (checks the script)
+    python benchmarks/job_cost.py --quick                          # the micro model, seconds (checks the script)
     python benchmarks/job_cost.py --frameworks goal --micro-batches 2,4 --merge  # remeasure one framework
 
 ``--probe-only`` writes the measured frameworks into the file's ``probe`` section alone, from which
@@ -62,7 +62,7 @@ import numpy as np
 from step_setup import VARIANTS  # benchmarks/: torch-free until a child process measures
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "benchmarks" / "job_cost.json"
+OUT = REPO / "src" / "hnclip" / "job_cost.json"  # package data: what `hnclip plan` reads
 PAPER_MICRO_BATCH = 16
 PAPER_EVAL_BATCH = 256
 # how probe_step_s was measured (a measurement without this key: the probe before it, which took both
@@ -265,7 +265,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared machine)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--smoke", action="store_true", help="micro model, micro-batch 2, two frameworks")
+    parser.add_argument("--quick", "--smoke", dest="smoke", action="store_true",
+                        help="micro model, micro-batch 2, one framework, one evaluation batch; prints, writes nothing")
     parser.add_argument("--merge", action="store_true",
                         help="replace only these frameworks' entries in the existing --out file")
     parser.add_argument("--probe-only", action="store_true",
@@ -290,8 +291,8 @@ def main() -> None:
         return
 
     if args.smoke:
-        args.model, args.micro_batches, args.eval_batches = "micro", "2,4", "4,8"
-        args.frameworks, args.repeats = "longclip,goal", 1
+        args.model, args.micro_batches, args.eval_batches = "micro", "2", "4"
+        args.frameworks, args.repeats = "longclip", 1
     micro_batches = [int(b) for b in args.micro_batches.split(",")]
     eval_batches = [int(b) for b in args.eval_batches.split(",")]
     labels = [f for f in args.frameworks.split(",") if f]

@@ -10,6 +10,7 @@ the lines: a pinned setting whose hash differs between them is the pin not holdi
 the settings first differs says which library decides.
 
     .venv/bin/python benchmarks/kernel_hash.py [--steps 20] [--threads 1]
+    .venv/bin/python benchmarks/kernel_hash.py --quick   # 2 steps, the first two settings: a smoke run
 
 It prints the CPU model, whether it has AVX512, torch's version and, per setting, torch's kernel
 capability, the net's hash and one hash per library on fixed inputs (forward and backward each): ``mm``
@@ -147,7 +148,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="a saved model (results/backbone/model): time 20 of its steps per setting")
     parser.add_argument("--weights", type=Path, nargs="+", default=None, metavar="DIR",
                         help="saved models (results/backbone/model): print a hash of each one's tensors and stop")
+    parser.add_argument("--quick", action="store_true", help="2 steps under the first two settings: a smoke run")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.steps = 2
     if args.weights:
         from hnclip.hashing import weights_digest
 
@@ -162,6 +166,8 @@ def main(argv: list[str] | None = None) -> None:
 
     runs = settings()
     pinned = {name for env in runs.values() for name in env}
+    if args.quick:
+        runs = dict(list(runs.items())[:2])
     print(f"  {'setting':48s} {'capability':10s} {'torch':18s} {'net':16s} {'mm':8s} {'conv':8s} "
           f"{'conv-ref':8s} {'gelu':8s} {'norm':8s} {'softmax':8s} {'exp':8s}")
     for label, env in runs.items():

@@ -69,7 +69,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="1 round of 2 steps: a smoke run")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.steps = 1, 2
     torch.set_num_threads(1)
     seconds = {label: [] for label in UPDATES}
     weights = {}

@@ -87,11 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--results", type=Path, default=None,
                         help="a finished run of the embedded default: also time a whole evaluate job")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 round of the bare interpreter and hnclip's evaluate imports: a smoke run")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds = 1
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     env = _environment()
-    commands = {name: [sys.executable, "-c", code] for name, code in IMPORT_ROWS.items()}
+    rows = {k: IMPORT_ROWS[k] for k in ("python", "hnclip evaluate's imports")} if args.quick else IMPORT_ROWS
+    commands = {name: [sys.executable, "-c", code] for name, code in rows.items()}
     with tempfile.TemporaryDirectory(prefix="hnclip-startup-") as tmp:
         if args.results is not None:
             commands["evaluate job"] = evaluate_command(args.results.resolve(), Path(tmp))

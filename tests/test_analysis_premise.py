@@ -257,3 +257,19 @@ def test_a_run_that_did_not_probe_is_no_source_of_the_probe_figures(runs, tmp_pa
     assert str(unprobed) not in sources["exact_zero.param_grad.fp32"]
     assert sources["exact_zero.loss.bf16"] == premise_sources(with_probe)["exact_zero.loss.bf16"]
     assert figures["exact_zero.param_grad.fp32"] == premise_figures(with_probe)["exact_zero.param_grad.fp32"]
+
+
+def test_the_premise_verb_prints_the_figures_beside_the_papers_without_out(tmp_path, capsys):
+    """`hnclip premise --results DIR --gamma G` (once benchmarks/premise.py): every figure with the paper's."""
+    from hnclip.analysis.premise import PAPER
+    from hnclip.cli import main
+
+    (tmp_path / "runs").mkdir()
+    assert main(["premise", "--results", str(tmp_path), "--gamma", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path}: 0 runs" in out
+    assert all(key in out for key in PAPER)
+    with pytest.raises(SystemExit, match="--results needs --gamma"):
+        main(["premise", "--results", str(tmp_path)])
+    with pytest.raises(SystemExit, match="give --out"):
+        main(["premise"])

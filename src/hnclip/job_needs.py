@@ -1,7 +1,7 @@
 """What each kind of job needs, from measured costs: memory at the config's micro-batch, time per sample,
 the longest job against its limits, and what the gradient-dynamics probe adds to a training job.
 
-The measurements are ``benchmarks/job_cost.json`` (written by ``benchmarks/job_cost.py``) at a few
+The measurements are ``hnclip/job_cost.json`` (package data, written by ``benchmarks/job_cost.py``) at a few
 micro-batch and batch sizes; :func:`cost_at` reads a value at the config's size off them (the measurement
 itself, or a least-squares line through the sizes measured). Times scale to the plan's GPU throughput
 (:mod:`hnclip.cost`) through the reference framework's measured cost.
@@ -18,6 +18,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from hnclip import plan
@@ -31,6 +32,7 @@ __all__ = [
     "JobNeed",
     "cost_at",
     "diagnostics_cost",
+    "committed_job_cost_path",
     "job_cost_fits",
     "job_cost_path",
     "job_needs",
@@ -43,7 +45,8 @@ __all__ = [
 # by the key of report/published_numbers.yaml that holds the paper's number
 SPEED_CLAIMS = {"goal": "speed.goal", "structxlip": "speed.structxlip"}
 
-JOB_COST_FILE = Path("benchmarks") / "job_cost.json"
+# the committed measurements: package data (importlib.resources), written by benchmarks/job_cost.py
+JOB_COST_FILE = "job_cost.json"
 # the default calibration's samples/s is that of an HN-CLIP step (token branch included), so frameworks'
 # measured costs are taken relative to it
 REFERENCE_FRAMEWORK = "hnclip"
@@ -65,13 +68,17 @@ class JobNeed:
 
 
 def job_cost_path(path=None) -> Path | None:
-    """The measured job costs: ``path``, else ``benchmarks/job_cost.json`` here or in the repository."""
+    """The measured job costs: ``path``, else the committed ones shipped with the package
+    (``hnclip/job_cost.json``), None if that is absent."""
     if path is not None:
         return Path(path)
-    for candidate in (Path.cwd() / JOB_COST_FILE, Path(__file__).resolve().parents[2] / JOB_COST_FILE):
-        if candidate.is_file():
-            return candidate
-    return None
+    return committed_job_cost_path()
+
+
+def committed_job_cost_path() -> Path | None:
+    """``hnclip/job_cost.json``, the package's measurements (``benchmarks/job_cost.py`` writes them)."""
+    candidate = Path(str(resources.files("hnclip") / JOB_COST_FILE))
+    return candidate if candidate.is_file() else None
 
 
 def load_job_cost(path) -> dict:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 
-from hnclip import plan
+from hnclip import paths, plan
 
 __all__ = ["DEFAULT_SPLIT", "all_variants", "benchmark_variants", "protocol_eval_path", "protocol_spec",
            "protocol_spec_digest", "variant_pattern", "write_protocol_spec"]
@@ -54,11 +54,11 @@ def protocol_eval_path(cell: dict, split: str) -> str:
     if split == DEFAULT_SPLIT:
         return cell["eval_path"]
     if plan.is_zeroshot(cell):
-        return f"results/protocols/zeroshot/{cell['eval_benchmark']}/{split}.json"
+        return paths.zeroshot_protocol_path(cell["eval_benchmark"], split)
     run = cell["run"]
-    model = (f"{run['train_set']}/{run['method']}/g{plan.format_number(run['gamma'])}"
-             f"/f{plan.format_number(run['fraction'])}/s{run['seed']}")
-    return f"results/protocols/{model}/{cell['eval_benchmark']}/{split}.json"
+    model = paths.run_path(run["train_set"], run["method"], paths.format_number(run["gamma"]),
+                           paths.format_number(run["fraction"]), run["seed"])
+    return paths.protocol_path(model, cell["eval_benchmark"], split)
 
 
 def _model_cells(config: dict) -> list[dict]:

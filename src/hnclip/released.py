@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import shlex
 
-from hnclip import plan
+from hnclip import config_checks, plan
 
 __all__ = ["RELEASED", "RELEASED_TRAIN_SET", "check_models", "convert_options", "released_benchmarks",
            "released_eval_path", "released_evaluations", "released_run", "released_spec", "released_spec_digest",
@@ -40,18 +40,18 @@ def check_models(config: dict) -> None:
         key = f"models.{name}"
         for field in _NEEDS.get(entry["source"], ("checkpoint",)):
             if not entry.get(field):
-                plan._fail(f"{key}.{field}", f"required for source {entry['source']}")
+                config_checks.fail(f"{key}.{field}", f"required for source {entry['source']}")
         if entry.get("base") and entry["source"] not in ("goal", "structxlip"):
-            plan._fail(f"{key}.base", f"only for sources goal and structxlip (this one is {entry['source']})")
+            config_checks.fail(f"{key}.base", f"only for sources goal and structxlip (this one is {entry['source']})")
         if entry.get("stretch") and entry["source"] in ("longclip", "goal", "structxlip", "finelip"):
-            plan._fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
+            config_checks.fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
         for i, bench in enumerate(entry.get("benchmarks") or []):
             if bench not in benchmarks:
-                plan._fail(f"{key}.benchmarks[{i}]", plan._unknown("benchmark", bench, benchmarks))
+                config_checks.fail(f"{key}.benchmarks[{i}]", config_checks.unknown("benchmark", bench, benchmarks))
             if "test" not in plan.benchmark_splits(benchmarks[bench]):
-                plan._fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
+                config_checks.fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
     if config.get("models") and not released_evaluations(config):
-        plan._fail("models", "no configured benchmark has a test split to score the released checkpoints on")
+        config_checks.fail("models", "no configured benchmark has a test split to score the released checkpoints on")
 
 
 def released_benchmarks(config: dict, name: str) -> list[str]:

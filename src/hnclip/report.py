@@ -22,6 +22,7 @@ import jinja2
 import markupsafe
 import yaml
 
+from hnclip import paths
 from hnclip.analysis.claims import VERDICTS
 from hnclip.analysis.premise import PAPER_GEOMETRY
 from hnclip.analysis.table_format import read_table_csv, scale_label
@@ -490,7 +491,7 @@ def _provenance_rows(provenance: Iterable[Mapping]) -> list[dict]:
     for s in provenance:
         run = s.get("run_dir") or s.get("run") or "?"
         rows.append({
-            "run": str(run).removeprefix("results/runs/"),
+            "run": paths.run_of_dir(run),
             "recipe": _recipe_text(s.get("recipe")),
             "config_hash": str(s.get("config_hash", "")),
             "git_commit": str(s.get("git_commit", "")),

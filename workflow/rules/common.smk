@@ -25,6 +25,7 @@ _SHELL_PREFIX = (
 from hnclip import (
     cpu_kernels,
     job_errors,
+    paths,
     plan,
     protocols,
     released,
@@ -407,12 +408,13 @@ def protocol_run_summaries():
 
 def get_summaries(runs=None):
     return [
-        f"results/runs/{r.path}/summary.json" for r in (RUNS if runs is None else runs)
+        f"{paths.run_dir(r.path)}/summary.json"
+        for r in (RUNS if runs is None else runs)
     ]
 
 
 def get_benchmark_files():
-    return [f"results/benchmarks/train/{r.path}.tsv" for r in RUNS]
+    return [paths.benchmark_path("train", r.path) for r in RUNS]
 
 
 def get_preprocess_benchmark_files():
@@ -435,7 +437,7 @@ def get_regime_inputs(wildcards):
     evaluation on the benchmark) and, where the main experiment compares HN-CLIP with Long-CLIP FT on
     it, the main spec and those evaluations."""
     bench = wildcards.benchmark
-    runs = [f"results/runs/{r.path}" for r in plan.plain_runs(config, bench)]
+    runs = [paths.run_dir(r.path) for r in plan.plain_runs(config, bench)]
     inputs = {
         "backbone": "results/backbone/model",
         "train_manifest": f"results/data/{config['benchmarks'][bench]['train_set']}/train.csv",
@@ -515,7 +517,7 @@ def get_exports():
     if not is_active("main"):
         return []
     return [
-        f"results/exports/{d.removeprefix('results/runs/')}/{fmt}"
+        paths.export_dir(paths.run_of_dir(d), fmt)
         for d in spec_runs("main")
         for fmt in config["export"]["formats"]
     ]

@@ -4,15 +4,15 @@
 
 rule evaluate:
     input:
-        model="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model",
+        model=f"{paths.run_dir()}/model",
         manifest="results/data/{eval_benchmark}/test.csv",
         images="results/data/{eval_benchmark}/test_images",
     output:
-        "results/evals/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.json",
+        paths.eval_path(),
     log:
-        "results/logs/evaluate/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.log",
+        paths.log_path("evaluate", f"{paths.RUN}/{{eval_benchmark}}"),
     benchmark:
-        "results/benchmarks/evaluate/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}.tsv"
+        paths.benchmark_path("evaluate", f"{paths.RUN}/{{eval_benchmark}}")
     conda:
         "../../envs/train.yaml"
     threads: get_threads("evaluate")
@@ -33,11 +33,11 @@ rule evaluate_zeroshot:
         manifest="results/data/{eval_benchmark}/test.csv",
         images="results/data/{eval_benchmark}/test_images",
     output:
-        "results/evals/zeroshot/{eval_benchmark}.json",
+        paths.zeroshot_eval_path(),
     log:
-        "results/logs/evaluate/zeroshot/{eval_benchmark}.log",
+        paths.log_path("evaluate", "zeroshot/{eval_benchmark}"),
     benchmark:
-        "results/benchmarks/evaluate/zeroshot/{eval_benchmark}.tsv"
+        paths.benchmark_path("evaluate", "zeroshot/{eval_benchmark}")
     conda:
         "../../envs/train.yaml"
     threads: get_threads("evaluate")

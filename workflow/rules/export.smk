@@ -4,15 +4,13 @@
 
 rule export:
     input:
-        model="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model",
-        summary="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/summary.json",
+        model=f"{paths.run_dir()}/model",
+        summary=f"{paths.run_dir()}/summary.json",
         evals=get_run_evaluations,
     output:
-        directory(
-            "results/exports/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{format}"
-        ),
+        directory(paths.export_dir()),
     log:
-        "results/logs/export/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{format}.log",
+        paths.log_path("export", f"{paths.RUN}/{{format}}"),
     wildcard_constraints:
         format="longclip|open_clip|transformers",
     localrule: True

@@ -44,13 +44,13 @@ rule prepare_protocol_split:
 
 rule evaluate_protocol:
     input:
-        model="results/runs/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/model",
+        model=f"{paths.run_dir()}/model",
         manifest="results/data/{eval_benchmark}/protocols/{variant}.csv",
         images="results/data/{eval_benchmark}/protocols/{variant}_images",
     output:
-        "results/protocols/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}/{variant}.json",
+        paths.protocol_path(),
     log:
-        "results/logs/protocols/{train_set}/{method}/g{gamma}/f{fraction}/s{seed}/{eval_benchmark}/{variant}.log",
+        paths.log_path("protocols", f"{paths.RUN}/{{eval_benchmark}}/{{variant}}"),
     wildcard_constraints:
         variant=protocols.variant_pattern(config),
     conda:
@@ -73,9 +73,9 @@ rule evaluate_protocol_zeroshot:
         manifest="results/data/{eval_benchmark}/protocols/{variant}.csv",
         images="results/data/{eval_benchmark}/protocols/{variant}_images",
     output:
-        "results/protocols/zeroshot/{eval_benchmark}/{variant}.json",
+        paths.zeroshot_protocol_path(),
     log:
-        "results/logs/protocols/zeroshot/{eval_benchmark}/{variant}.log",
+        paths.log_path("protocols", "zeroshot/{eval_benchmark}/{variant}"),
     wildcard_constraints:
         variant=protocols.variant_pattern(config),
     conda:

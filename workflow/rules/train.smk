@@ -11,15 +11,13 @@
 # `train_without_test`) stays one evaluate job each. The evaluation runs at the training job's
 # threads and device (resources.train), where an evaluate job would use resources.evaluate's.
 
-_RUN = "{train_set}/{method}/g{gamma}/f{fraction}/s{seed}"
-
 # what both training rules write (the evaluation record is the self-evaluating rule's alone)
 TRAIN_OUTPUTS = dict(
-    summary=f"results/runs/{_RUN}/summary.json",
-    dynamics=f"results/runs/{_RUN}/dynamics.csv",
-    epochs=f"results/runs/{_RUN}/epochs.csv",
-    epoch_ranks=f"results/runs/{_RUN}/epoch_ranks.csv",
-    model=directory(f"results/runs/{_RUN}/model"),
+    summary=f"{paths.run_dir()}/summary.json",
+    dynamics=f"{paths.run_dir()}/dynamics.csv",
+    epochs=f"{paths.run_dir()}/epochs.csv",
+    epoch_ranks=f"{paths.run_dir()}/epoch_ranks.csv",
+    model=directory(f"{paths.run_dir()}/model"),
 )
 
 TRAIN_PARAMS = dict(
@@ -31,7 +29,7 @@ TRAIN_PARAMS = dict(
     ),
     launcher=get_train_launcher(),
     out_dir=lambda w, output: Path(output.summary).parent,
-    checkpoint_dir=f"results/checkpoints/{_RUN}",
+    checkpoint_dir=paths.checkpoint_dir(),
 )
 
 
@@ -42,11 +40,11 @@ rule train:
         test_images="results/data/{train_set}/test_images",
     output:
         **TRAIN_OUTPUTS,
-        evaluation=f"results/evals/{_RUN}/{{train_set}}.json",
+        evaluation=paths.eval_path(paths.RUN, "{train_set}"),
     log:
-        f"results/logs/train/{_RUN}.log",
+        paths.log_path("train", paths.RUN),
     benchmark:
-        f"results/benchmarks/train/{_RUN}.tsv"
+        paths.benchmark_path("train", paths.RUN)
     wildcard_constraints:
         train_set=plan.wildcard_pattern(SELF_EVALUATED),
     conda:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from hnclip import paths
 from hnclip.analysis.table_format import SCALES
-from hnclip.plan import EXPERIMENTS, format_number
+from hnclip.paths import RUN_FIELDS, format_number
+from hnclip.plan import EXPERIMENTS
 from hnclip.released import RELEASED
 
 __all__ = [
@@ -43,7 +45,6 @@ __all__ = [
     "summary_config_hash",
 ]
 
-RUN_FIELDS = ("train_set", "method", "gamma", "fraction", "seed")
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 # metric prefix -> direction label shown in tables
 DIRECTIONS = {"i2t": "I->T", "t2i": "T->I"}
@@ -63,8 +64,7 @@ def run_name(run: Mapping, eval_benchmark: str | None = None) -> str:
     missing = [f for f in RUN_FIELDS if f not in run]
     if missing:
         raise KeyError(f"run {dict(run)!r} lacks field(s) {missing}")
-    name = (f"{run['train_set']}/{run['method']}/g{format_number(run['gamma'])}"
-            f"/f{format_number(run['fraction'])}/s{format_number(run['seed'])}")
+    name = paths.run_name(run)
     return name if eval_benchmark is None else f"{name}/{eval_benchmark}"
 
 

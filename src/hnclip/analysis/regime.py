@@ -867,7 +867,7 @@ MET_MARKS = {True: "✓", False: "✗", None: "–"}
 
 
 def format_conditions(report: Mapping) -> str:
-    """One regime file's conditions as plain text, each beside its target (``benchmarks/premise.py``)."""
+    """One regime file's conditions as plain text, each beside its target (``hnclip premise --regime``)."""
     lines = [f"== regime conditions, {report['benchmark']}: {report['n_test_images']} test scenes, "
              f"{len(report['plain_runs'])} plain runs; near-duplicate = caption cosine >= "
              f"{report['near_duplicate_cosine']:g} under the backbone =="]

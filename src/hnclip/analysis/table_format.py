@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hnclip import paths
 from hnclip.scales import SCALES, scale_label  # re-exported: the tables' readers import them from here
 
 __all__ = ["SCALES", "format_number", "read_table_csv", "scale_label", "write_table"]
@@ -112,7 +113,7 @@ def _run_columns(runs: list[dict]) -> list[str]:
     def distinct(key):
         return ";".join(dict.fromkeys(str(r[key]) for r in runs))
 
-    names = ";".join(f"{r['train_set']}/{r['method']}/g{r['gamma']}/f{r['fraction']}/s{r['seed']}" for r in runs)
+    names = ";".join(paths.run_name(r, numbers=str) for r in runs)
     return [names, distinct("train_set"), distinct("method"), distinct("gamma"), distinct("fraction"),
             distinct("seed"), ";".join(str(r.get("config_hash") or "") for r in runs)]
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnclip import paths
 from hnclip.analysis.bootstrap import (
     BootstrapSettings,
     Estimate,
@@ -397,7 +398,7 @@ def _cost_order(parts: tuple[str, ...]) -> tuple:
 
 
 def _run_path(parts: tuple[str, ...]) -> str:
-    return "{}/{}/g{}/f{}/s{}".format(*parts)
+    return paths.run_path(*parts)
 
 
 def _on_gpu(summary: Mapping) -> bool:

@@ -123,23 +123,57 @@ def cmd_gallery(args) -> None:
 
 def add_premise(sub) -> None:
     p = add_verb(sub, "premise", cmd_premise,
-                 "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs")
-    p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files")
-    p.add_argument("--gamma", type=float, required=True, help="gamma of the HN and HN-CLIP runs to use (config gamma)")
+                 "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs: written to "
+                 "--out (the workflow's results/premise.json), or printed beside the paper's from --results, "
+                 "--regime and/or --backbone with --data")
+    p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files (with --out)")
+    p.add_argument("--gamma", type=float, default=None,
+                   help="gamma of the HN and HN-CLIP runs to use (config gamma; needed with --out and --results)")
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (statistics.confidence)")
     p.add_argument("--resamples", type=int, default=2000,
                    help="bootstrap resamples of where InfoNCE flattens (statistics.resamples)")
     p.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (statistics.seed)")
-    p.add_argument("--out", required=True, help="JSON to write (hnclip.analysis.premise.premise_report)")
+    p.add_argument("--out", default=None, help="JSON to write (hnclip.analysis.premise.premise_report)")
+    printed = p.add_argument_group("printed beside the paper's figures (without --out)")
+    printed.add_argument("--results", type=Path, default=None, help="a finished results/ folder")
+    printed.add_argument("--regime", type=Path, nargs="+", default=[],
+                         help="regime files (results/regime/<benchmark>.json) to print")
+    printed.add_argument("--backbone", type=Path, default=None, help="a model folder to probe (with --data)")
+    printed.add_argument("--data", type=Path, default=None,
+                         help="prepared benchmark folder: train.csv, test.csv, *_images")
+    printed.add_argument("--batches", type=int, default=500, help="random micro-batches of the probe")
+    printed.add_argument("--batch", type=int, default=16, help="micro-batch size of the probe (paper: 16)")
+    printed.add_argument("--seed", type=int, default=0, help="seed of the probe's micro-batches")
 
 
 def cmd_premise(args) -> None:
     from hnclip.analysis.premise import premise_report
     from hnclip.fileio import write_json_atomic
 
+    if args.out is None:
+        _print_premise(args)
+        return
+    if args.gamma is None:
+        raise SystemExit("hnclip premise: --out needs --gamma (the config's gamma)")
     write_json_atomic(Path(args.out), premise_report(run_folders(args.runs), gamma=args.gamma,
                                                      confidence=args.confidence, resamples=args.resamples,
                                                      seed=args.bootstrap_seed))
+
+
+def _print_premise(args) -> None:
+    from hnclip.analysis import premise_print
+
+    if not args.results and not args.backbone and not args.regime:
+        raise SystemExit("hnclip premise: give --out (with --runs), or --results, --regime and/or --backbone with --data")
+    if args.backbone and not args.data:
+        raise SystemExit("hnclip premise: --backbone needs --data")
+    if args.results and args.gamma is None:
+        raise SystemExit("hnclip premise: --results needs --gamma (the config's gamma, e.g. 0.5 in config/paper.yaml)")
+    if args.results:
+        premise_print.from_results(args.results, args.gamma)
+    if args.backbone:
+        premise_print.probe_backbone(args.backbone, args.data, args.batches, args.batch, args.seed)
+    premise_print.print_regime(args.regime)
 
 
 def add_regime(sub) -> None:

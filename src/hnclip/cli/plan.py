@@ -27,7 +27,7 @@ def add_plan(sub) -> None:
                         "Long-CLIP-L estimate for Long-CLIP-L, else none)")
     p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
     p.add_argument("--job-cost", default=None,
-                   help="measured memory and time per job (default benchmarks/job_cost.json, if present); used "
+                   help="measured memory and time per job (default: the measurements shipped with hnclip, hnclip/job_cost.json); used "
                         "when it measured the config's backbone, else the backbone's earlier runs are")
 
 
@@ -41,7 +41,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
                file=None, job_cost=None) -> list[ExperimentCost]:
     """Print the plan of ``configfile`` (one path, or several layered in order) with ``profile``'s train
     resources, if given, and what each job needs against its limits: from the measured job costs
-    (``job_cost``, default benchmarks/job_cost.json) when they measured the config's backbone, else from
+    (``job_cost``, default hnclip/job_cost.json, package data) when they measured the config's backbone, else from
     the backbone's earlier runs in ``results_dir``, else a line saying there is no measurement (``job_cost``
     False: leave all of it out); return its rows."""
     from hnclip import plan
@@ -86,7 +86,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
                                           max(1, config["train"]["micro_batch"] // gpus))
     else:  # the file measured another model (or there is none): this backbone's own runs, or nothing
         other = (f"{cost_path} measures {cost.get('model', 'ViT-L-14-longclip')!r}, not this config's backbone "
-                 f"{backbone!r}" if cost is not None else "no benchmarks/job_cost.json")
+                 f"{backbone!r}" if cost is not None else "no hnclip/job_cost.json")
         needs = run_needs(config, results_dir, sizes, train_limits)
         if needs:
             text += "\n" + format_run_needs(needs, backbone, Path(results_dir) / "runs", other)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hnclip import plan
+from hnclip import paths, plan
 from hnclip.analysis.claims import evaluate_claims, power_notes
 
 __all__ = ["judge_from_files", "load_claims", "spec_records", "write_claims"]
@@ -108,7 +108,7 @@ def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, 
     dynamics = {}
     for path in logs["dynamics"]:
         run_dir = Path(path).parent
-        label = str(run_dir.as_posix()).removeprefix("results/runs/")
+        label = paths.run_of_dir(run_dir.as_posix())
         if Path(path).is_file():
             dynamics[label] = load_dynamics(run_dir)
     epochs = _epochs_table(specs)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnclip import paths
 from hnclip.analysis.binomial import wilson_interval
 from hnclip.analysis.claims.base import (
     Context,
@@ -244,7 +245,7 @@ def premise_ratio(ctx: Context) -> dict:
             for m in medians:
                 margins += [(_log10(m["median"]) - 2, False), (6 - _log10(m["median"]), False)]
                 bounds += [(_log10(m["low"]) - 2, _log10(m["high"]) - 2), (6 - _log10(m["high"]), 6 - _log10(m["low"]))]
-                evidence[f"{Path(m['run']).as_posix().removeprefix('results/runs/')}, epoch {m['epoch']} "
+                evidence[f"{paths.run_of_dir(Path(m['run']).as_posix())}, epoch {m['epoch']} "
                          f"(median of {m['n']})"] = f"{m['median']:.3g} [{m['low']:.3g}, {m['high']:.3g}]"
             result = make_verdict(key, ctx.scale, criterion, margins, evidence,
                                   {"per-epoch median ratio": {"smallest": low, "largest": high}}, bounds=bounds)

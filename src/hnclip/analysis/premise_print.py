@@ -1,39 +1,28 @@
-"""Is fine-tuning in the paper's regime? Print each regime figure beside the paper's, with its definition.
+"""``hnclip premise`` without ``--out``: is fine-tuning in the paper's regime? Each regime figure printed beside
+the paper's, with its definition, from any of three sources:
 
-Two sources, either or both:
-
-- ``--results DIR`` (a finished ``results/`` folder): every run under ``DIR/runs`` is classified by
+- a finished ``results/`` folder (:func:`from_results`): every run under ``DIR/runs`` classified by
   :func:`hnclip.analysis.premise.run_role` (plain InfoNCE, HN only, HN-CLIP; full data, the given gamma) and
-  :func:`hnclip.analysis.premise.premise_figures` is computed from their ``dynamics.csv`` / ``epochs.csv``;
-  the caption geometry comes from ``DIR/geometry/<benchmark>.json``.
-- ``--backbone MODEL --data DIR`` (a quick probe, no training): the backbone itself on a prepared
-  benchmark (``DIR/{train,test}.csv`` and ``*_images``): zero-shot Recall@1 on the test split, and on
-  random micro-batches of the training split at s = 100 the share with standard InfoNCE < 1e-3 and the
-  exact-zero shares of :mod:`hnclip.training.dynamics` (loss, positive-logit and feature gradient; the
-  parameter gradient needs a training step, so the probe leaves it out), plus the caption geometry.
-- ``--regime FILE...`` (``results/regime/<benchmark>.json``, written by ``hnclip regime``): the seven
-  conditions of the paper's regime (:mod:`hnclip.analysis.regime`), each beside its target; with
-  ``--results`` every ``DIR/regime/*.json`` is printed too.
-
-    .venv/bin/python benchmarks/premise.py --results results
-    .venv/bin/python benchmarks/premise.py --regime results/regime/synthetic.json
-    .venv/bin/python benchmarks/premise.py --backbone results/backbone/model --data results/data/synthetic
+  :func:`hnclip.analysis.premise.premise_figures` computed from their ``dynamics.csv`` / ``epochs.csv``; the
+  caption geometry from ``DIR/geometry/<benchmark>.json``, the regime conditions from ``DIR/regime/``;
+- a backbone on a prepared benchmark (:func:`probe_backbone`, a quick probe, no training): zero-shot
+  Recall@1 on the test split, and on random micro-batches of the training split at s = 100 the share with
+  standard InfoNCE < 1e-3 and the exact-zero shares of :mod:`hnclip.training.dynamics` (loss, positive-logit
+  and feature gradient; the parameter gradient needs a training step, so the probe leaves it out), plus the
+  caption geometry;
+- regime files (``results/regime/<benchmark>.json``, written by ``hnclip regime``, :func:`print_regime`): the
+  seven conditions of the paper's regime (:mod:`hnclip.analysis.regime`), each beside its target.
 
 Toy-scale numbers on the synthetic benchmark; the paper's are Long-CLIP-L on DOCCI/DCI.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from hnclip.analysis.premise import (  # noqa: E402
+from hnclip.analysis.premise import (
     DEFINITIONS,
     PAPER,
     PAPER_GEOMETRY,
@@ -43,6 +32,8 @@ from hnclip.analysis.premise import (  # noqa: E402
     premise_figures,
     premise_sources,
 )
+
+__all__ = ["from_results", "print_figures", "print_geometry", "print_regime", "probe_backbone"]
 
 
 def _fmt(value) -> str:
@@ -121,33 +112,3 @@ def probe_backbone(model_dir: Path, data: Path, n_batches: int, batch: int, seed
     print_figures({"saturated_share_epoch1": float(np.mean(saturated)),
                    **{k: float(np.mean(v)) for k, v in zero.items()}})
     print_geometry("training split", caption_geometry(texts.numpy(), batch, n_batches, seed))
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, help="a finished results/ folder")
-    parser.add_argument("--gamma", type=float, default=None,
-                        help="gamma of the HN and HN-CLIP runs to use (the config's gamma; needed with --results)")
-    parser.add_argument("--backbone", type=Path, help="a model folder to probe (with --data)")
-    parser.add_argument("--data", type=Path, help="prepared benchmark folder: train.csv, test.csv, *_images")
-    parser.add_argument("--batches", type=int, default=500, help="random micro-batches of the probe")
-    parser.add_argument("--batch", type=int, default=16, help="micro-batch size of the probe (paper: 16)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--regime", type=Path, nargs="+", default=[],
-                        help="regime files (results/regime/<benchmark>.json) to print")
-    args = parser.parse_args()
-    if not args.results and not args.backbone and not args.regime:
-        parser.error("give --results, --regime and/or --backbone with --data")
-    if args.backbone and not args.data:
-        parser.error("--backbone needs --data")
-    if args.results and args.gamma is None:
-        parser.error("--results needs --gamma (the config's gamma, e.g. 0.5 in config/paper.yaml)")
-    if args.results:
-        from_results(args.results, args.gamma)
-    if args.backbone:
-        probe_backbone(args.backbone, args.data, args.batches, args.batch, args.seed)
-    print_regime(args.regime)
-
-
-if __name__ == "__main__":
-    main()

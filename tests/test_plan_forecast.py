@@ -252,7 +252,7 @@ def _micro_run(results: Path, name: str, framework: str, token_weight: float, ra
 def test_a_small_backbone_is_priced_from_its_own_runs_not_the_paper_shapes(micro, tmp_path):
     """The issue's case: an own-data config of a small model shown the paper-shape table's 19,351 MB and
     2.6 s/sample while its run used 915 MB at 122 samples/s."""
-    committed = REPO / "benchmarks/job_cost.json"
+    committed = REPO / "src/hnclip/job_cost.json"
     results = tmp_path / "results"
     write_json(results / "backbone/model/model.json", model_json("micro", 32))
     _, out = run_plan(micro, tmp_path, results_dir=results, job_cost=committed)
@@ -475,7 +475,7 @@ def test_job_needs_follow_the_measured_lines_and_warn_against_the_profile(paper,
 
 
 def test_paper_plan_prints_each_frameworks_memory_from_the_committed_measurements(tmp_path):
-    committed = REPO / "benchmarks/job_cost.json"
+    committed = REPO / "src/hnclip/job_cost.json"
     cost = json.loads(committed.read_text())
     _, out = run_plan(PAPER, tmp_path, samples_per_s=150.0, job_cost=committed)
     assert f"per-job needs, measured by benchmarks/job_cost.py ({committed}) on {cost['date'][:10]}" in out
@@ -532,7 +532,7 @@ def test_diagnostics_share_follows_the_measured_probed_step_by_hand(paper, tmp_p
 
 
 def test_the_paper_plan_spends_at_most_three_percent_of_its_gpu_hours_on_diagnostics(tmp_path):
-    committed = REPO / "benchmarks/job_cost.json"
+    committed = REPO / "src/hnclip/job_cost.json"
     _, out = run_plan(PAPER, tmp_path, samples_per_s=150.0, job_cost=committed)
     grid = next(line for line in out.splitlines() if line.startswith("the grid: "))
     read = float(grid.split("%)")[0].rsplit("(", 1)[1])  # "... probing (2.4%); with every run ..."
@@ -570,3 +570,14 @@ def test_a_manifest_prepared_for_other_counts_does_not_size_the_paper_grid(paper
     write_json(data / "source.json", {"adapter": "docci", "expected_counts": {"test": 5000}})
     _, out = run_plan(paper, tmp_path, samples_per_s=100.0)
     assert "docci: 3,000 (prepared manifest" in out
+
+
+def test_the_committed_job_costs_are_package_data_read_by_default():
+    """`hnclip plan` without --job-cost reads hnclip/job_cost.json (importlib.resources; pyproject package-data)."""
+    from hnclip.job_needs import job_cost_path, load_job_cost
+
+    path = job_cost_path()
+    assert path is not None and path.resolve() == (REPO / "src/hnclip/job_cost.json").resolve()
+    assert load_job_cost(path)["frameworks"]
+    assert '"job_cost.json"' in (REPO / "pyproject.toml").read_text()
+    assert not (REPO / "benchmarks/job_cost.json").exists()

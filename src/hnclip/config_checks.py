@@ -1,0 +1,163 @@
+"""Cross-reference checks of a validated workflow config that the JSON schema cannot express
+(:func:`check_config`); each error names the offending key."""
+
+from __future__ import annotations
+
+from hnclip.config_validation import ConfigError, did_you_mean
+from hnclip.plan.benchmarks import benchmark_splits
+
+__all__ = ["check_config", "fail", "unknown"]
+
+
+def fail(key: str, message: str):
+    """Raise the :class:`ConfigError` ``config key KEY: MESSAGE``."""
+    raise ConfigError(f"config key {key}: {message}")
+
+
+def unknown(kind: str, name: str, known) -> str:
+    """``unknown method 'hnclp'; did you mean 'hnclip'?`` (or the known names when none is close)."""
+    return f"unknown {kind} {name!r}; {did_you_mean(name, known)}"
+
+
+_OWN_FILES = {"table": "files", "webdataset": "shards"}  # your own captions: adapter -> its splits' key
+
+
+def _check_own_captions(name: str, bench: dict) -> None:
+    """Adapters table and webdataset need their block, whose files or shards list exactly the splits."""
+    adapter = bench["adapter"]
+    for other in _OWN_FILES:
+        if other != adapter and other in bench:
+            fail(f"benchmarks.{name}.{other}", f"only for adapter {other} (this benchmark's adapter is {adapter!r})")
+    if adapter not in _OWN_FILES:
+        return
+    key = f"benchmarks.{name}.{adapter}"
+    files = (bench.get(adapter) or {}).get(_OWN_FILES[adapter]) or {}
+    if not files:
+        fail(f"{key}.{_OWN_FILES[adapter]}", f"required for adapter {adapter}: each split's "
+                                              f"{'table file' if adapter == 'table' else 'shards'}, "
+                                              "e.g. {train: ..., test: ...} (config/README.md, Your own captions)")
+    splits = benchmark_splits(bench)
+    for split in splits:
+        if split not in files:
+            fail(f"{key}.{_OWN_FILES[adapter]}", f"has no {split!r} entry, but benchmarks.{name}.splits lists "
+                                                  f"{split!r} (set splits: {sorted(files)} if that is all there is)")
+    for split in files:
+        if split not in splits:
+            fail(f"{key}.{_OWN_FILES[adapter]}.{split}", f"split {split!r} is not in benchmarks.{name}.splits "
+                                                          f"{splits}; add it there or remove it here")
+
+
+def check_config(config: dict) -> None:
+    """Cross-reference checks the JSON schema cannot express; each error names the offending key."""
+    benchmarks, methods = config["benchmarks"], config["methods"]
+    for name, bench in benchmarks.items():
+        _check_own_captions(name, bench)
+        train_set = bench.get("train_set")
+        if train_set is not None:
+            if train_set not in benchmarks:
+                fail(f"benchmarks.{name}.train_set", unknown("benchmark", train_set, benchmarks))
+            if "train" not in benchmark_splits(benchmarks[train_set]):
+                fail(f"benchmarks.{name}.train_set", f"benchmark {train_set!r} has no train split")
+    if config["backbone"]["source"] == "pretrain":
+        bench = config["pretrain"]["benchmark"]
+        if bench not in benchmarks:
+            fail("pretrain.benchmark", unknown("benchmark", bench, benchmarks))
+        long = config["pretrain"]["long"]
+        micro_batch = long.get("train", {}).get("micro_batch")
+        if micro_batch and micro_batch % long["processes"]:
+            fail("pretrain.long.processes", f"{long['processes']} does not divide pretrain.long.train.micro_batch "
+                                             f"{micro_batch} (each process takes an even share)")
+    elif config["backbone"]["source"] == "open_clip":
+        if not config["backbone"].get("model"):
+            fail("backbone.model", "required when backbone.source is 'open_clip' (an architecture such as ViT-B-32 "
+                                    "with a pretrained tag in backbone.checkpoint, hf-hub:ORG/REPO or local-dir:FOLDER)")
+    elif not config["backbone"].get("checkpoint"):
+        fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
+    if config["backbone"].get("stretch") and config["backbone"]["source"] not in ("openai", "open_clip", "transformers"):
+        fail("backbone.stretch", f"stretches a converted 77-position tower (sources openai, open_clip, transformers); "
+                                  f"source {config['backbone']['source']!r} has its positions already")
+    from hnclip.released import check_models
+
+    check_models(config)
+    _check_files_from(benchmarks)
+    experiments = config.get("experiments", {})
+    for exp_name, exp in experiments.items():
+        for i, bench in enumerate(exp.get("benchmarks", [])):
+            if bench not in benchmarks:
+                fail(f"experiments.{exp_name}.benchmarks[{i}]", unknown("benchmark", bench, benchmarks))
+            if exp_name == "retention":  # scored by the main table's models: no runs of its own
+                if "test" not in benchmark_splits(benchmarks[bench]):
+                    fail(f"experiments.retention.benchmarks[{i}]", f"benchmark {bench!r} has no test split")
+                continue
+            if benchmarks[bench].get("train_set") is None:
+                fail(f"experiments.{exp_name}.benchmarks[{i}]",
+                      f"benchmark {bench!r} has no train_set, so it has no in-domain runs")
+        where = f"experiments.{exp_name}"
+        referenced = [(f"{where}.methods[{i}]", m) for i, m in enumerate(exp.get("methods", []))]
+        if "method" in exp:
+            referenced.append((f"{where}.method", exp["method"]))
+        referenced += [(f"{where}.pairs[{i}].{k}", p[k]) for i, p in enumerate(exp.get("pairs", []))
+                       for k in ("plain", "hn") if k in p]
+        referenced += [(f"{where}.variants[{i}].method", v["method"]) for i, v in enumerate(exp.get("variants", []))]
+        for key, method in referenced:
+            if method not in methods:
+                fail(key, unknown("method", method, methods))
+        for i, pair in enumerate(exp.get("pairs", [])):
+            for k in ("train", "eval"):
+                if k in pair and pair[k] not in benchmarks:
+                    fail(f"experiments.{exp_name}.pairs[{i}].{k}", unknown("benchmark", pair[k], benchmarks))
+            if "train" in pair and "train" not in benchmark_splits(benchmarks[pair["train"]]):
+                fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
+    if "retention" in experiments and "main" not in experiments:
+        fail("experiments.retention", "scores the main table's models (the zero-shot backbone and every method of "
+                                       "experiments.main): configure experiments.main too")
+    _check_preprocess(config, experiments)
+    if "rehearsal" in config and config["scale"] != "rehearsal":
+        fail("scale", f"is {config['scale']!r}, but a config with a rehearsal section runs on stand-in files: "
+                       "its numbers must be labelled 'rehearsal'")
+    main = experiments.get("main")
+    if main and config["gamma"] > 0 and all(methods[m].get("hn") for m in main.get("methods", [])):
+        # the main table, its claims and the gallery compare HN-CLIP with baselines; without one they
+        # could only fail (or say nothing) after every run is trained
+        fail("experiments.main.methods", f"{main.get('methods')} has no baseline: add a method with hn: false "
+                                          "(gamma 0), e.g. longclip")
+    if "gamma_sweep" in experiments and not methods[experiments["gamma_sweep"]["method"]].get("hn"):
+        fail("experiments.gamma_sweep.method", "must be a method with hn: true")
+    for i, v in enumerate(experiments.get("ablation", {}).get("variants", [])):
+        if v.get("gamma") and not methods[v["method"]].get("hn"):
+            fail(f"experiments.ablation.variants[{i}].gamma", f"method {v['method']!r} has hn: false")
+
+
+def _check_files_from(benchmarks: dict) -> None:
+    """A benchmark reading another's files (``files_from``) names one that fetches its own, with the same
+    adapter and root, so the config shows the one folder both read."""
+    for name, bench in benchmarks.items():
+        source = bench.get("files_from")
+        if source is None:
+            continue
+        key = f"benchmarks.{name}.files_from"
+        if source not in benchmarks or source == name:
+            fail(key, unknown("benchmark", source, [b for b in benchmarks if b != name]))
+        if benchmarks[source].get("files_from") is not None:
+            fail(key, f"benchmark {source!r} reads another benchmark's files itself; name the one that fetches them")
+        for field in ("adapter", "root"):
+            if bench[field] != benchmarks[source][field]:
+                fail(f"benchmarks.{name}.{field}", f"is {bench[field]!r}, but files_from {source!r} reads the files of "
+                                                    f"benchmarks.{source}, whose {field} is {benchmarks[source][field]!r}")
+
+
+def _check_preprocess(config: dict, experiments: dict) -> None:
+    """GOAL/StructXLIP runs need a segmenter that can work on their training sets."""
+    from hnclip.frameworks.registry import framework_entry
+    from hnclip.plan.grid import _runs_of
+
+    pre = config.get("preprocess", {})
+    for run in (r for name in experiments for r in _runs_of(config, name)):
+        if not framework_entry(config["methods"][run.method]["framework"]).products:
+            continue
+        adapter = config["benchmarks"][run.train_set]["adapter"]
+        if pre.get("segmenter") == "oracle" and not adapter.startswith("synthetic"):
+            fail("preprocess.segmenter", f"'oracle' works on synthetic benchmarks only, but method "
+                                          f"{run.method!r} trains on {run.train_set!r} ({adapter})")
+        if pre.get("segmenter", "sam") == "sam" and not pre.get("sam_model"):
+            fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a SAM folder or hf://OWNER/REPO")

@@ -1,0 +1,37 @@
+"""The experiments the plan knows and the roles the analysis compares: the method keys every spec carries
+(``roles``), the zero-shot row, the ablation's variants."""
+
+from __future__ import annotations
+
+__all__ = ["ABLATION_ROLES", "BASELINE_METHOD", "EXPERIMENTS", "FROZEN_METHOD", "REFERENCE_METHOD", "ZEROSHOT_ROW",
+           "spec_roles"]
+
+EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds", "retention")
+
+
+# The backbone before fine-tuning: the first row of the main and transfer tables, a reference every
+# fine-tuned model is compared with (not a training run: its cells name no run folder).
+ZEROSHOT_ROW = "Zero-shot backbone"
+
+
+# The roles the analysis compares, by method key (config ``methods``), declared here once and carried by
+# every spec (``roles``): tables, figures, claims and the gallery find rows by these keys, so a renamed
+# display label (``methods.<key>.label``) changes what is shown, never what is found.
+REFERENCE_METHOD = "hnclip"  # the paper's method, HN-CLIP
+
+
+BASELINE_METHOD = "longclip"  # its plain fine-tuning baseline, Long-CLIP FT
+
+
+FROZEN_METHOD = "hnclip_frozen"  # HN-CLIP with frozen margins G (appendix B.2): a variant, not a competitor
+
+
+# The ablation's variants by what they train (method key, whether the HN term is on, i.e. gamma > 0).
+ABLATION_ROLES = {"infonce": (BASELINE_METHOD, False), "hn": ("longclip_hn", True),
+                  "token": (REFERENCE_METHOD, False), "full": (REFERENCE_METHOD, True),
+                  "frozen": (FROZEN_METHOD, True)}
+
+
+def spec_roles() -> dict[str, str]:
+    """The method keys a spec's readers compare (``spec["roles"]``): reference, baseline, frozen."""
+    return {"reference": REFERENCE_METHOD, "baseline": BASELINE_METHOD, "frozen": FROZEN_METHOD}
