@@ -3,7 +3,10 @@
 One source per fact: the framework registration rows (hnclip.frameworks.registry) and each framework's
 settings dataclass (hnclip.frameworks.settings: every default, range and help text) are the source of the
 schema's ``framework`` enum and its ``train.<section>`` sections, written between the schema's
-``# begin generated (...)`` / ``# end generated (...)`` markers; the schema is the source of README's table.
+``# begin generated (...)`` / ``# end generated (...)`` markers. The other name lists the schema repeats
+come from their registries (:data:`ENUMS`): on each line ending in ``# generated (<name> enum)`` the
+line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export and convert
+formats). The schema is the source of README's table.
 
     .venv/bin/python workflow/scripts/config_docs.py          # rewrites the generated parts
     .venv/bin/python workflow/scripts/config_docs.py --check  # exit 1 naming the files that are stale
@@ -25,7 +28,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
 
 from hnclip.config_fields import field_bounds, field_types  # noqa: E402
+from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
+from hnclip.model_files import CONVERT_FORMATS, EXPORT_FORMATS  # noqa: E402
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 README = REPO / "config/README.md"
@@ -34,6 +39,15 @@ JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 FRAMEWORK_DESCRIPTION = "Fine-tuning framework (src/hnclip/frameworks)."
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def enums() -> dict[str, list[str]]:
+    """``# generated (<name> enum)`` line tag -> the registry it is written from (read at call time, so a
+    name registered later, e.g. by a test, is included)."""
+    return {"adapter": list(ADAPTERS),  # hnclip.data.ADAPTERS: a benchmark's `adapter`
+            "split": list(SPLITS),  # hnclip.data.SPLITS: `splits`, and the split keys of your own captions
+            "export format": list(EXPORT_FORMATS),  # hnclip.model_files.EXPORT_FORMATS: export.formats
+            "convert format": list(CONVERT_FORMATS)}  # hnclip.model_files.CONVERT_FORMATS: models.<name>.source
 
 
 # ------------------------------------------------------------------------------------- schema nodes
@@ -106,8 +120,21 @@ def replace_block(text: str, name: str, lines: list[str]) -> str:
     return text[:begin.end()] + body + text[end.start():]
 
 
+def replace_enums(text: str, name: str, values: list[str]) -> str:
+    """The ``enum: [...]`` on every line tagged ``# generated (name enum)`` written as ``values``."""
+    tag = re.compile(rf"^(.*?\benum: )\[[^\]]*\](.*# generated \({re.escape(name)} enum\)) *$", re.M)
+    tagged = re.compile(rf"# generated \({re.escape(name)} enum\)")
+    if len(tag.findall(text)) != len(tagged.findall(text)) or not tagged.search(text):
+        raise ValueError(f"{SCHEMA.name}: every line tagged '# generated ({name} enum)' must hold one "
+                         "'enum: [...]' (and one line at least must be tagged)")
+    return tag.sub(lambda m: f"{m.group(1)}{flow(values)}{m.group(2)}", text)
+
+
 def updated_schema(text: str) -> str:
-    """The schema text with its framework enum and framework sections written from the registry."""
+    """The schema text with its framework enum and framework sections written from the registry, and every
+    tagged enum from its registry (:func:`enums`)."""
+    for name, values in enums().items():
+        text = replace_enums(text, name, values)
     text = replace_block(text, "framework enum", node_lines("framework", framework_enum_node()))
     sections = [line for section, cls in settings_sections().items() for line in node_lines(section, section_node(cls))]
     return replace_block(text, "framework sections", sections)

@@ -42,6 +42,7 @@ import pandas as pd
 from PIL import Image, ImageChops, ImageDraw, ImageFilter
 from tqdm import tqdm
 
+from hnclip.data import SPLITS
 from hnclip.data.roots import claim_root
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 FAMILIES = ("synthetic", "synthetic_shift")
-SPLITS = ("train", "val", "test")  # val: held out from test, for choosing recipes
 CAPTIONS_FILE = "captions.jsonl"
 IMAGES_DIR = "images"
 README_FILE = "README.txt"
