@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from hnclip import plan
-from hnclip.config_fields import help_field
-from hnclip.config_validation import validate_config
+from hnclip.config.fields import help_field
+from hnclip.config.train import TrainConfig
+from hnclip.config.validation import validate_config
 from hnclip.frameworks import registry
 from hnclip.frameworks.settings import FrameworkSettings
-from hnclip.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"

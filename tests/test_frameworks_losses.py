@@ -15,13 +15,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hnclip.config.train import TrainConfig
 from hnclip.frameworks import build_framework, framework_names, get_framework_class
 from hnclip.frameworks.base import Batch, Framework
 from hnclip.frameworks.finelip import TokenAggregator, cross_similarity, vse_hinge_loss
 from hnclip.frameworks.longclip import pca_reconstruct, short_caption_loss
 from hnclip.losses import contrastive_loss
 from hnclip.models import create_model
-from hnclip.train_config import TrainConfig
 
 
 def normalised(*shape, seed=0):

@@ -29,10 +29,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hnclip.config.train import TrainConfig
 from hnclip.frameworks import build_framework
 from hnclip.frameworks.base import Batch
 from hnclip.models import create_model
-from hnclip.train_config import TrainConfig
 
 EPS = 1e-8  # the references' F.normalize(x + eps)
 

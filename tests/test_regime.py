@@ -547,7 +547,7 @@ def test_plain_runs_and_regime_benchmarks_of_the_embedded_default():
     import yaml
 
     from hnclip import plan
-    from hnclip.config_validation import validate_config
+    from hnclip.config.validation import validate_config
 
     repo = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((repo / "config/config.yaml").read_text())

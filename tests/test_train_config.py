@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
-from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
-from hnclip.train_config import (
+from hnclip.config.train import (
     NOT_HASHED,
     RUN_SELECTIONS,
     WORKFLOW_KEYS,
     TrainConfig,
     override_items,
 )
+from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
+from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
 
 REPO = Path(__file__).resolve().parents[1]
 # The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):

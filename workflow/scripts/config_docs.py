@@ -27,7 +27,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
 
-from hnclip.config_fields import field_bounds, field_types  # noqa: E402
+from hnclip.config.fields import field_bounds, field_types  # noqa: E402
 from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
 from hnclip.model_files import CONVERT_FORMATS, EXPORT_FORMATS  # noqa: E402

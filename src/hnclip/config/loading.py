@@ -3,7 +3,7 @@ and the tests.
 
 The config file(s) alone (a ``--configfile`` replaces the embedded default; several layer in order, later
 keys winning and mappings merging, with Snakemake's own merge), validated against the schema with its
-defaults filled in (:mod:`hnclip.config_validation`), then cross-checked by :func:`hnclip.plan.check_config`;
+defaults filled in (:mod:`hnclip.config.validation`), then cross-checked by :func:`hnclip.plan.check_config`;
 and a profile's resources as Snakemake layers them over a rule's own.
 """
 
@@ -34,7 +34,7 @@ def load_config(configfiles) -> dict:
     validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
     from snakemake.utils import update_config  # Snakemake's own merge of several --configfile
 
-    from hnclip.config_validation import load_config_file, validate_config
+    from hnclip.config.validation import load_config_file, validate_config
 
     paths = [Path(configfiles)] if isinstance(configfiles, str | Path) else [Path(p) for p in configfiles]
     config: dict = {}

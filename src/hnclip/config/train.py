@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hnclip.config_fields import coerce_numbers, field_types, help_field, parse_value
+from hnclip.config.fields import coerce_numbers, field_types, help_field, parse_value
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FrameworkSettings
 
