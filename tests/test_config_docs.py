@@ -165,7 +165,9 @@ def test_a_registered_framework_reaches_the_schema_the_docs_and_the_plan(dummy_f
 def test_registering_a_name_twice_or_an_unknown_name_says_what_is_known(dummy_framework):
     with pytest.raises(ValueError, match="already registered"):
         registry.register_framework(name="dummy", module="x", settings_cls=DummySettings, hn_legend="x")
-    with pytest.raises(ValueError, match="known frameworks: longclip, lora, dora, finelip, goal, structxlip, dummy"):
+    known = ", ".join(registry.framework_names())
+    assert known.endswith(", dummy")
+    with pytest.raises(ValueError, match=f"known frameworks: {known}"):
         registry.framework_entry("dummy2")
     with pytest.raises(ValueError, match="is not one of longclip, .*, dummy"):
         TrainConfig(framework="dummy2")

@@ -87,7 +87,7 @@ def test_unparseable_values_name_field_and_value(key, value, fragment):
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    ({"framework": "adapterX"}, "TrainConfig.framework='adapterX' is not one of longclip, lora, dora"),
+    ({"framework": "adapterX"}, f"TrainConfig.framework='adapterX' is not one of {', '.join(framework_names())}"),
     ({"gamma": -0.1}, "TrainConfig.gamma=-0.1 must be >= 0"),
     ({"token_weight": -1.0}, "TrainConfig.token_weight=-1.0 must be >= 0"),
     ({"margin": "fixed"}, "TrainConfig.margin='fixed' is not one of recompute, frozen"),
