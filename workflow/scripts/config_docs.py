@@ -6,7 +6,7 @@ schema's ``framework`` enum and its ``train.<section>`` sections, written betwee
 ``# begin generated (...)`` / ``# end generated (...)`` markers. The other name lists the schema repeats
 come from their registries (:data:`ENUMS`): on each line ending in ``# generated (<name> enum)`` the
 line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export and convert
-formats). The schema is the source of README's table.
+formats). The schema is the source of README's table, which lists each enum's names.
 
     .venv/bin/python workflow/scripts/config_docs.py          # rewrites the generated parts
     .venv/bin/python workflow/scripts/config_docs.py --check  # exit 1 naming the files that are stale
@@ -153,7 +153,11 @@ def rows(schema: dict) -> list[str]:
             kind = "/".join(kind) if isinstance(kind, list) else kind
             # no default: the key must be given where its parent requires it, else it may be left out
             default = json.dumps(node["default"]) if "default" in node else ("required" if required else "optional")
-            text = " ".join(node.get("description", "").split()).replace("|", "\\|")
+            text = " ".join(node.get("description", "").split())
+            enum = node.get("enum") or (node.get("items") if isinstance(node.get("items"), dict) else {}).get("enum")
+            if enum:  # the names a registry (or the schema) allows, so a registered one shows here too
+                text = f"{text} One of: {', '.join('null' if v is None else str(v) for v in enum)}.".strip()
+            text = text.replace("|", "\\|")
             out.append(f"| `{path}` | {kind} | {default} | {text} |")
         for key, child in node.get("properties", {}).items():
             walk(child, f"{path}.{key}" if path else key, key in node.get("required", []))
