@@ -13,7 +13,7 @@ min_version("9.20")
 # a --configfile is read by Snakemake before this file runs: README, "Configuration").
 if not workflow.config_settings.configfiles:
     sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-    from hnclip.config_validation import ConfigError, load_config_file
+    from hnclip.config.validation import ConfigError, load_config_file
 
     try:
         load_config_file(Path(workflow.basedir) / "config/config.yaml")

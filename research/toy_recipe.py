@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from hnclip import cpu_kernels, plan  # noqa: E402
-from hnclip.config_loading import load_config  # noqa: E402
+from hnclip.config.loading import load_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 
 

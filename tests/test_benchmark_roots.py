@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hnclip.config_validation import ConfigError, validate_config
+from hnclip.config.validation import ConfigError, validate_config
 from hnclip.data.download import download_benchmark
 from hnclip.data.roots import MARKER, RootRefusedError, claim_root
 from hnclip.data.synthetic import generate_synthetic

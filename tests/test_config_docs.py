@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from hnclip import plan
-from hnclip.config_fields import help_field
-from hnclip.config_validation import validate_config
+from hnclip.config.fields import help_field
+from hnclip.config.train import TrainConfig
+from hnclip.config.validation import validate_config
 from hnclip.frameworks import registry
 from hnclip.frameworks.settings import FrameworkSettings
-from hnclip.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -67,9 +67,37 @@ def test_an_edited_schema_default_range_or_enum_is_written_back_from_the_datacla
     text = SCHEMA.read_text()
     for old, new in [("r: {type: integer, minimum: 1, default: 16", "r: {type: integer, minimum: 1, default: 8"),
                      ("top_k: {type: integer, minimum: 1,", "top_k: {type: integer, minimum: 0,"),
-                     ("enum: [longclip, lora, dora,", "enum: [longclip, lora,")]:
+                     ("enum: [longclip, lora, dora,", "enum: [longclip, lora,"),
+                     ("enum: [synthetic, synthetic_shift, docci,", "enum: [synthetic, docci,"),
+                     ("propertyNames: {enum: [train, val, test]}", "propertyNames: {enum: [train, test]}"),
+                     ("items: {type: string, enum: [train, val, test]}", "items: {type: string, enum: []}"),
+                     ("enum: [longclip, open_clip, transformers]}", "enum: [open_clip, transformers]}"),
+                     ("enum: [longclip, openai, open_clip, transformers, goal,", "enum: [longclip, goal,")]:
         assert old in text
         assert docs.updated_schema(text.replace(old, new)) == text
+
+
+def test_schema_name_lists_are_the_registries():
+    """The adapter, split and format enums are the code's registries, wherever the schema repeats them."""
+    from hnclip.data import ADAPTERS, SPLITS
+    from hnclip.model_files import CONVERT_FORMATS, EXPORT_FORMATS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    bench = schema["properties"]["benchmarks"]["additionalProperties"]["properties"]
+    assert bench["adapter"]["enum"] == list(ADAPTERS)
+    assert bench["splits"]["items"]["enum"] == list(SPLITS)
+    assert bench["table"]["properties"]["files"]["propertyNames"]["enum"] == list(SPLITS)
+    assert bench["webdataset"]["properties"]["shards"]["propertyNames"]["enum"] == list(SPLITS)
+    assert schema["properties"]["export"]["properties"]["formats"]["items"]["enum"] == list(EXPORT_FORMATS)
+    source = schema["properties"]["models"]["additionalProperties"]["properties"]["source"]
+    assert source["enum"] == list(CONVERT_FORMATS)
+
+
+def test_a_tagged_line_without_an_enum_is_refused():
+    docs = load_config_docs()
+    text = SCHEMA.read_text() + "\nextra: {type: string}  # generated (adapter enum)\n"
+    with pytest.raises(ValueError, match=r"generated \(adapter enum\)"):
+        docs.updated_schema(text)
 
 
 def test_schema_sections_carry_each_fields_bounds():
@@ -137,7 +165,9 @@ def test_a_registered_framework_reaches_the_schema_the_docs_and_the_plan(dummy_f
 def test_registering_a_name_twice_or_an_unknown_name_says_what_is_known(dummy_framework):
     with pytest.raises(ValueError, match="already registered"):
         registry.register_framework(name="dummy", module="x", settings_cls=DummySettings, hn_legend="x")
-    with pytest.raises(ValueError, match="known frameworks: longclip, lora, dora, finelip, goal, structxlip, dummy"):
+    known = ", ".join(registry.framework_names())
+    assert known.endswith(", dummy")
+    with pytest.raises(ValueError, match=f"known frameworks: {known}"):
         registry.framework_entry("dummy2")
     with pytest.raises(ValueError, match="is not one of longclip, .*, dummy"):
         TrainConfig(framework="dummy2")

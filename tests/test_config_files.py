@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from checkout import copy_checkout, user_env
 
-from hnclip.config_validation import ConfigError, load_config_file
+from hnclip.config.validation import ConfigError, load_config_file
 
 REPO = Path(__file__).resolve().parents[1]
 # line 3 opens a flow sequence that line 4 never closes: PyYAML stops at line 4, column 6

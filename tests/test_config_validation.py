@@ -1,4 +1,4 @@
-"""hnclip.config_validation: one line per error with the key path and a did-you-mean; --config text coerced
+"""hnclip.config.validation: one line per error with the key path and a did-you-mean; --config text coerced
 to the schema's types where (and only where) it came from the command line."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip.config_validation import ConfigError, coerce_cli_values, format_key, load_schema, validate_config
+from hnclip.config.validation import ConfigError, coerce_cli_values, format_key, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = REPO / "workflow/schemas/config.schema.yaml"

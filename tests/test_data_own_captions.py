@@ -17,7 +17,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from hnclip.config_validation import ConfigError, load_schema, validate_config
+from hnclip.config.validation import ConfigError, load_schema, validate_config
 from hnclip.data import load_benchmark, own
 from hnclip.data.fetch import fetch_benchmark
 from hnclip.data.image_store import ImageStore

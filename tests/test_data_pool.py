@@ -43,7 +43,7 @@ def test_a_pool_draw_that_repeats_a_benchmark_scene_is_redrawn(bench, tmp_path, 
         calls.append(1)
         return benchmark_scene if len(calls) == 1 else real(family, rng, where or syn.Slice())
 
-    monkeypatch.setattr(syn, "sample_scene", first_draw_is_the_test_scene)
+    monkeypatch.setattr(syn.scenes, "sample_scene", first_draw_is_the_test_scene)  # where sample_pool finds it
     manifest = build_pool([(bench, 1.0, RENDER)], 3, 0, SIZE, tmp_path / "pool.csv", tmp_path / "pool_images")
     assert record["caption"] not in set(manifest["caption"]) and len(calls) == 4
 

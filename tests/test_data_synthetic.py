@@ -111,7 +111,7 @@ def test_repeated_scene_is_redrawn(monkeypatch, tmp_path):
         calls.append(1)
         return fixed if len(calls) <= 3 else real(family, rng, where or syn.Slice())
 
-    monkeypatch.setattr(syn, "sample_scene", first_three_identical)
+    monkeypatch.setattr(syn.scenes, "sample_scene", first_three_identical)  # where iter_scenes finds it
     generate_synthetic(tmp_path, "synthetic", 3, 1, image_size=SIZE)
     captions = [r["caption"] for r in map(json.loads, (tmp_path / "captions.jsonl").read_text().splitlines())]
     assert captions[0] == describe_scene(fixed)

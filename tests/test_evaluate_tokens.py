@@ -15,12 +15,12 @@ from test_train_support import (
     write_store,
 )
 
+from hnclip.config.train import TrainConfig
 from hnclip.data.image_store import ImageStore
 from hnclip.evaluate import evaluate_model, tokenize_captions
 from hnclip.frameworks import build_framework
 from hnclip.models import create_model
 from hnclip.models.dual_encoder import DualEncoder
-from hnclip.train_config import TrainConfig
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import pytest
 import torch
 from test_train_support import make_captions, write_store
 
+from hnclip.config.train import TrainConfig
 from hnclip.evaluate import evaluate_model, recall_at_k_from_scores
 from hnclip.frameworks import build_framework, load_framework, save_framework
 from hnclip.models import create_model, save_model
-from hnclip.train_config import TrainConfig
 
 
 def brute_force_from_matrix(scores: np.ndarray, text_image_ids, ks) -> dict:

@@ -168,7 +168,7 @@ def test_extra_terms_are_goal_weighted_terms(products):
 
 
 def test_weights_come_from_the_goal_settings():
-    from hnclip.train_config import TrainConfig
+    from hnclip.config.train import TrainConfig
 
     cfg = TrainConfig.from_overrides({"framework": "goal", "goal.segment_weight": "0.25", "goal.text_weight": "0"})
     assert cfg.framework_settings == GoalSettings(segment_weight=0.25, patch_weight=1.0, text_weight=0.0)
@@ -205,8 +205,8 @@ def test_training_steps_decrease_the_goal_objective(products, gamma):
 
 # ------------------------------------------------------------------------------------------ data
 def test_prepare_refuses_a_product_of_other_captions(products):
+    from hnclip.config.train import TrainConfig
     from hnclip.models import load_model
-    from hnclip.train_config import TrainConfig
     from hnclip.training.batches import TrainingSet
 
     manifest, _, model_dir, segments_dir, _ = products
@@ -222,10 +222,10 @@ def test_prepare_refuses_a_product_of_other_captions(products):
 
 
 def test_train_model_runs_goal_and_saves_it(products, tmp_path):
+    from hnclip.config.train import TrainConfig
     from hnclip.data.image_store import ImageStore
     from hnclip.models import load_model
     from hnclip.train import load_training_set, train_model
-    from hnclip.train_config import TrainConfig
 
     manifest, store_dir, model_dir, segments_dir, _ = products
     cfg = TrainConfig(framework="goal", gamma=0.5, device="cpu", micro_batch=4, accum_steps=1, max_steps=2,

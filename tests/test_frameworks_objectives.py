@@ -29,10 +29,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hnclip.frameworks import build_framework
+from hnclip.config.train import TrainConfig
+from hnclip.frameworks import build_framework, framework_names
 from hnclip.frameworks.base import Batch
 from hnclip.models import create_model
-from hnclip.train_config import TrainConfig
 
 EPS = 1e-8  # the references' F.normalize(x + eps)
 
@@ -383,10 +383,10 @@ def test_adapter_frameworks_train_the_global_term_only(name):
 
 
 # -------------------------------------------------------------------------------- the plug-in protocol
-@pytest.mark.parametrize("name", ["longclip", "lora", "dora", "finelip", "goal", "structxlip"])
+@pytest.mark.parametrize("name", framework_names())
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 def test_hn_changes_only_the_global_term(name, smoothing):
-    """For all six frameworks "+HN" replaces the global term by the HN objective (FineLIP: adds it)."""
+    """For every registered framework (the paper's six) "+HN" replaces the global term by the HN objective (FineLIP: adds it)."""
     out = outputs()[0]
     margin_texts = F.normalize(torch.randn(6, 32, generator=torch.Generator().manual_seed(12)), dim=-1)
     batch = batch_of(epoch=1, epoch_progress=0.25)

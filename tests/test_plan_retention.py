@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from hnclip import plan
-from hnclip.config_validation import ConfigError, validate_config
+from hnclip.config.validation import ConfigError, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"

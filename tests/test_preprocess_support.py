@@ -104,11 +104,11 @@ def build_products(tmp_path, n: int = 8, max_pairs: int = 3):
 # ------------------------------------------------------------------------------------ framework helpers
 def prepared_framework(products, **overrides):
     """(framework, model, data, store) for the products, the framework built and prepared as train_model does."""
+    from hnclip.config.train import TrainConfig
     from hnclip.data.image_store import ImageStore
     from hnclip.frameworks import build_framework
     from hnclip.models import load_model
     from hnclip.train import load_training_set
-    from hnclip.train_config import TrainConfig
 
     manifest, store_dir, model_dir, segments_dir, edges_dir = products
     cfg = TrainConfig(**{"device": "cpu", "micro_batch": 4, "accum_steps": 1, **overrides})

@@ -547,7 +547,7 @@ def test_plain_runs_and_regime_benchmarks_of_the_embedded_default():
     import yaml
 
     from hnclip import plan
-    from hnclip.config_validation import validate_config
+    from hnclip.config.validation import validate_config
 
     repo = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((repo / "config/config.yaml").read_text())
@@ -620,7 +620,7 @@ def test_strong_init_needs_both_directions_at_the_target_with_a_bootstrap_interv
     (0.85, 0.93, 0.995, False),  # every negative >= 0.8
 ])
 def test_geometry_is_met_only_inside_the_papers_band(monkeypatch, mean, hardest, frac, met):
-    monkeypatch.setattr(R, "batch_geometry", lambda features, rows: {
+    monkeypatch.setattr(R.conditions, "batch_geometry", lambda features, rows: {
         "mean_offdiag": mean, "mean_hardest": hardest, "frac_ge_0.8": frac, "n_pairs": 10})
     plain = [_plain({}, 0)]
     cond = R.geometry_condition(plain, {plain[0].run_dir: [R.MicroBatch(1, 1, 0, np.array([0, 1, 2]))]}, FEATURES)

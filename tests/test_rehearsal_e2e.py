@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip.config_loading import load_config
+from hnclip.config.loading import load_config
 from hnclip.frameworks import framework_names
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import yaml
 from checkout import copy_checkout, user_env
 
 from hnclip import released
-from hnclip.config_validation import ConfigError, validate_config
+from hnclip.config.validation import ConfigError, validate_config
 from hnclip.plan import check_config
 
 REPO = Path(__file__).resolve().parents[1]

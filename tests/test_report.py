@@ -270,7 +270,7 @@ def test_a_published_number_with_an_unreadable_comparison_is_rejected(tmp_path, 
 
 
 def test_claim_and_premise_numbers_sit_beside_the_papers_with_their_labels(outputs):
-    from test_report_claims import PREMISE
+    from test_analysis_claims import PREMISE
 
     out = render_report_from_files(
         out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
@@ -290,7 +290,7 @@ def test_claim_and_premise_numbers_sit_beside_the_papers_with_their_labels(outpu
 
 
 def test_the_regime_section_shows_each_figure_beside_the_papers_with_its_definition(outputs):
-    from test_report_claims import PREMISE
+    from test_analysis_claims import PREMISE
 
     premise = PREMISE | {"grad_cosine_median": None, "sources": {"saturated_share_epoch1": ["a", "b"]}}
     out = render_report_from_files(
@@ -383,7 +383,7 @@ def test_paper_vs_ours_gives_our_intervals_and_no_reproduction_a_claim_does_not_
         out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
         tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
         summaries=outputs["summaries"], claims=_judged(),
-        premise={**__import__("test_report_claims").PREMISE, "counts": {"saturated_share_epoch1": [85, 100]}})
+        premise={**__import__("test_analysis_claims").PREMISE, "counts": {"saturated_share_epoch1": [85, 100]}})
     html = out.read_text(encoding="utf-8")
     # a claim measure with its interval; a counted share with its Wilson interval (85 of 100: [0.767, 0.907])
     assert _comparison(html, "a1.gain.docci.i2t")[3] == "2 [0.5, 3.5] toy"

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
-from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
-from hnclip.train_config import (
+from hnclip.config.train import (
     NOT_HASHED,
     RUN_SELECTIONS,
     WORKFLOW_KEYS,
     TrainConfig,
     override_items,
 )
+from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
+from hnclip.frameworks.settings import FineLIPSettings, LoRASettings, StructXLIPSettings
 
 REPO = Path(__file__).resolve().parents[1]
 # The optimisation settings a method may set for itself (the workflow config's ``methods.<m>.train``):
@@ -87,7 +87,7 @@ def test_unparseable_values_name_field_and_value(key, value, fragment):
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    ({"framework": "adapterX"}, "TrainConfig.framework='adapterX' is not one of longclip, lora, dora"),
+    ({"framework": "adapterX"}, f"TrainConfig.framework='adapterX' is not one of {', '.join(framework_names())}"),
     ({"gamma": -0.1}, "TrainConfig.gamma=-0.1 must be >= 0"),
     ({"token_weight": -1.0}, "TrainConfig.token_weight=-1.0 must be >= 0"),
     ({"margin": "fixed"}, "TrainConfig.margin='fixed' is not one of recompute, frozen"),

@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 torch.set_num_threads(1)  # two ranks share a small CPU
 import hnclip.train as T
-from hnclip.train_config import TrainConfig
+from hnclip.config.train import TrainConfig
 args = json.loads(sys.argv[1])
 rank = int(os.environ["RANK"])
 real_objective = T.compute_objective

@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 from test_train_support import assert_same_run, make_dataset, read_csv_rows, run_training, small_config
 
 import hnclip.train as T
-from hnclip.train_config import TrainConfig
+from hnclip.config.train import TrainConfig
 
 
 def _scaler(monkeypatch, **kwargs):

@@ -21,8 +21,8 @@ from test_train_support import make_dataset, read_csv_rows, run_training, small_
 import hnclip.train as train_module
 from hnclip import plan
 from hnclip.analysis.premise import run_role
+from hnclip.config.train import TrainConfig
 from hnclip.dynamics_log import CHEAP_COLUMNS, PROBE_COLUMNS, PROBE_ROLES
-from hnclip.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = str(REPO / "workflow/schemas/config.schema.yaml")

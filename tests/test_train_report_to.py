@@ -27,8 +27,8 @@ from test_train_support import (
     small_config,
 )
 
+from hnclip.config.train import TrainConfig, override_items
 from hnclip.train import EPOCH_COLUMNS
-from hnclip.train_config import TrainConfig, override_items
 
 # what the loop must show (the issue: losses, learning rate, logit scale, saturated share, per-epoch R@K)
 REQUIRED_TAGS = {"train/loss", "train/infonce", "train/lr", "train/logit_scale", "train/saturated_share",

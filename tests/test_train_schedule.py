@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
+from hnclip.config.train import TrainConfig
 from hnclip.frameworks.base import Framework
-from hnclip.train_config import TrainConfig
 from hnclip.training.schedule import build_optimizer, build_scheduler, describe_recipe, lr_multiplier
 
 

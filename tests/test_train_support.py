@@ -48,7 +48,7 @@ def make_dataset(root: Path, n: int = 16, seed: int = 0, model_seed: int = 0) ->
 
 def small_config(**overrides):
     """A fast CPU config: 2-sample accumulation of 4-sample micro-batches, no warmup, clipping or decay noise."""
-    from hnclip.train_config import TrainConfig
+    from hnclip.config.train import TrainConfig
 
     # no progress lines: the subprocess helpers below read the trainer's stdout for their own markers
     settings = dict(micro_batch=4, accum_steps=2, epochs=1, lr=1e-2, weight_decay=0.0, grad_clip=0.0, warmup_steps=0,
@@ -79,7 +79,7 @@ args = json.loads(sys.argv[1])
 torch.set_num_threads(args["threads"])
 import hnclip.train as T
 import hnclip.training.checkpoint as C
-from hnclip.train_config import TrainConfig
+from hnclip.config.train import TrainConfig
 pause = args.get("pause") or {}
 real_save, real_objective, calls = C.save_checkpoint, T.compute_objective, [0]
 

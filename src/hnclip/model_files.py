@@ -4,7 +4,7 @@ light verbs (plan, cost, the CLI's parser) can read them without importing the m
 import json
 from pathlib import Path
 
-__all__ = ["CONVERSION_JSON", "CONVERT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
+__all__ = ["CONVERSION_JSON", "CONVERT_FORMATS", "EXPORT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
            "describe_conversion", "model_geometry"]
 
 MODEL_WEIGHTS = "model.safetensors"
@@ -14,6 +14,8 @@ FRAMEWORK_JSON = "framework.json"
 CONVERSION_JSON = "conversion.json"  # a converted model's source: format, names, pins, the file's sha256
 # what hnclip.models.convert.convert_source converts (config backbone.source and models.<name>.source take them)
 CONVERT_FORMATS = ("longclip", "openai", "open_clip", "transformers", "goal", "structxlip", "finelip")
+# what hnclip.export.export_model writes (config export.formats, `hnclip export --format`)
+EXPORT_FORMATS = ("longclip", "open_clip", "transformers")
 
 
 def model_geometry(folder) -> tuple[int, str]:

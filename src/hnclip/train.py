@@ -36,6 +36,7 @@ from torch import nn
 from tqdm import tqdm
 
 from hnclip import cpu_kernels
+from hnclip.config.train import TrainConfig
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, format_micro_batch_losses
 from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import build_framework, save_framework
@@ -46,7 +47,6 @@ from hnclip.models.tokenizer import describe_truncation, truncation
 from hnclip.progress import Progress
 from hnclip.provenance import git_commit
 from hnclip.run_lock import RunLock
-from hnclip.train_config import TrainConfig
 from hnclip.training.batches import MicroBatchImages, TrainingSet, epoch_order
 from hnclip.training.checkpoint import Resumable, RunCheckpoint, TrainState
 from hnclip.training.distributed import (

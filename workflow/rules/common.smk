@@ -32,9 +32,9 @@ from hnclip import (
     run_lock,
 )  # noqa: E402
 from hnclip.data import own  # noqa: E402
-from hnclip.config_validation import ConfigError, validate_config  # noqa: E402
+from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
-from hnclip.train_config import override_items  # noqa: E402
+from hnclip.config.train import override_items  # noqa: E402
 
 if workflow.config_settings.configfiles:
     # A --configfile is a complete configuration (config/paper.yaml, a test's micro config): it replaces

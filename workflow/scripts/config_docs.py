@@ -3,7 +3,10 @@
 One source per fact: the framework registration rows (hnclip.frameworks.registry) and each framework's
 settings dataclass (hnclip.frameworks.settings: every default, range and help text) are the source of the
 schema's ``framework`` enum and its ``train.<section>`` sections, written between the schema's
-``# begin generated (...)`` / ``# end generated (...)`` markers; the schema is the source of README's table.
+``# begin generated (...)`` / ``# end generated (...)`` markers. The other name lists the schema repeats
+come from their registries (:data:`ENUMS`): on each line ending in ``# generated (<name> enum)`` the
+line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export and convert
+formats). The schema is the source of README's table, which lists each enum's names.
 
     .venv/bin/python workflow/scripts/config_docs.py          # rewrites the generated parts
     .venv/bin/python workflow/scripts/config_docs.py --check  # exit 1 naming the files that are stale
@@ -24,8 +27,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
 
-from hnclip.config_fields import field_bounds, field_types  # noqa: E402
+from hnclip.config.fields import field_bounds, field_types  # noqa: E402
+from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
+from hnclip.model_files import CONVERT_FORMATS, EXPORT_FORMATS  # noqa: E402
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 README = REPO / "config/README.md"
@@ -34,6 +39,15 @@ JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 FRAMEWORK_DESCRIPTION = "Fine-tuning framework (src/hnclip/frameworks)."
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def enums() -> dict[str, list[str]]:
+    """``# generated (<name> enum)`` line tag -> the registry it is written from (read at call time, so a
+    name registered later, e.g. by a test, is included)."""
+    return {"adapter": list(ADAPTERS),  # hnclip.data.ADAPTERS: a benchmark's `adapter`
+            "split": list(SPLITS),  # hnclip.data.SPLITS: `splits`, and the split keys of your own captions
+            "export format": list(EXPORT_FORMATS),  # hnclip.model_files.EXPORT_FORMATS: export.formats
+            "convert format": list(CONVERT_FORMATS)}  # hnclip.model_files.CONVERT_FORMATS: models.<name>.source
 
 
 # ------------------------------------------------------------------------------------- schema nodes
@@ -106,8 +120,21 @@ def replace_block(text: str, name: str, lines: list[str]) -> str:
     return text[:begin.end()] + body + text[end.start():]
 
 
+def replace_enums(text: str, name: str, values: list[str]) -> str:
+    """The ``enum: [...]`` on every line tagged ``# generated (name enum)`` written as ``values``."""
+    tag = re.compile(rf"^(.*?\benum: )\[[^\]]*\](.*# generated \({re.escape(name)} enum\)) *$", re.M)
+    tagged = re.compile(rf"# generated \({re.escape(name)} enum\)")
+    if len(tag.findall(text)) != len(tagged.findall(text)) or not tagged.search(text):
+        raise ValueError(f"{SCHEMA.name}: every line tagged '# generated ({name} enum)' must hold one "
+                         "'enum: [...]' (and one line at least must be tagged)")
+    return tag.sub(lambda m: f"{m.group(1)}{flow(values)}{m.group(2)}", text)
+
+
 def updated_schema(text: str) -> str:
-    """The schema text with its framework enum and framework sections written from the registry."""
+    """The schema text with its framework enum and framework sections written from the registry, and every
+    tagged enum from its registry (:func:`enums`)."""
+    for name, values in enums().items():
+        text = replace_enums(text, name, values)
     text = replace_block(text, "framework enum", node_lines("framework", framework_enum_node()))
     sections = [line for section, cls in settings_sections().items() for line in node_lines(section, section_node(cls))]
     return replace_block(text, "framework sections", sections)
@@ -126,7 +153,11 @@ def rows(schema: dict) -> list[str]:
             kind = "/".join(kind) if isinstance(kind, list) else kind
             # no default: the key must be given where its parent requires it, else it may be left out
             default = json.dumps(node["default"]) if "default" in node else ("required" if required else "optional")
-            text = " ".join(node.get("description", "").split()).replace("|", "\\|")
+            text = " ".join(node.get("description", "").split())
+            enum = node.get("enum") or (node.get("items") if isinstance(node.get("items"), dict) else {}).get("enum")
+            if enum:  # the names a registry (or the schema) allows, so a registered one shows here too
+                text = f"{text} One of: {', '.join('null' if v is None else str(v) for v in enum)}.".strip()
+            text = text.replace("|", "\\|")
             out.append(f"| `{path}` | {kind} | {default} | {text} |")
         for key, child in node.get("properties", {}).items():
             walk(child, f"{path}.{key}" if path else key, key in node.get("required", []))

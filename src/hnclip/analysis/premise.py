@@ -82,7 +82,7 @@ PAPER: dict[str, float | None] = {
 # Appendix A.2's caption geometry of one batch across the paper's four benchmarks (Long-CLIP-L's text tower):
 # (low, high) of the mean off-diagonal cosine, the mean hardest companion, the share of negatives >= 0.8.
 PAPER_GEOMETRY = {"mean_offdiag": (0.84, 0.88), "mean_hardest": (0.92, 0.94), "frac_ge_0.8": (0.86, 0.99)}
-# What each figure measures, in words the report and benchmarks/premise.py print beside it.
+# What each figure measures, in words the report and `hnclip premise` print beside it.
 DEFINITIONS: dict[str, str] = {
     "saturated_share_epoch1": "plain InfoNCE runs: share of epoch-1 micro-batches with standard InfoNCE < 1e-3",
     **{f"exact_zero.{q}.{d}": f"plain InfoNCE runs: share of probed micro-batches where {what} ({d})"

@@ -37,6 +37,7 @@ def add_pool(sub) -> None:
 
 def cmd_pool(args) -> None:
     """The backbone's pretraining pool: fresh scenes rendered like the benchmarks', none of them their own."""
+    from hnclip.data.fetch import SYNTHETIC_ADAPTERS
     from hnclip.data.pool import build_pool
     from hnclip.data.synthetic import MAX_OBJECTS, MIN_OBJECTS, PoolSlices
 
@@ -46,7 +47,7 @@ def cmd_pool(args) -> None:
     sources = []
     for path, share in zip(args.source, shares, strict=True):
         source = json.loads(Path(path).read_text())
-        if source.get("adapter") not in ("synthetic", "synthetic_shift"):
+        if source.get("adapter") not in SYNTHETIC_ADAPTERS:
             raise SystemExit(f"hnclip pool: {path} describes adapter {source.get('adapter')!r}; the pool is "
                              "rendered like a synthetic benchmark only")
         sources.append((source["root"], share, source.get("origin", {}).get("settings", {}).get("image_size", 96)))

@@ -8,13 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from hnclip.cli.common import add_verb
+from hnclip.model_files import EXPORT_FORMATS
 
 
 def add_export(sub) -> None:
     p = add_verb(sub, "export", cmd_export, "write a model folder in Long-CLIP's, open_clip's or transformers' "
                                            "format, with a model card")
     p.add_argument("--model", required=True, help="model folder (model.json + model.safetensors)")
-    p.add_argument("--format", choices=["longclip", "open_clip", "transformers"], required=True)
+    p.add_argument("--format", choices=EXPORT_FORMATS, required=True)
     p.add_argument("--out", required=True, help="folder to write (must not exist or be empty)")
     p.add_argument("--run", default=None,
                    help="run folder whose summary.json the card reads (default: the model folder's parent)")

@@ -45,7 +45,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     the backbone's earlier runs in ``results_dir``, else a line saying there is no measurement (``job_cost``
     False: leave all of it out); return its rows."""
     from hnclip import plan
-    from hnclip.config_loading import job_resources, load_config, profile_train_resources
+    from hnclip.config.loading import job_resources, load_config, profile_train_resources
     from hnclip.cost import build_plan, planned_backbone, resolve_throughput, train_set_sizes
     from hnclip.job_needs import (
         diagnostics_cost,

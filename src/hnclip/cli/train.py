@@ -49,8 +49,8 @@ def add_train(sub) -> None:
 
 
 def cmd_train(args) -> None:
+    from hnclip.config.train import TrainConfig
     from hnclip.train import train
-    from hnclip.train_config import TrainConfig
     from hnclip.training.distributed import read_launch_env
 
     given = [name for name in OWN_TEST_OPTIONS if getattr(args, name) is not None]

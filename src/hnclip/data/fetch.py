@@ -14,12 +14,13 @@ import datetime as _dt
 import logging
 from pathlib import Path
 
+from hnclip.data import ADAPTERS
+from hnclip.data.own import ADAPTERS as OWN_ADAPTERS  # files a person already has
 from hnclip.data.roots import root_key
 
 log = logging.getLogger(__name__)
 
-SYNTHETIC_ADAPTERS = ("synthetic", "synthetic_shift")
-OWN_ADAPTERS = ("table", "webdataset")  # hnclip.data.own: files a person already has
+SYNTHETIC_ADAPTERS = tuple(name for name, module in ADAPTERS.items() if module == ".synthetic")  # rendered
 
 
 def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict, files_of: dict | None = None) -> dict:

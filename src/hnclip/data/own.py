@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import SPLITS as _SPLITS
 from .adapter_utils import BenchmarkFormatError
 
 __all__ = ["ADAPTERS", "DEFAULTS", "OwnFilesError", "check_disjoint", "check_image_bytes", "expand_braces",
@@ -45,7 +46,6 @@ DEFAULTS: dict[str, dict] = {
     "webdataset": {"shards": {}, "image_exts": ["jpg", "jpeg", "png", "webp"], "caption_ext": "txt"},
 }
 _FILES_KEY = {"table": "files", "webdataset": "shards"}
-_SPLITS = ("train", "val", "test")
 
 
 class OwnFilesError(BenchmarkFormatError):

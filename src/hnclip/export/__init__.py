@@ -15,13 +15,15 @@ import os
 import shutil
 from pathlib import Path
 
+from hnclip.model_files import EXPORT_FORMATS
+
 from .common import ExportError, refuse_if
 
 __all__ = ["FORMATS", "ExportError", "default_name", "export_model"]
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("longclip", "open_clip", "transformers")
+FORMATS = EXPORT_FORMATS  # the registry lives in a module without torch (the CLI parser reads it)
 
 
 def default_name(run: dict | None) -> str:

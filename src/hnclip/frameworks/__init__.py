@@ -38,8 +38,8 @@ def load_framework(directory, model):
     ``model`` is the loaded plain DualEncoder (the framework reads its sizes to rebuild modules).
     Module weights are loaded strictly: a missing or extra tensor raises naming the file.
     """
+    from hnclip.config.train import TrainConfig
     from hnclip.models.io import read_framework_files
-    from hnclip.train_config import TrainConfig
 
     saved = read_framework_files(directory)
     if saved is None:

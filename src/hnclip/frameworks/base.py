@@ -90,7 +90,7 @@ class Framework(nn.Module):
     """Base class: plain fine-tuning of every weight with global InfoNCE (+ HN, + token term).
 
     Args:
-        cfg: the run's :class:`~hnclip.train_config.TrainConfig`.
+        cfg: the run's :class:`~hnclip.config.train.TrainConfig`.
         model: the plain (not yet wrapped) DualEncoder; read for sizes (``embed_dim``,
             ``context_length``...) when building modules, never stored.
 

@@ -3,7 +3,7 @@
 A row names the framework, the module defining its :class:`~hnclip.frameworks.base.Framework` subclass
 (``FRAMEWORK = YourClass`` at its end), its settings dataclass (whose ``section`` is the workflow config's
 ``train.<section>``), the cached preprocessing products it trains on and what its "+HN" variant trains.
-Everything else reads the rows: :class:`~hnclip.train_config.TrainConfig` (framework names, settings
+Everything else reads the rows: :class:`~hnclip.config.train.TrainConfig` (framework names, settings
 sections), the Framework class attributes (``settings_class``, ``products``, ``hn_plugin``), the
 workflow's train inputs (``common.smk``), the config checks (``plan``), the benchmarks, and
 ``workflow/scripts/config_docs.py``, which writes the schema's ``framework`` enum and ``train.<section>``

@@ -142,8 +142,8 @@ def finelip_parts(state: dict, where: str) -> tuple[dict, dict, int]:
 
 def load_finelip_checkpoint(checkpoint, out_dir) -> Path:
     """FineLIP's released checkpoint as a model folder with its aggregators and fused score beside it."""
+    from hnclip.config.train import TrainConfig
     from hnclip.frameworks import build_framework, save_framework
-    from hnclip.train_config import TrainConfig
 
     from .checkpoints import longclip_from_state_dict, read_state_dict
     from .io import save_model

@@ -33,7 +33,8 @@ criterion text says so whenever it happens.
 
 The package: :mod:`~hnclip.analysis.claims.base` holds the registry, the verdict logic and table access;
 one module per paper section (main, plugin, transfer, fractions, ablation, seeds, premise) holds its
-claims, each one function registered with ``@claim(id, section, quote, title)``. The registry's order
+claims, each one function registered with ``@claim(id, section, quote, title)``, the one place its id
+is written (the function reads it as ``ctx.claim``; ``ctx.verdict`` and ``ctx.no_data`` use it). The registry's order
 (:data:`SECTIONS`, then each module's definition order) is the report's. A new claim is one
 such function plus its entry in ``report/published_numbers.yaml``.
 """
@@ -41,6 +42,7 @@ such function plus its entry in ``report/published_numbers.yaml``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pandas as pd
 
@@ -118,4 +120,4 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
     ctx = Context(tables=tables, specs=specs, scale=scale, noise=seed_noise(tables.get("seeds")), hn_row=hn_row,
                   frozen_row=frozen_row, roles=roles, methods=methods, records=records, premise=premise,
                   caption_words=caption_words, dynamics=dynamics)
-    return [c.judge(ctx) for c in REGISTRY.values()]
+    return [c.judge(replace(ctx, claim=c.id)) for c in REGISTRY.values()]

@@ -13,8 +13,6 @@ from hnclip.analysis.claims.base import (
     claim,
     direction_word,
     in_domain_groups,
-    make_verdict,
-    no_data,
     role_names,
     round_margin,
     rows_of,
@@ -34,13 +32,13 @@ def _ablation_scores(ablation, spec, rows: Mapping[str, str | None]) -> tuple[li
        "LHN alone produces the bulk of the gains.",
        "the HN term alone gives the bulk of the gain")
 def a4_hn_bulk(ctx: Context) -> dict:
-    ablation, spec, scale, noise = ctx.tables.get("ablation"), ctx.specs.get("ablation"), ctx.scale, ctx.noise
+    ablation, spec, noise = ctx.tables.get("ablation"), ctx.specs.get("ablation"), ctx.noise
     found = ablation_rows(spec)
     rows = role_names(found)
     criterion = (f"on every in-domain benchmark of the ablation, ({rows['hn']} − {rows['infonce']}) > half of "
                  f"({rows['full']} − {rows['infonce']}) > 0, in average R@1")
     if ablation is None:
-        return no_data("a4_hn_bulk", scale, criterion, "no ablation table")
+        return ctx.no_data(criterion, "no ablation table")
     groups, s = _ablation_scores(ablation, spec, found)
     margins, evidence, share = [], {}, {}
     for g in groups:
@@ -53,22 +51,22 @@ def a4_hn_bulk(ctx: Context) -> dict:
         if full != base:
             share[g] = round(float(hn - base) / float(full - base), 3)
     if not margins:
-        return no_data("a4_hn_bulk", scale, criterion, f"needs rows {rows['infonce']!r}, {rows['hn']!r}, "
+        return ctx.no_data(criterion, f"needs rows {rows['infonce']!r}, {rows['hn']!r}, "
                         f"{rows['full']!r} on an in-domain benchmark")
-    return make_verdict("a4_hn_bulk", scale, criterion, margins, evidence, {"share of the gain from HN alone": share},
+    return ctx.verdict(criterion, margins, evidence, {"share of the gain from HN alone": share},
                     noise)
 
 @claim("a4_token_after_hn", "§3.5 A4",
        "The token branch contributes only after LHN prevents saturation.",
        "the token branch helps only together with HN")
 def a4_token_after_hn(ctx: Context) -> dict:
-    ablation, spec, scale, noise = ctx.tables.get("ablation"), ctx.specs.get("ablation"), ctx.scale, ctx.noise
+    ablation, spec, noise = ctx.tables.get("ablation"), ctx.specs.get("ablation"), ctx.noise
     found = ablation_rows(spec)
     rows = role_names(found)
     criterion = (f"on every in-domain benchmark, the token branch without HN does not help ({rows['token']} <= "
                  f"{rows['infonce']}) and with HN it does ({rows['full']} > {rows['hn']}), in average R@1")
     if ablation is None:
-        return no_data("a4_token_after_hn", scale, criterion, "no ablation table")
+        return ctx.no_data(criterion, "no ablation table")
     groups, s = _ablation_scores(ablation, spec, found)
     margins, evidence, gains = [], {}, {}
     for g in groups:
@@ -81,21 +79,21 @@ def a4_token_after_hn(ctx: Context) -> dict:
         gains[f"{g} with HN"] = round_margin(full - hn)
         margins += [(base - token, True), (full - hn, False)]
     if not margins:
-        return no_data("a4_token_after_hn", scale, criterion, "needs the four ablation rows on an in-domain benchmark")
-    return make_verdict("a4_token_after_hn", scale, criterion, margins, evidence, {"token-branch gain": gains}, noise)
+        return ctx.no_data(criterion, "needs the four ablation rows on an in-domain benchmark")
+    return ctx.verdict(criterion, margins, evidence, {"token-branch gain": gains}, noise)
 
 @claim("a4_gamma", "§3.5 A4",
        "Every in-domain γ from 0.25 to 1 beats γ=0.",
        "every gamma in [0.25, 1] beats gamma = 0")
 def a4_gamma(ctx: Context) -> dict:
-    gamma_sweep, spec, scale, noise = ctx.tables.get("gamma_sweep"), ctx.specs.get("gamma_sweep"), ctx.scale, ctx.noise
+    gamma_sweep, spec, noise = ctx.tables.get("gamma_sweep"), ctx.specs.get("gamma_sweep"), ctx.noise
     criterion = "on every in-domain benchmark, average R@1 at every swept gamma in [0.25, 1] > at gamma = 0"
     if gamma_sweep is None:
-        return no_data("a4_gamma", scale, criterion, "no gamma sweep")
+        return ctx.no_data(criterion, "no gamma sweep")
     gammas = {float(g if not isinstance(g, tuple) else g[-1]): g for g in gamma_sweep.index}
     tested = sorted(g for g in gammas if 0.25 <= g <= 1.0)
     if 0.0 not in gammas or not tested:
-        return no_data("a4_gamma", scale, criterion, "needs gamma = 0 and a gamma in [0.25, 1]")
+        return ctx.no_data(criterion, "needs gamma = 0 and a gamma in [0.25, 1]")
     margins, evidence, gains = [], {}, {}
     for group in in_domain_groups(spec, gamma_sweep):
         zero = avg_r1(gamma_sweep, gammas[0.0], group)
@@ -107,8 +105,8 @@ def a4_gamma(ctx: Context) -> dict:
             evidence[f"{group}: gamma {g:g} minus gamma 0"] = round_margin(value - zero)
             margins.append((value - zero, False))
     if not margins:
-        return no_data("a4_gamma", scale, criterion, "no in-domain benchmark in the gamma sweep")
-    return make_verdict("a4_gamma", scale, criterion, margins, evidence, {"gain over gamma = 0": gains}, noise)
+        return ctx.no_data(criterion, "no in-domain benchmark in the gamma sweep")
+    return ctx.verdict(criterion, margins, evidence, {"gain over gamma = 0": gains}, noise)
 
 @claim("b2_frozen", "B.2",
        "3.80/6.80 R@1 separates the default from the frozen variant on the transfer benchmark, where "
@@ -116,7 +114,7 @@ def a4_gamma(ctx: Context) -> dict:
        "frozen margins transfer worst")
 def b2_frozen(ctx: Context) -> dict:
     transfer, ablation, ablation_spec = ctx.tables.get("transfer"), ctx.tables.get("ablation"), ctx.specs.get("ablation")
-    hn_row, frozen_row, scale, noise = ctx.hn_row, ctx.frozen_row, ctx.scale, ctx.noise
+    hn_row, frozen_row, noise = ctx.hn_row, ctx.frozen_row, ctx.noise
     rows = ablation_rows(ablation_spec)
     criterion = (f"on every transfer pair, {frozen_row}'s R@1 < every other fine-tuned row's in both directions "
                  "(transfer table; and the ablation's frozen-G variant below every other variant on its "
@@ -152,6 +150,6 @@ def b2_frozen(ctx: Context) -> dict:
                 if not math.isnan(full):
                     gaps[f"ablation {g} {direction_word(d)}"] = round_margin(full - frozen)
     if not margins:
-        return no_data("b2_frozen", scale, criterion, f"no {frozen_row!r} row on a transfer benchmark (add "
+        return ctx.no_data(criterion, f"no {frozen_row!r} row on a transfer benchmark (add "
                         "hnclip_frozen to experiments.transfer.methods)")
-    return make_verdict("b2_frozen", scale, criterion, margins, evidence, {"default minus frozen G": gaps}, noise)
+    return ctx.verdict(criterion, margins, evidence, {"default minus frozen G": gaps}, noise)

@@ -87,6 +87,17 @@ class Context:
     premise: Mapping | None = None
     caption_words: Mapping[str, float] | None = None
     dynamics: Mapping[str, pd.DataFrame] | None = None
+    claim: str = ""
+    """The id of the claim being judged (:func:`hnclip.analysis.claims.evaluate_claims` sets it from the
+    registration, so a claim's body never repeats its id)."""
+
+    def verdict(self, criterion: str, margins: Sequence[tuple[float, bool]] | None, *args, **kwargs) -> dict:
+        """:func:`make_verdict` for the claim being judged, at this context's scale."""
+        return make_verdict(self.claim, self.scale, criterion, margins, *args, **kwargs)
+
+    def no_data(self, criterion: str, missing: str) -> dict:
+        """The claim being judged has no data: ``missing`` says why."""
+        return no_data(self.claim, self.scale, criterion, missing)
 
 # -------------------------------------------------------------------------------------------------- verdicts
 

@@ -14,8 +14,6 @@ from hnclip.analysis.claims.base import (
     claim,
     competitors_of,
     label_of,
-    make_verdict,
-    no_data,
     round_margin,
     rows_of,
     table_groups,
@@ -39,15 +37,15 @@ def _frac(fractions, method, f, group) -> float:
        "HN-CLIP at 20 % of the data beats the strongest full-data baseline")
 def a3_fraction_20(ctx: Context) -> dict:
     fractions, main = ctx.tables.get("fractions"), ctx.tables.get("main")
-    hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
+    hn_row, noise = ctx.hn_row, ctx.noise
     criterion = (f"on every benchmark of the fractions experiment, {hn_row}'s average R@1 at 20 % of the training "
                  "data > the strongest fine-tuned baseline's at 100 % (every baseline of the main table and "
                  "of the fractions experiment)")
     if fractions is None:
-        return no_data("a3_fraction_20", scale, criterion, "no fractions table")
+        return ctx.no_data(criterion, "no fractions table")
     methods, values = _fraction_rows(fractions)
     if not any(math.isclose(f, 0.2) for f in values) or hn_row not in methods:
-        return no_data("a3_fraction_20", scale, criterion, f"no {hn_row} run at fraction 0.2")
+        return ctx.no_data(criterion, f"no {hn_row} run at fraction 0.2")
     margins, evidence, at20, strongest_of = [], {}, {}, {}
     for g in table_groups(fractions):
         hn = _frac(fractions, hn_row, 0.2, g)
@@ -66,23 +64,23 @@ def a3_fraction_20(ctx: Context) -> dict:
         if "GOAL" in full and best != "GOAL":
             evidence[f"{g}: GOAL at 100 %"] = round_margin(full["GOAL"])
     if not margins:
-        return no_data("a3_fraction_20", scale, criterion, "no full-data baseline on the fractions' benchmarks")
+        return ctx.no_data(criterion, "no full-data baseline on the fractions' benchmarks")
     measures = {f"{PAPER_NAME} average R@1 at 20 %": at20, "strongest full-data baseline": strongest_of}
-    return make_verdict("a3_fraction_20", scale, criterion, margins, evidence, measures, noise)
+    return ctx.verdict(criterion, margins, evidence, measures, noise)
 
 @claim("a3_every_fraction", "§3.4 A3",
        "It leads at every tested data fraction.",
        "HN-CLIP leads at every data fraction")
 def a3_every_fraction(ctx: Context) -> dict:
-    fractions, hn_row, scale, noise = ctx.tables.get("fractions"), ctx.hn_row, ctx.scale, ctx.noise
+    fractions, hn_row, noise = ctx.tables.get("fractions"), ctx.hn_row, ctx.noise
     criterion = (f"at every data fraction and on every benchmark, {hn_row}'s average R@1 > every other row's at "
                  "the same fraction")
     if fractions is None:
-        return no_data("a3_every_fraction", scale, criterion, "no fractions table")
+        return ctx.no_data(criterion, "no fractions table")
     methods, values = _fraction_rows(fractions)
     others = competitors_of(methods, hn_row)
     if hn_row not in methods or not others:
-        return no_data("a3_every_fraction", scale, criterion, f"the fractions table needs {hn_row!r} and a baseline")
+        return ctx.no_data(criterion, f"the fractions table needs {hn_row!r} and a baseline")
     margins, evidence, leads = [], {}, {}
     for g in table_groups(fractions):
         for f in values:
@@ -97,25 +95,25 @@ def a3_every_fraction(ctx: Context) -> dict:
             evidence[f"{label}: {hn_row} minus {best}"] = round_margin(hn - rivals[best])
             margins.append((hn - rivals[best], False))
     if not margins:
-        return no_data("a3_every_fraction", scale, criterion, "no fraction with two rows")
-    return make_verdict("a3_every_fraction", scale, criterion, margins, evidence, {"lead per fraction": leads}, noise)
+        return ctx.no_data(criterion, "no fraction with two rows")
+    return ctx.verdict(criterion, margins, evidence, {"lead per fraction": leads}, noise)
 
 @claim("a3_margin_widens", "§3.4 A3; E.3",
        "The average-R@1 margin widening to +7.3 as data shrinks. (E.3: the average-R@1 margin over "
        "GOAL widens as the data fraction shrinks.)",
        "the lead widens as data shrinks")
 def a3_margin_widens(ctx: Context) -> dict:
-    fractions, hn_row, scale, noise = ctx.tables.get("fractions"), ctx.hn_row, ctx.scale, ctx.noise
+    fractions, hn_row, noise = ctx.tables.get("fractions"), ctx.hn_row, ctx.noise
     reference = label_of(ctx.methods, MARGIN_REFERENCE)
     criterion = (f"on every benchmark, {hn_row}'s average-R@1 margin over GOAL (without a GOAL row: over the "
                  "strongest other row at each fraction) is positive at every fraction and larger at each smaller "
                  "fraction than at the next larger one")
     if fractions is None:
-        return no_data("a3_margin_widens", scale, criterion, "no fractions table")
+        return ctx.no_data(criterion, "no fractions table")
     methods, values = _fraction_rows(fractions)
     others = competitors_of(methods, hn_row)
     if hn_row not in methods or not others or len(values) < 2:
-        return no_data("a3_margin_widens", scale, criterion, f"needs {hn_row!r}, a baseline and two fractions")
+        return ctx.no_data(criterion, f"needs {hn_row!r}, a baseline and two fractions")
     rivals = [reference] if reference in others else others
     margins, evidence, smallest, per_fraction = [], {}, {}, {}
     for g in table_groups(fractions):
@@ -134,6 +132,6 @@ def a3_margin_widens(ctx: Context) -> dict:
         margins += [(small[1] - large[1], False) for small, large in zip(series, series[1:], strict=False)]
         smallest[g] = round_margin(series[0][1])
     if not margins:
-        return no_data("a3_margin_widens", scale, criterion, "no benchmark with two fractions of both rows")
+        return ctx.no_data(criterion, "no benchmark with two fractions of both rows")
     measures = {"margin at the smallest fraction": smallest, "margin per fraction": per_fraction}
-    return make_verdict("a3_margin_widens", scale, criterion, margins, evidence, measures, noise)
+    return ctx.verdict(criterion, margins, evidence, measures, noise)

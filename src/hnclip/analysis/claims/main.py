@@ -23,9 +23,7 @@ from hnclip.analysis.claims.base import (
     docci_group,
     interval_of,
     label_of,
-    make_verdict,
     maybe_round,
-    no_data,
     roles_of,
     round_margin,
     row_methods,
@@ -41,15 +39,15 @@ from hnclip.analysis.tables import DIRECTION_LABELS
        "leads R@1 in all eight retrieval directions.",
        "HN-CLIP is best in the main table")
 def a1_columns(ctx: Context) -> dict:
-    main, hn_row, scale, noise = ctx.tables.get("main"), ctx.hn_row, ctx.scale, ctx.noise
+    main, hn_row, noise = ctx.tables.get("main"), ctx.hn_row, ctx.noise
     criterion = (f"in every column of the main table (each benchmark, direction and R@K), {hn_row} is best or "
                  "tied with the best competitor, and strictly best in every R@1 column; competitors are the "
                  "other fine-tuned rows (the zero-shot backbone is a reference row)")
     if main is None:
-        return no_data("a1_columns", scale, criterion, "no main table")
+        return ctx.no_data(criterion, "no main table")
     competitors = competitors_of(rows_of(main), hn_row)
     if hn_row not in main.index or not competitors:
-        return no_data("a1_columns", scale, criterion, f"the main table needs {hn_row!r} and a competitor")
+        return ctx.no_data(criterion, f"the main table needs {hn_row!r} and a competitor")
     margins, evidence, gains, gain_intervals = [], {}, {}, {}
     best = tied = r1_led = r1_total = 0
     deep = {}
@@ -83,7 +81,7 @@ def a1_columns(ctx: Context) -> dict:
                 "R@1 directions": r1_total, "R@1 gain over the strongest competitor": gains,
                 "R@5/R@10 columns best": {g: s[0] for g, s in deep.items()},
                 "R@5/R@10 columns tied": {g: s[1] for g, s in deep.items()}}
-    return make_verdict("a1_columns", scale, criterion, margins, evidence, measures, noise,
+    return ctx.verdict(criterion, margins, evidence, measures, noise,
                         measure_intervals={"R@1 gain over the strongest competitor": gain_intervals})
 
 def _epoch_avg_r1(epochs: pd.DataFrame, row, group, epoch: int) -> float:
@@ -103,11 +101,11 @@ def _epoch_groups(epochs: pd.DataFrame | None) -> list:
        "one epoch of HN-CLIP matches most baselines' final accuracy")
 def a1_first_epoch(ctx: Context) -> dict:
     main, epochs = ctx.tables.get("main"), ctx.tables.get("epochs")
-    hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
+    hn_row, noise = ctx.hn_row, ctx.noise
     criterion = (f"on every benchmark, {hn_row}'s average R@1 after epoch 1 (epochs.csv of the main run) is >= "
                  "the final average R@1 (main table) of more than half of the fine-tuned baselines")
     if main is None or not _epoch_groups(epochs):
-        return no_data("a1_first_epoch", scale, criterion, "needs the main table and per-epoch evaluations")
+        return ctx.no_data(criterion, "needs the main table and per-epoch evaluations")
     baselines = competitors_of(rows_of(main), hn_row)
     margins, evidence, first, counts, untested, first_ci = [], {}, {}, {}, [], {}
     for group in table_groups(main):
@@ -128,9 +126,9 @@ def a1_first_epoch(ctx: Context) -> dict:
         evidence[f"{group}: baselines whose final average R@1 it matches"] = \
             f"{reached} of {len(diffs)} ({', '.join(b for b, v in finals.items() if e1 >= v) or 'none'})"
     if not margins:
-        return no_data("a1_first_epoch", scale, criterion, f"no epoch-1 evaluation of {hn_row} on any benchmark")
+        return ctx.no_data(criterion, f"no epoch-1 evaluation of {hn_row} on any benchmark")
     coverage = f"not measured on {', '.join(untested)} (no per-epoch evaluation there)" if untested else None
-    return make_verdict("a1_first_epoch", scale, criterion, margins, evidence,
+    return ctx.verdict(criterion, margins, evidence,
                     {"first-epoch average R@1": first, "baselines matched by the first epoch": counts}, noise,
                     coverage=coverage, measure_intervals={"first-epoch average R@1": first_ci})
 
@@ -140,18 +138,18 @@ def a1_first_epoch(ctx: Context) -> dict:
        "two epochs of HN-CLIP surpass every baseline on DOCCI")
 def a1_second_epoch(ctx: Context) -> dict:
     main, epochs = ctx.tables.get("main"), ctx.tables.get("epochs")
-    hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
+    hn_row, noise = ctx.hn_row, ctx.noise
     group, where = docci_group([g for g in table_groups(main) if g in _epoch_groups(epochs)] if main is not None else [],
-                                scale)
+                                ctx.scale)
     criterion = (f"on {where or 'DOCCI'}, {hn_row}'s average R@1 after epoch 2 > every fine-tuned baseline's final "
                  "average R@1")
     if main is None or group is None:
-        return no_data("a1_second_epoch", scale, criterion, "needs the main table and per-epoch evaluations")
+        return ctx.no_data(criterion, "needs the main table and per-epoch evaluations")
     e1, e2 = (_epoch_avg_r1(epochs, hn_row, group, e) for e in (1, 2))
     finals = {b: avg_r1(main, b, group) for b in competitors_of(rows_of(main), hn_row)}
     finals = {b: v for b, v in finals.items() if not math.isnan(v)}
     if math.isnan(e2) or not finals:
-        return make_verdict("a1_second_epoch", scale, criterion, None, measures={
+        return ctx.verdict(criterion, None, measures={
             "first-epoch average R@1": {} if math.isnan(e1) else {str(group): round_margin(e1)}},
             missing=f"no epoch-2 evaluation of {hn_row} on {group} (or no baseline)")
     strongest = max(finals, key=finals.get)
@@ -159,7 +157,7 @@ def a1_second_epoch(ctx: Context) -> dict:
                 f"{group}: strongest baseline ({strongest}), final": round_margin(finals[strongest]),
                 f"{group}: baselines below the first epoch": ", ".join(b for b, v in finals.items() if e1 > v) or "none"}
     measures = {"first-epoch average R@1": {str(group): round_margin(e1)}, "second-epoch average R@1": {str(group): round_margin(e2)}}
-    return make_verdict("a1_second_epoch", scale, criterion, [(e2 - finals[strongest], False)], evidence, measures, noise,
+    return ctx.verdict(criterion, [(e2 - finals[strongest], False)], evidence, measures, noise,
                         measure_intervals={"first-epoch average R@1": {str(group): interval_of(e1)},
                                            "second-epoch average R@1": {str(group): interval_of(e2)}})
 
@@ -167,16 +165,16 @@ def a1_second_epoch(ctx: Context) -> dict:
        "HN-CLIP leads in both retrieval directions on all four benchmarks from the first epoch.",
        "HN-CLIP leads both directions from the first epoch")
 def e3_directions(ctx: Context) -> dict:
-    epochs, hn_row, scale, noise = ctx.tables.get("epochs"), ctx.hn_row, ctx.scale, ctx.noise
+    epochs, hn_row, noise = ctx.tables.get("epochs"), ctx.hn_row, ctx.noise
     criterion = (f"after every epoch, on every benchmark with per-epoch evaluations and in each direction, "
                  f"{hn_row}'s R@1 > every other main method's R@1 after the same epoch")
     groups = _epoch_groups(epochs)
     if not groups:
-        return no_data("e3_directions", scale, criterion, "no per-epoch evaluations")
+        return ctx.no_data(criterion, "no per-epoch evaluations")
     methods = list(dict.fromkeys(epochs.index.get_level_values("method")))
     others = competitors_of(methods, hn_row)
     if hn_row not in methods or not others:
-        return no_data("e3_directions", scale, criterion, f"per-epoch evaluations need {hn_row!r} and a competitor")
+        return ctx.no_data(criterion, f"per-epoch evaluations need {hn_row!r} and a competitor")
     margins, evidence, collapse = [], {}, {}
     led = total = 0
     for group in groups:
@@ -205,9 +203,9 @@ def e3_directions(ctx: Context) -> dict:
                 collapse[f"{m} on {group}"] = max(drops)[1]
     evidence["epoch x direction x benchmark cells led"] = f"{led} of {total}"
     if not margins:
-        return no_data("e3_directions", scale, criterion, "no epoch evaluated for two methods")
+        return ctx.no_data(criterion, "no epoch evaluated for two methods")
     measures = {"cells led": led, "cells": total, "epoch of the largest I→T R@1 drop": collapse}
-    return make_verdict("e3_directions", scale, criterion, margins, evidence, measures, noise)
+    return ctx.verdict(criterion, margins, evidence, measures, noise)
 
 def power_notes(main: pd.DataFrame | None, spec: Mapping | None = None) -> tuple[list[dict], str]:
     """Per benchmark of the main table, what its test split resolves: the paired interval of the reference

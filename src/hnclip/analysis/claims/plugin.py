@@ -16,8 +16,6 @@ from hnclip.analysis.claims.base import (
     claim,
     direction_word,
     in_domain_groups,
-    make_verdict,
-    no_data,
     round_margin,
     rows_of,
 )
@@ -39,16 +37,16 @@ def _plugin_deltas(plugin: pd.DataFrame, groups: Sequence) -> dict[tuple, dict[s
        "benchmarks. All eighteen in-domain framework–dataset combinations improve in average R@1.",
        "+HN improves every framework in-domain (average R@1)")
 def a2_frameworks(ctx: Context) -> dict:
-    plugin, spec, scale, noise = ctx.tables.get("plugin"), ctx.specs.get("plugin"), ctx.scale, ctx.noise
+    plugin, spec, noise = ctx.tables.get("plugin"), ctx.specs.get("plugin"), ctx.noise
     criterion = ("Δ average R@1 (+HN minus plain, mean of I→T and T→I) > 0 for every framework on every "
                  "in-domain benchmark of the plug-in table (its runs train on the benchmark's own training set; "
                  "VG → Urban-1K is transfer)")
     if plugin is None:
-        return no_data("a2_frameworks", scale, criterion, "no plug-in table")
+        return ctx.no_data(criterion, "no plug-in table")
     groups = in_domain_groups(spec, plugin)
     deltas = _plugin_deltas(plugin, groups)
     if not deltas:
-        return no_data("a2_frameworks", scale, criterion, "no framework has both plain and +HN runs in-domain")
+        return ctx.no_data(criterion, "no framework has both plain and +HN runs in-domain")
     evidence, margins = {}, []
     for (fw, g), per_dir in deltas.items():
         gain = mean_of(list(per_dir.values()))
@@ -61,21 +59,21 @@ def a2_frameworks(ctx: Context) -> dict:
     evidence["in-domain combinations improved"] = f"{improved} of {len(margins)}"
     measures = {"in-domain combinations improved": improved, "in-domain combinations": len(margins),
                 "frameworks improved on every in-domain benchmark": len(improving), "frameworks": len(frameworks)}
-    return make_verdict("a2_frameworks", scale, criterion, margins, evidence, measures, noise)
+    return ctx.verdict(criterion, margins, evidence, measures, noise)
 
 @claim("a2_directions", "E.1",
        "R@1 improves in 35 of 36 per-direction cases, reaching +23.87 for FineLIP on Long-DCI.",
        "+HN improves R@1 per direction")
 def a2_directions(ctx: Context) -> dict:
-    plugin, spec, scale, noise = ctx.tables.get("plugin"), ctx.specs.get("plugin"), ctx.scale, ctx.noise
+    plugin, spec, noise = ctx.tables.get("plugin"), ctx.specs.get("plugin"), ctx.noise
     criterion = ("per-direction Δ R@1 > 0 in at least 35/36 of the in-domain (framework, benchmark, direction) "
                  "cases (with fewer than 36 cases: in every case)")
     if plugin is None:
-        return no_data("a2_directions", scale, criterion, "no plug-in table")
+        return ctx.no_data(criterion, "no plug-in table")
     deltas = _plugin_deltas(plugin, in_domain_groups(spec, plugin))
     cases = {f"{fw} on {g} {direction_word(d)}": v for (fw, g), per_dir in deltas.items() for d, v in per_dir.items()}
     if not cases:
-        return no_data("a2_directions", scale, criterion, "no framework has both plain and +HN runs in-domain")
+        return ctx.no_data(criterion, "no framework has both plain and +HN runs in-domain")
     values = sorted(cases.values(), reverse=True)
     need = math.ceil(len(values) * 35 / 36)
     improved = sum(v > 0 for v in values)
@@ -85,18 +83,18 @@ def a2_directions(ctx: Context) -> dict:
                 "cases that do not improve": ", ".join(k for k, v in cases.items() if v <= 0) or "none"}
     measures = {"per-direction cases improved": improved, "per-direction cases": len(values),
                 "largest per-direction gain": {largest: round_margin(cases[largest])}}
-    return make_verdict("a2_directions", scale, criterion, [(values[need - 1], False)], evidence, measures, noise)
+    return ctx.verdict(criterion, [(values[need - 1], False)], evidence, measures, noise)
 
 @claim("a2_caption_length", "§3.3 A2; E.1",
        "Gains increase with caption length.",
        "the +HN gain grows with caption length")
 def a2_caption_length(ctx: Context) -> dict:
-    plugin, spec, scale, noise = ctx.tables.get("plugin"), ctx.specs.get("plugin"), ctx.scale, ctx.noise
+    plugin, spec, noise = ctx.tables.get("plugin"), ctx.specs.get("plugin"), ctx.noise
     caption_words = ctx.caption_words
     criterion = ("ordering the in-domain benchmarks by mean caption length (words), the Δ average R@1 averaged "
                  "over frameworks increases from each benchmark to the next longer one")
     if plugin is None:
-        return no_data("a2_caption_length", scale, criterion, "no plug-in table")
+        return ctx.no_data(criterion, "no plug-in table")
     groups = [g for g in in_domain_groups(spec, plugin) if g in (caption_words or {})]
     deltas = _plugin_deltas(plugin, groups)
     mean_gain = {}
@@ -105,10 +103,10 @@ def a2_caption_length(ctx: Context) -> dict:
         if values:
             mean_gain[g] = mean_of(values)
     if len(mean_gain) < 2:
-        return no_data("a2_caption_length", scale, criterion,
+        return ctx.no_data(criterion,
                         "needs two in-domain benchmarks with plug-in runs and caption lengths")
     ordered = sorted(mean_gain, key=lambda g: caption_words[g])
     evidence = {f"{g}: {caption_words[g]:.0f} words, mean Δ average R@1": round_margin(mean_gain[g]) for g in ordered}
     margins = [(mean_gain[b] - mean_gain[a], False) for a, b in zip(ordered, ordered[1:], strict=False)]
-    return make_verdict("a2_caption_length", scale, criterion, margins, evidence,
+    return ctx.verdict(criterion, margins, evidence,
                     {"mean caption words": {g: round(caption_words[g], 1) for g in ordered}}, noise)

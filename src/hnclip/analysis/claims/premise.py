@@ -30,8 +30,6 @@ from hnclip.analysis.claims.base import (
     direction_word,
     docci_group,
     interval_of,
-    make_verdict,
-    no_data,
     round_margin,
 )
 from hnclip.analysis.premise import EXACT_ZERO_KEYS, KEY_ROLE, PREMISE_KEYS
@@ -73,11 +71,11 @@ def _gamma(ctx: Context) -> float | None:
     return None
 
 
-def _measured(ctx: Context, key: str, criterion: str, needs: list[str]) -> tuple[dict | None, dict | None]:
-    """(the checked measurements, None), or (None, claim ``key``'s "no data" verdict) when the figures it
+def _measured(ctx: Context, criterion: str, needs: list[str]) -> tuple[dict | None, dict | None]:
+    """(the checked measurements, None), or (None, the judged claim's "no data" verdict) when the figures it
     ``needs`` are not all measured (None: no run of their role is in the config)."""
     if not ctx.premise:
-        return None, no_data(key, ctx.scale, criterion, "no premise measurements (hnclip.analysis.premise)")
+        return None, ctx.no_data(criterion, "no premise measurements (hnclip.analysis.premise)")
     p = check_premise(ctx.premise)
     unmeasured = [k for k in needs if p.get(k) is None]
     if not unmeasured:
@@ -87,7 +85,7 @@ def _measured(ctx: Context, key: str, criterion: str, needs: list[str]) -> tuple
     role_words = {"plain": "plain InfoNCE fine-tuning (gamma 0, no token term)",
                   "hn": f"HN-only fine-tuning ({at}, no token term)", "hnclip": f"HN-CLIP ({at})"}
     roles = sorted({KEY_ROLE[k] for k in unmeasured})
-    return None, no_data(key, ctx.scale, criterion, "no full-data run of "
+    return None, ctx.no_data(criterion, "no full-data run of "
                          + " or ".join(role_words[r] for r in roles) + " in this config")
 
 
@@ -107,17 +105,17 @@ def _interval_text(value: float, bounds: tuple | None, threshold: float = 0.0, d
     return f"{value + threshold:.{digits}f} [{bounds[0] + threshold:.{digits}f}, {bounds[1] + threshold:.{digits}f}]"
 
 
-def _share_verdict(ctx: Context, key: str, criterion: str, figure: str, threshold: float,
+def _share_verdict(ctx: Context, criterion: str, figure: str, threshold: float,
                    measure: str, evidence_extra: Mapping | None = None) -> dict:
     """A claim whose one condition is a counted share above ``threshold`` (strict, Wilson interval)."""
-    p, missing = _measured(ctx, key, criterion, [figure])
+    p, missing = _measured(ctx, criterion, [figure])
     if missing:
         return missing
     confidence = current_settings().confidence
     margin, bounds, counted = _share_margin(p, figure, threshold, confidence)
     evidence = {f"{measure} ({counted})" if counted else measure: _interval_text(margin, bounds, threshold),
                 **(evidence_extra or {})}
-    return make_verdict(key, ctx.scale, criterion, [(margin, False)], evidence, {measure: p[figure]},
+    return ctx.verdict(criterion, [(margin, False)], evidence, {measure: p[figure]},
                         bounds=[bounds] if bounds is not None else None,
                         measure_intervals={measure: [b + threshold for b in bounds]} if bounds is not None else None)
 
@@ -128,7 +126,7 @@ def _share_verdict(ctx: Context, key: str, criterion: str, figure: str, threshol
 def premise_saturation(ctx: Context) -> dict:
     criterion = ("share of the plain runs' first-epoch micro-batches whose standard InfoNCE < 10^-3 > 0.80, "
                  "decided by its Wilson interval (counted micro-batches)")
-    return _share_verdict(ctx, "premise_saturation", criterion, "saturated_share_epoch1", 0.80,
+    return _share_verdict(ctx, criterion, "saturated_share_epoch1", 0.80,
                           "saturated share, epoch 1")
 
 
@@ -136,17 +134,16 @@ def premise_saturation(ctx: Context) -> dict:
        "Its gradient reaches exact zero in fp32 in 47% of measurements.",
        "InfoNCE's gradient underflows to exactly zero")
 def premise_exact_zero(ctx: Context) -> dict:
-    key = "premise_exact_zero"
     criterion = ("share of the plain runs' probed micro-batches whose fp32 InfoNCE parameter gradient is exactly "
                  "zero > 0.47, decided by its Wilson interval (the paper does not say which gradient; the "
                  "others are shown)")
-    p, missing = _measured(ctx, key, criterion, ["exact_zero.param_grad.fp32"])
+    p, missing = _measured(ctx, criterion, ["exact_zero.param_grad.fp32"])
     if missing:
         return missing
     others = {f"exactly zero: {k.split('.')[1].replace('_', ' ')} (fp32)": round(p[k], 3)
               for k in SHARE_KEYS if k.startswith("exact_zero.") and k.endswith(".fp32") and p[k] is not None
               and k != "exact_zero.param_grad.fp32"}
-    return _share_verdict(ctx, key, criterion, "exact_zero.param_grad.fp32", 0.47,
+    return _share_verdict(ctx, criterion, "exact_zero.param_grad.fp32", 0.47,
                           "exact-zero share, parameter gradient, fp32", others)
 
 
@@ -154,7 +151,6 @@ def premise_exact_zero(ctx: Context) -> dict:
        "26% of batches remain active in every epoch.",
        "the HN objective keeps batches active")
 def premise_active(ctx: Context) -> dict:
-    key = "premise_active"
     criterion = ("in every epoch: (a) the HN-only runs' share of micro-batches still active (standard InfoNCE >= "
                  "10^-3, the saturation threshold) > 0.26, and (b) on the same micro-batches (an HN-only and a "
                  "plain run of one seed), more are kept active by the HN run alone than by the plain run alone "
@@ -162,12 +158,12 @@ def premise_active(ctx: Context) -> dict:
                  "decided by its Wilson interval. (b) is undecided in an epoch where the plain runs saturate no "
                  "micro-batch: nothing remains active there that would not be anyway. The paper does not define "
                  "'active'; the HN objective itself stays above 10^-3 on practically every batch")
-    p, missing = _measured(ctx, key, criterion, ["hn_active_share_min_epoch"])
+    p, missing = _measured(ctx, criterion, ["hn_active_share_min_epoch"])
     if missing:
         return missing
     per_epoch = [e for e in p.get("active_per_epoch") or [] if e.get("hn")]
     if not per_epoch:  # a premise file without counts: the smallest epoch's share, judged on its value
-        return make_verdict(key, ctx.scale, criterion, [(p["hn_active_share_min_epoch"] - 0.26, False)],
+        return ctx.verdict(criterion, [(p["hn_active_share_min_epoch"] - 0.26, False)],
                             {"smallest per-epoch share of active batches": round(p["hn_active_share_min_epoch"], 3)},
                             {"active share, smallest epoch": p["hn_active_share_min_epoch"]})
     confidence = current_settings().confidence
@@ -199,7 +195,7 @@ def premise_active(ctx: Context) -> dict:
         low, high = wilson_interval(hn_only, discordant, confidence)
         margins.append((hn_only / discordant - 0.5, False))
         bounds.append((low - 0.5, high - 0.5))
-    return make_verdict(key, ctx.scale, criterion, margins, evidence,
+    return ctx.verdict(criterion, margins, evidence,
                         {"active share, smallest epoch": p["hn_active_share_min_epoch"], "active share per epoch": shares},
                         bounds=bounds, unjudged=unjudged)
 
@@ -229,11 +225,10 @@ def _log10(x: float) -> float:
        "is nonzero.",
        "the boosted gradient is 10^2-10^6 times the standard one")
 def premise_ratio(ctx: Context) -> dict:
-    key = "premise_ratio"
     criterion = ("every per-epoch median of |boosted gradient| / |standard gradient| (HN-only runs, probed steps "
                  "where the standard one is nonzero) lies in [10^2, 10^6], each median decided by its "
                  "distribution-free interval")
-    p, missing = _measured(ctx, key, criterion, ["ratio_median_per_epoch_min", "ratio_median_per_epoch_max"])
+    p, missing = _measured(ctx, criterion, ["ratio_median_per_epoch_min", "ratio_median_per_epoch_max"])
     if missing:
         result = missing
     else:
@@ -247,10 +242,10 @@ def premise_ratio(ctx: Context) -> dict:
                 bounds += [(_log10(m["low"]) - 2, _log10(m["high"]) - 2), (6 - _log10(m["high"]), 6 - _log10(m["low"]))]
                 evidence[f"{paths.run_of_dir(Path(m['run']).as_posix())}, epoch {m['epoch']} "
                          f"(median of {m['n']})"] = f"{m['median']:.3g} [{m['low']:.3g}, {m['high']:.3g}]"
-            result = make_verdict(key, ctx.scale, criterion, margins, evidence,
+            result = ctx.verdict(criterion, margins, evidence,
                                   {"per-epoch median ratio": {"smallest": low, "largest": high}}, bounds=bounds)
         else:  # a premise file without the medians' intervals: judged on the values
-            result = make_verdict(key, ctx.scale, criterion, [(_log10(low) - 2, False), (6 - _log10(max(high, 1e-300)), False)],
+            result = ctx.verdict(criterion, [(_log10(low) - 2, False), (6 - _log10(max(high, 1e-300)), False)],
                                   evidence, {"per-epoch median ratio": {"smallest": low, "largest": high}})
     peaks = _ratio_peaks(ctx.dynamics)
     if peaks:  # a measure beside the verdict, whatever it is
@@ -263,11 +258,10 @@ def premise_ratio(ctx: Context) -> dict:
        "alignment with the standard objective.",
        "the boosted gradient points along the standard one")
 def premise_cosine(ctx: Context) -> dict:
-    key = "premise_cosine"
     criterion = ("the cosine between boosted and standard gradients (HN-only runs, probed steps) is positive in "
                  "> 98 % of measurements and its median > 0 (positive in > 50 %), each decided by the Wilson "
                  "interval of the positive share")
-    p, missing = _measured(ctx, key, criterion, ["grad_cosine_positive_share", "grad_cosine_median"])
+    p, missing = _measured(ctx, criterion, ["grad_cosine_positive_share", "grad_cosine_median"])
     if missing:
         return missing
     confidence = current_settings().confidence
@@ -276,7 +270,7 @@ def premise_cosine(ctx: Context) -> dict:
     if bounds98 is None:  # no counts: the median itself, judged on its value
         at50, bounds50 = p["grad_cosine_median"], None
     share = f"share of positive cosines ({counted})" if counted else "share of positive cosines"
-    return make_verdict(key, ctx.scale, criterion, [(at98, False), (at50, False)],
+    return ctx.verdict(criterion, [(at98, False), (at50, False)],
                         {"median cosine": round(p["grad_cosine_median"], 3),
                          share: _interval_text(at98, bounds98, 0.98)},
                         {"median gradient cosine": p["grad_cosine_median"],
@@ -297,7 +291,6 @@ def _train_set_of(ctx: Context, group) -> str | None:
        "I→T after standard InfoNCE flattens.",
        "retrieval error keeps falling after InfoNCE flattens")
 def premise_error(ctx: Context) -> dict:
-    key = "premise_error"
     epochs = ctx.tables.get("epochs")
     groups = list(dict.fromkeys(epochs.index.get_level_values("benchmark"))) if epochs is not None and not epochs.empty \
         else []
@@ -306,15 +299,15 @@ def premise_error(ctx: Context) -> dict:
                  "epoch F whose fall to any later epoch's mean is below a factor 2, decided by the bootstrap interval "
                  f"over each epoch's steps), and {ctx.hn_row}'s retrieval error (100 - R@1) after the last epoch is "
                  "below its error after epoch F, in both directions (paired bootstrap of the per-epoch evaluations)")
-    p, missing = _measured(ctx, key, criterion, ["saturated_share_epoch1"])
+    p, missing = _measured(ctx, criterion, ["saturated_share_epoch1"])
     if missing:
         return missing
     if group is None:
-        return no_data(key, ctx.scale, criterion, f"no per-epoch evaluation of {ctx.hn_row}")
+        return ctx.no_data(criterion, f"no per-epoch evaluation of {ctx.hn_row}")
     train_set = _train_set_of(ctx, group)
     flat = (p.get("infonce_flat") or {}).get(train_set or "")
     if flat is None:
-        return no_data(key, ctx.scale, criterion, f"no plain run on {train_set or group}'s train set with a logged "
+        return ctx.no_data(criterion, f"no plain run on {train_set or group}'s train set with a logged "
                                                   "InfoNCE per epoch")
     last = max(int(k[2]) for k in epochs.index if k[0] == ctx.hn_row and k[1] == group) \
         if any(k[0] == ctx.hn_row and k[1] == group for k in epochs.index) else None
@@ -325,7 +318,7 @@ def premise_error(ctx: Context) -> dict:
     measures = {"InfoNCE flattens after epoch": flat["flat_epoch"]}
     flat_epoch = flat["flat_epoch"]
     if not flat["status"]:
-        return make_verdict(key, ctx.scale, criterion, [], evidence, measures,
+        return ctx.verdict(criterion, [], evidence, measures,
                             unjudged=["one logged epoch: no later epoch to flatten against"])
     # the condition "InfoNCE flattens before the last epoch": at F where established, else at the epoch
     # closest to flat (its fall's upper bound smallest); 2 - fall > 0, its interval from the fall's
@@ -338,9 +331,9 @@ def premise_error(ctx: Context) -> dict:
         evidence["InfoNCE flattens"] = ("not established before the last epoch" if "undecided" in flat["status"]
                                         else "never before the last epoch: it still falls by more than "
                                              f"{factor:g}x after every epoch")
-        return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds)
+        return ctx.verdict(criterion, margins, evidence, measures, bounds=bounds)
     if last is None or last <= flat_epoch:
-        return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds,
+        return ctx.verdict(criterion, margins, evidence, measures, bounds=bounds,
                             unjudged=[f"no evaluation of {ctx.hn_row} after epoch {flat_epoch}"])
     at_f, at_end, at_f_ci, at_end_ci = {}, {}, {}, {}
     for d in DIRECTION_LABELS:
@@ -358,6 +351,6 @@ def premise_error(ctx: Context) -> dict:
             f"{100 - float(at_flat):.2f} -> {100 - float(at_last):.2f}"
     measures["retrieval error after InfoNCE flattens"] = at_f
     measures["retrieval error after the last epoch"] = at_end
-    return make_verdict(key, ctx.scale, criterion, margins, evidence, measures, bounds=bounds,
+    return ctx.verdict(criterion, margins, evidence, measures, bounds=bounds,
                         measure_intervals={"retrieval error after InfoNCE flattens": at_f_ci,
                                            "retrieval error after the last epoch": at_end_ci})

@@ -20,8 +20,6 @@ from hnclip.analysis.claims.base import (
     claim,
     current_settings,
     direction_word,
-    make_verdict,
-    no_data,
     round_margin,
     rows_of,
     seed_columns,
@@ -54,13 +52,13 @@ def _six_metric_spread(seeds_spec, records, reference: str) -> float | None:
        "R@1 reproduces within ±0.4 on average under a second seed")
 def seeds_average(ctx: Context) -> dict:
     seeds, seeds_spec, records = ctx.tables.get("seeds"), ctx.specs.get("seeds"), ctx.records
-    hn_row, reference, scale = ctx.hn_row, ctx.roles["reference"], ctx.scale
+    hn_row, reference = ctx.hn_row, ctx.roles["reference"]
     criterion = "mean over methods, benchmarks and directions of |R@1 change between two seeds| <= 0.4"
     if seeds is None:
-        return no_data("seeds_average", scale, criterion, "no seeds table")
+        return ctx.no_data(criterion, "no seeds table")
     seed_cols = seed_columns(seeds)
     if len(seed_cols) < 2:
-        return no_data("seeds_average", scale, criterion, "the seeds table has one seed")
+        return ctx.no_data(criterion, "the seeds table has one seed")
     changes = {}
     for row in rows_of(seeds):
         for g in table_groups(seeds):
@@ -70,7 +68,7 @@ def seeds_average(ctx: Context) -> dict:
                 if len(values) >= 2:
                     changes[f"{row} on {g} {direction_word(d)}"] = max(values) - min(values)
     if not changes:
-        return no_data("seeds_average", scale, criterion, "no method with two seeds")
+        return ctx.no_data(criterion, "no method with two seeds")
     mean = float(np.mean([float(v) for v in changes.values()]))
     largest = max(changes, key=changes.get)
     # the mean |change| is not linear: its interval from the changes' paired replicates
@@ -85,18 +83,18 @@ def seeds_average(ctx: Context) -> dict:
     if six is not None:
         evidence[f"largest change of {hn_row} over the six Recall@K"] = round_margin(six)
         measures[f"largest {PAPER_NAME} change over six metrics"] = round_margin(six)
-    return make_verdict("seeds_average", scale, criterion, [(0.4 - mean, True)], evidence, measures, bounds=bounds)
+    return ctx.verdict(criterion, [(0.4 - mean, True)], evidence, measures, bounds=bounds)
 
 @claim("seeds_ranking", "D.1",
        "The lead is unchanged under last-epoch evaluation, and the Long-DCI R@1 ranking persists "
        "under a second seed.",
        "the R@1 ranking persists under a second seed")
 def seeds_ranking(ctx: Context) -> dict:
-    seeds, scale = ctx.tables.get("seeds"), ctx.scale
+    seeds = ctx.tables.get("seeds")
     criterion = ("on Long-DCI (every benchmark of the seeds table when it has no Long-DCI), the methods' order by "
                  "average R@1 is the same under each seed")
     if seeds is None or len(seed_columns(seeds)) < 2:
-        return no_data("seeds_ranking", scale, criterion, "no seeds table with two seeds")
+        return ctx.no_data(criterion, "no seeds table with two seeds")
     groups = ["Long-DCI"] if "Long-DCI" in table_groups(seeds) else table_groups(seeds)
     evidence, same, flips = {}, [], []
     for g in groups:
@@ -125,11 +123,11 @@ def seeds_ranking(ctx: Context) -> dict:
                         flips.append(decided)
                         evidence[f"{g}: {a} vs {b} flips between seeds"] = "decided" if decided else "within intervals"
     if not same:
-        return no_data("seeds_ranking", scale, criterion, "needs two methods with two seeds")
+        return ctx.no_data(criterion, "needs two methods with two seeds")
     if all(same):
-        return make_verdict("seeds_ranking", scale, criterion, None, evidence, holds=True)
+        return ctx.verdict(criterion, None, evidence, holds=True)
     if any(flips):
-        return make_verdict("seeds_ranking", scale, criterion, None, evidence, holds=False)
-    verdict = make_verdict("seeds_ranking", scale, criterion, None, evidence, holds=False)
+        return ctx.verdict(criterion, None, evidence, holds=False)
+    verdict = ctx.verdict(criterion, None, evidence, holds=False)
     verdict.update(verdict="inconclusive", holds=None)  # every flip lies within the per-seed intervals
     return verdict

@@ -13,8 +13,6 @@ from hnclip.analysis.claims.base import (
     competitors_of,
     direction_word,
     interval_of,
-    make_verdict,
-    no_data,
     round_margin,
     rows_of,
     table_groups,
@@ -26,19 +24,19 @@ from hnclip.analysis.tables import DIRECTION_LABELS
        "HN-CLIP leads every reported column in DCI↔DOCCI and DOCCI→Long-DCI transfer evaluations.",
        "HN-CLIP leads every transfer column")
 def a3_transfer(ctx: Context) -> dict:
-    transfer, hn_row, scale, noise = ctx.tables.get("transfer"), ctx.hn_row, ctx.scale, ctx.noise
+    transfer, hn_row, noise = ctx.tables.get("transfer"), ctx.hn_row, ctx.noise
     present = [g for g in PAPER_TRANSFER_PAIRS if transfer is not None and g in table_groups(transfer)]
     pairs = present or (table_groups(transfer) if transfer is not None else [])
     where = ("the paper's DCI↔DOCCI and DOCCI→Long-DCI pairs" if present
-             else f"every configured transfer pair (standing in for DCI↔DOCCI and DOCCI→Long-DCI at {scale} scale)")
+             else f"every configured transfer pair (standing in for DCI↔DOCCI and DOCCI→Long-DCI at {ctx.scale} scale)")
     criterion = (f"on {where}, {hn_row}'s R@1 > every other fine-tuned row's in both directions (its frozen-G "
                  "variant and the zero-shot backbone are not competitors); every baseline of the main table must "
                  "have its transfer row (one without is a comparison not made: undecided)")
     if transfer is None or not pairs:
-        return no_data("a3_transfer", scale, criterion, "no transfer table")
+        return ctx.no_data(criterion, "no transfer table")
     rivals = competitors_of(rows_of(transfer), hn_row)
     if hn_row not in transfer.index or not rivals:
-        return no_data("a3_transfer", scale, criterion, f"the transfer table needs {hn_row!r} and a competitor")
+        return ctx.no_data(criterion, f"the transfer table needs {hn_row!r} and a competitor")
     margins, evidence, scores, score_ci = [], {}, {}, {}
     for pair in pairs:
         for d in DIRECTION_LABELS:
@@ -54,11 +52,11 @@ def a3_transfer(ctx: Context) -> dict:
             evidence[f"{label}: {hn_row} minus {best}"] = round_margin(hn - others[best])
             margins.append((hn - others[best], False))
     if not margins:
-        return no_data("a3_transfer", scale, criterion, "no transfer pair with two rows")
+        return ctx.no_data(criterion, "no transfer pair with two rows")
     missing = [p for p in PAPER_TRANSFER_PAIRS if present and p not in present]
     coverage = f"pairs not configured: {', '.join(missing)}" if missing else None
     untested = untransferred_baselines(ctx, rivals)
-    return make_verdict("a3_transfer", scale, criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
+    return ctx.verdict(criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
                     coverage=coverage, unjudged=[f"{b}: no transfer evaluation" for b in untested],
                     measure_intervals={f"{PAPER_NAME} transfer R@1": score_ci})
 
@@ -78,12 +76,12 @@ def untransferred_baselines(ctx: Context, transfer_rows) -> list[str]:
        "DCI-trained HN-CLIP beats every baseline's in-domain DOCCI result")
 def a3_dci_to_docci(ctx: Context) -> dict:
     transfer, main = ctx.tables.get("transfer"), ctx.tables.get("main")
-    hn_row, scale, noise = ctx.hn_row, ctx.scale, ctx.noise
+    hn_row, noise = ctx.hn_row, ctx.noise
     criterion = (f"{hn_row} trained on DCI and tested on DOCCI has a higher R@1, in each direction, than every "
                  "fine-tuned baseline's in-domain DOCCI R@1 (main table)")
     pair = "DCI -> DOCCI"
     if transfer is None or pair not in table_groups(transfer) or main is None or "DOCCI" not in table_groups(main):
-        return no_data("a3_dci_to_docci", scale, criterion, "needs the DCI → DOCCI transfer and DOCCI in the main "
+        return ctx.no_data(criterion, "needs the DCI → DOCCI transfer and DOCCI in the main "
                         "table (the paper's benchmarks)")
     margins, evidence, scores, score_ci = [], {}, {}, {}
     for d in DIRECTION_LABELS:
@@ -99,6 +97,6 @@ def a3_dci_to_docci(ctx: Context) -> dict:
         evidence[f"{direction_word(d)}: best in-domain DOCCI baseline ({best})"] = round_margin(base[best])
         margins.append((hn - base[best], False))
     if not margins:
-        return no_data("a3_dci_to_docci", scale, criterion, f"no {hn_row} DCI → DOCCI row")
-    return make_verdict("a3_dci_to_docci", scale, criterion, margins, evidence, {"DCI → DOCCI R@1": scores}, noise,
+        return ctx.no_data(criterion, f"no {hn_row} DCI → DOCCI row")
+    return ctx.verdict(criterion, margins, evidence, {"DCI → DOCCI R@1": scores}, noise,
                         measure_intervals={"DCI → DOCCI R@1": score_ci})

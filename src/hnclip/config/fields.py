@@ -1,6 +1,6 @@
 """Typed settings dataclasses: fields with help text, values read from ``key=value`` text or parsed YAML.
 
-Shared by :class:`hnclip.train_config.TrainConfig` and the frameworks' settings
+Shared by :class:`hnclip.config.train.TrainConfig` and the frameworks' settings
 (:mod:`hnclip.frameworks.settings`), so that ``gamma=0.5`` on the command line, ``gamma: 0.5`` in YAML and
 ``TrainConfig(gamma=0.5)`` give the same value and a bad one fails naming the key. Torch-free.
 """

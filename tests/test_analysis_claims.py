@@ -667,6 +667,19 @@ def test_claims_are_registered_functions_in_the_sections_order():
         REGISTRY.update(saved)
 
 
+def test_a_claims_id_is_written_once_in_its_registration():
+    """The body reads its id from the context (``ctx.verdict``, ``ctx.no_data``): a renamed claim is one edit."""
+    import inspect
+    import sys
+
+    from hnclip.analysis.claims.base import REGISTRY
+
+    for claim_id, entry in REGISTRY.items():
+        source = inspect.getsource(sys.modules[entry.judge.__module__])
+        assert source.count(f'"{claim_id}"') == 1, claim_id  # the @claim(...) line
+    verdicts = {v["id"]: v for v in evaluate_claims({}, "toy")}
+    assert list(verdicts) == list(REGISTRY) and all(v["verdict"] == "no data" for v in verdicts.values())
+
 # ------------------------------------------------------------------------------------ resampling seed
 def _near_edge_main(n=2000, wins=220, losses=180):
     """HN-CLIP and Long-CLIP FT on the same n queries: HN-CLIP alone right on ``wins``, the baseline alone

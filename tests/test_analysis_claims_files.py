@@ -11,8 +11,8 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from test_analysis_claims import PREMISE
 from test_report import _claim, _spec
-from test_report_claims import PREMISE
 
 from hnclip import plan
 from hnclip.analysis.claims import CLAIMS, evaluate_claims, power_notes

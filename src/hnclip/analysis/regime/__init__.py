@@ -1,0 +1,167 @@
+"""Is a benchmark in the paper's regime? Seven conditions, each measured and set beside its target.
+
+The paper's mechanism needs a particular situation: the backbone is a strong initialisation (Long-CLIP-L
+retrieves most DOCCI captions zero-shot), fine-tuning still has room to improve on it, the errors it could
+fix are confusions with near-duplicates, the trainer's micro-batches put near-duplicates together, their
+captions look alike under the backbone's text tower as the paper's do (a band, not a floor), standard
+InfoNCE saturates on micro-batches that hold such pairs, the fine-tuned model could learn the details that
+tell twins apart, the test split resolves effects of the paper's size, and the transfer targets are
+benchmarks the backbone can read. :data:`CONDITION_KEYS` names the nine conditions; :func:`regime_report`
+measures them from arrays and records (no model: the features come from :mod:`hnclip.analysis.regime_job`),
+for any benchmark, real or synthetic.
+
+Shared definitions:
+
+- caption cosine: the cosine of two captions' L2-normalised features under the *backbone's* text tower
+  (the fine-tuning start), whatever model is being judged;
+- near-duplicate: two captions (scenes) with caption cosine >= :data:`NEAR_DUPLICATE_COSINE`;
+- plain FT: the plain Long-CLIP fine-tuning runs on the benchmark (role ``plain`` of
+  :func:`hnclip.analysis.premise.run_role`: gamma 0, no token term, full data), every seed there is;
+- the trainer's micro-batches: the slices of :func:`hnclip.training.batches.epoch_order` that
+  :mod:`hnclip.train` trains, rebuilt from a run's summary (:func:`trainer_micro_batches`);
+- a test scene: one test image with its first caption (the benchmarks here have one caption per image).
+
+Each condition is a dict (:func:`condition`): ``key``, ``label``, ``value`` (the headline number),
+``values`` (every number behind it), ``intervals`` (95 % paired bootstrap intervals, where the numbers
+are means over test scenes), ``ours`` (the values as text), ``target``, ``paper``, ``met`` (True, False,
+or None when something it needs was not measured), ``definition`` and ``sources``. "Met" compares the
+point values with the target; the intervals say how firmly.
+
+The package, one module per job: :mod:`.definitions` (thresholds, targets, wording), :mod:`.measures`
+(micro-batches, caption cosines, retrieval outcomes, logs), :mod:`.inputs` (the runs and files read and the
+report file), :mod:`.conditions` (each condition, the report and its text). Every name is importable from
+``hnclip.analysis.regime``.
+"""
+
+from __future__ import annotations
+
+from hnclip.analysis.regime.conditions import (
+    MET_MARKS,
+    batch_condition,
+    errors_condition,
+    format_conditions,
+    geometry_condition,
+    headroom_condition,
+    learnable_condition,
+    power_condition,
+    regime_report,
+    saturable_micro_batches,
+    saturation_condition,
+    seeds_for_half_width,
+    strong_init_condition,
+    transfer_condition,
+)
+from hnclip.analysis.regime.definitions import (
+    ARROWS,
+    BASELINE_METHOD,
+    BATCH_NEAR_DUPLICATES_MIN,
+    CONDITION_KEYS,
+    DEFINITIONS,
+    DIRECTIONS,
+    ERRORS_NEAR_DUPLICATE_MIN,
+    GEOMETRY_BAND,
+    GEOMETRY_COSINE,
+    HEADROOM_MIN,
+    HN_METHOD,
+    LABELS,
+    LEARNABLE_MIN,
+    NEAR_DUPLICATE_COSINE,
+    PAPER_FIGURES,
+    POWER_HALF_WIDTH_MAX,
+    POWER_SEEDS_MIN,
+    POWER_TEST_SCENES_MIN,
+    SATURABLE_MICRO_BATCHES,
+    SATURABLE_SCENES_MAX,
+    SATURATED_MIN,
+    SATURATED_WITH_PAIR_MIN,
+    STRONG_INIT_MIN,
+    TARGETS,
+    TRANSFER_ZEROSHOT_MIN,
+    _all_met,
+    condition,
+)
+from hnclip.analysis.regime.inputs import (
+    ModelFeatures,
+    PlainRun,
+    load_plain_runs,
+    load_regime,
+)
+from hnclip.analysis.regime.measures import (
+    MicroBatch,
+    batch_near_duplicate_shares,
+    error_near_duplicates,
+    hardest_partner,
+    micro_batch_has_pair,
+    near_duplicate_companions,
+    pairwise_outcomes,
+    pairwise_outcomes_as_ranks,
+    rank_and_top1,
+    run_micro_batches,
+    saturated_micro_batches,
+    split_near_duplicate_share,
+    trainer_micro_batches,
+)
+from hnclip.dynamics_log import SATURATION_LOSS
+
+__all__ = [
+    "ARROWS",
+    "BASELINE_METHOD",
+    "BATCH_NEAR_DUPLICATES_MIN",
+    "CONDITION_KEYS",
+    "DEFINITIONS",
+    "DIRECTIONS",
+    "ERRORS_NEAR_DUPLICATE_MIN",
+    "GEOMETRY_BAND",
+    "GEOMETRY_COSINE",
+    "HEADROOM_MIN",
+    "HN_METHOD",
+    "LABELS",
+    "LEARNABLE_MIN",
+    "MET_MARKS",
+    "MicroBatch",
+    "ModelFeatures",
+    "NEAR_DUPLICATE_COSINE",
+    "PAPER_FIGURES",
+    "POWER_HALF_WIDTH_MAX",
+    "POWER_SEEDS_MIN",
+    "POWER_TEST_SCENES_MIN",
+    "PlainRun",
+    "SATURABLE_MICRO_BATCHES",
+    "SATURABLE_SCENES_MAX",
+    "SATURATED_MIN",
+    "SATURATED_WITH_PAIR_MIN",
+    "SATURATION_LOSS",
+    "STRONG_INIT_MIN",
+    "TARGETS",
+    "TRANSFER_ZEROSHOT_MIN",
+    "batch_condition",
+    "batch_near_duplicate_shares",
+    "condition",
+    "error_near_duplicates",
+    "errors_condition",
+    "format_conditions",
+    "geometry_condition",
+    "hardest_partner",
+    "headroom_condition",
+    "learnable_condition",
+    "load_plain_runs",
+    "load_regime",
+    "micro_batch_has_pair",
+    "near_duplicate_companions",
+    "pairwise_outcomes",
+    "pairwise_outcomes_as_ranks",
+    "power_condition",
+    "rank_and_top1",
+    "regime_report",
+    "run_micro_batches",
+    "saturable_micro_batches",
+    "saturated_micro_batches",
+    "saturation_condition",
+    "seeds_for_half_width",
+    "split_near_duplicate_share",
+    "strong_init_condition",
+    "trainer_micro_batches",
+    "transfer_condition",
+]
+
+_all_met = _all_met  # tests/test_regime.py reads the private helper through this module
