@@ -64,7 +64,7 @@ def test_text_that_is_not_the_wanted_type_stays_text_and_fails_validation():
 @pytest.mark.parametrize("extra, message", [
     ({"trian": {}}, "config key trian: unknown key; did you mean 'train'?"),
     ({"train": {"warmup": 3}}, "config key train.warmup: unknown key; did you mean 'warmup_steps'?"),
-    ({"zzz": 1}, "config key zzz: unknown key; known: scale, cpu_kernels, backbone, pretrain, benchmarks, train, gamma, "
+    ({"zzz": 1}, "config key zzz: unknown key; known: scale, cpu_kernels, backbone, models, pretrain, benchmarks, train, gamma, "
                  "token_weight, seeds, methods, experiments, preprocess, evaluate, statistics, export, geometry, report, "
                  "rehearsal, "
                  "resources"),
