@@ -565,9 +565,15 @@ def prepare_model_option(wildcards, input):
 
 def backbone_folder():
     """The model folder install_backbone installs: the released one (backbone.checkpoint) or the DAG's own
-    pretrained one (backbone.source pretrain)."""
+    pretrained one (backbone.source pretrain). A relative released folder is read from the working
+    directory, else from the repository beside the Snakefile (the shipped resources/backbones/), so a run
+    in another --directory installs the shipped backbone too."""
     if config["backbone"]["source"] == "released":
-        return config["backbone"]["checkpoint"]
+        folder = Path(config["backbone"]["checkpoint"])
+        shipped = Path(workflow.basedir) / folder
+        if not folder.is_absolute() and not folder.exists() and shipped.exists():
+            return str(shipped)
+        return str(folder)
     return "results/pretrain/long/model"
 
 
