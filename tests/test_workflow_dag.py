@@ -305,7 +305,7 @@ def test_rule_all_asks_for_every_evaluation_and_run_summary(tmp_path):
     # the zero-shot backbone's rows: main's synthetic and transfer's synthetic_shift (synthetic data has no
     # protocol variants, so the protocol table adds no evaluation of its own here)
     zeroshot = {"results/evals/zeroshot/synthetic.json", "results/evals/zeroshot/synthetic_shift.json"}
-    assert evals and summaries and evals | zeroshot | summaries | {"results/report.html"} == set(all_inputs)
+    assert evals and summaries and evals | zeroshot | summaries | {"results/report.html", "results/summary.md"} == set(all_inputs)
 
 
 def test_lint_and_format_are_clean(tmp_path):

@@ -234,7 +234,11 @@ if config["backbone"]["source"] in ("released", "pretrain"):
         conda:
             "../../envs/train.yaml"
         params:
-            source=backbone_folder(),
+            source=lambda w, input: (
+                Path(input[0]).parent
+                if config["backbone"]["source"] == "released"
+                else input[0]
+            ),
             pin=(
                 f"--sha256 {config['backbone']['sha256']}"
                 if config["backbone"]["sha256"]
