@@ -20,7 +20,7 @@ __all__ = ["job_resources", "load_config", "profile_train_resources"]
 
 def _schema_path() -> Path:
     candidates = [Path.cwd() / "workflow/schemas/config.schema.yaml",
-                  Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml"]
+                  Path(__file__).resolve().parents[3] / "workflow/schemas/config.schema.yaml"]
     for path in candidates:
         if path.is_file():
             return path
