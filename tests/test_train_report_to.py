@@ -32,7 +32,7 @@ from hnclip.train import EPOCH_COLUMNS
 
 # what the loop must show (the issue: losses, learning rate, logit scale, saturated share, per-epoch R@K)
 REQUIRED_TAGS = {"train/loss", "train/infonce", "train/lr", "train/logit_scale", "train/saturated_share",
-                 *(f"eval/{c}" for c in EPOCH_COLUMNS if c not in ("epoch", "step"))}
+                 *(f"eval/{c}" for c in EPOCH_COLUMNS if c not in ("epoch", "step", "benchmark"))}
 
 
 def _expected_scalars(out: Path) -> dict[str, dict[int, float]]:
