@@ -303,7 +303,11 @@ def test_cluster_run_outputs_equal_the_local_run(slurm_run):
     for rel in evals:
         assert json.loads((cluster / rel).read_text())["metrics"] == json.loads((local / rel).read_text())["metrics"], rel
     weights = sorted(p.relative_to(local) for p in (local / "results").rglob("model.safetensors"))
-    assert len(weights) == 4 + len(run_dirs)  # init, pretrained, stretched, long-stage backbone + the runs
+    # the backbone's stages (init, short, stretched, long) and the installed copy, then one per run
+    backbone = {f"results/{d}/model.safetensors" for d in ("pretrain/init", "pretrain/short/model",
+                                                           "pretrain/stretched", "pretrain/long/model",
+                                                           "backbone/model")}
+    assert {str(p) for p in weights} == backbone | {f"{d}/model/model.safetensors" for d in run_dirs}
     for rel in weights:
         assert sha256(cluster / rel) == sha256(local / rel), rel
     geometry = "results/geometry/synthetic.json"
