@@ -122,7 +122,7 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     from hnclip.frameworks import Batch
     from hnclip.models import load_model
     from hnclip.train import compute_objective, load_training_set
-    from hnclip.train_config import TrainConfig
+    from hnclip.config.train import TrainConfig
     from hnclip.training.dynamics import GradientProbe, sparse_embeddings
 
     from step_setup import training_parts

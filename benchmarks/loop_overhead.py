@@ -70,9 +70,12 @@ def pipeline_settings(configfile: Path) -> tuple[dict, dict, str]:
     from hnclip import plan
 
     try:
-        from hnclip.config_loading import load_config
-    except ImportError:  # a source tree from before hnclip.config_loading (--src)
-        from hnclip.plan_cli import load_config
+        from hnclip.config.loading import load_config
+    except ImportError:  # a source tree from before the hnclip.config package (--src)
+        try:
+            from hnclip.config_loading import load_config
+        except ImportError:  # ... or from before hnclip.config_loading
+            from hnclip.plan_cli import load_config
 
     config = load_config(configfile)
     if not hasattr(plan, "probed_runs"):  # a source tree from before train.probe_runs: every run probes
@@ -92,7 +95,10 @@ def pipeline_settings(configfile: Path) -> tuple[dict, dict, str]:
 
 
 def train_config(overrides: dict, gamma: float, probe: bool, steps: int, device: str, report_to: str = ""):
-    from hnclip.train_config import TrainConfig
+    try:
+        from hnclip.config.train import TrainConfig
+    except ImportError:  # a source tree from before the hnclip.config package (--src)
+        from hnclip.train_config import TrainConfig
 
     settings = {**overrides, "gamma": str(gamma), "device": device, "epochs": "1", "max_steps": str(steps),
                 "eval_every_epoch": "false", "keep_checkpoint": "none",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hnclip.config_loading import load_config
+from hnclip.config.loading import load_config
 from hnclip.frameworks import framework_names  # torch-free: the registration rows
 
 PAPER_CONFIG = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
@@ -15,7 +15,7 @@ PAPER_CONFIG = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
 
 def paper_hn_settings() -> dict:
     """HN-CLIP's gamma and token weight as config/paper.yaml sets them (the config is their one home), read
-    as the workflow reads it (hnclip.config_loading: validated, schema defaults filled in)."""
+    as the workflow reads it (hnclip.config.loading: validated, schema defaults filled in)."""
     config = load_config(PAPER_CONFIG)
     return {"gamma": float(config["gamma"]), "token_weight": float(config["token_weight"])}
 

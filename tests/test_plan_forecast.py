@@ -14,7 +14,7 @@ import yaml
 
 from hnclip import plan, protocols
 from hnclip.cli.plan import print_plan
-from hnclip.config_loading import load_config
+from hnclip.config.loading import load_config
 from hnclip.cost import DEFAULT_SAMPLES_PER_S, run_samples
 
 REPO = Path(__file__).resolve().parents[1]

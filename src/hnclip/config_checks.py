@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hnclip.config_validation import ConfigError, did_you_mean
+from hnclip.config.validation import ConfigError, did_you_mean
 from hnclip.plan.benchmarks import benchmark_splits
 
 __all__ = ["check_config", "fail", "unknown"]

@@ -234,11 +234,8 @@ if config["backbone"]["source"] in ("released", "pretrain"):
         conda:
             "../../envs/train.yaml"
         params:
-            source=lambda w, input: (
-                Path(input[0]).parent
-                if config["backbone"]["source"] == "released"
-                else input[0]
-            ),
+            # the folder that holds the inputs: the released folder's two files, or the pretrain folder
+            source=lambda w, input: os.path.commonpath(list(input)),
             pin=(
                 f"--sha256 {config['backbone']['sha256']}"
                 if config["backbone"]["sha256"]

@@ -2,6 +2,7 @@
 # Which runs each experiment needs is decided in hnclip.plan (testable without Snakemake).
 import copy
 import json
+import os
 import shlex
 import sys
 from pathlib import Path

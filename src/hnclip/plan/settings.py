@@ -29,7 +29,7 @@ def _train_settings(config: dict, run: Run) -> dict:
 def run_settings(config: dict, run: Run) -> dict:
     """The run's TrainConfig as its ``summary.json`` will hold it (``TrainConfig.to_dict()``), probing
     left at its default (the probe does not change what the run trains)."""
-    from hnclip.train_config import TrainConfig, override_items
+    from hnclip.config.train import TrainConfig, override_items
 
     items = override_items(_train_settings(config, run), read=True)
     return TrainConfig.from_overrides(dict(item.split("=", 1) for item in items)).to_dict()
@@ -97,7 +97,7 @@ def train_overrides(config: dict, run: Run, probed: set[Run] | None = None,
                     epoch_evaluated: set[Run] | None = None) -> list[str]:
     """``key=value`` items of TrainConfig for one run: the shared ``train`` section, the method's own recipe
     over it (``methods.<m>.train``, null = shared), then the method's and the run's keys. Only the run's
-    framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.train_config.override_items`.
+    framework section (e.g. ``finelip.margin=0.2``) is passed: see :func:`hnclip.config.train.override_items`.
 
     ``probed``: :func:`probed_runs` (computed here when not given); a run outside it gets
     ``dynamics_probe=false`` when it would otherwise probe. That setting is not in the config hash (the
@@ -105,7 +105,7 @@ def train_overrides(config: dict, run: Run, probed: set[Run] | None = None,
     checkpoint; a run turned on whose checkpoint did not probe trains again (see
     :meth:`hnclip.training.checkpoint.RunCheckpoint.read`).
     """
-    from hnclip.train_config import override_items
+    from hnclip.config.train import override_items
 
     probed = probed_runs(config) if probed is None else probed
     epoch_evaluated = epoch_evaluated_runs(config) if epoch_evaluated is None else epoch_evaluated
