@@ -12,6 +12,7 @@ arguments default to Snakemake wildcards, so a rule's path is the same call as a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 __all__ = [
     "RESULTS",
@@ -72,6 +73,14 @@ def run_dir(run: str = RUN) -> str:
 def run_of_dir(folder) -> str:
     """The run's path (:data:`RUN`) of its folder :func:`run_dir`; any other path unchanged."""
     return str(folder).removeprefix(f"{RUNS_DIR}/")
+
+
+def train_set_of_dir(folder) -> str | None:
+    """The train set of a run's folder, the part after ``runs`` in ``.../runs/<train_set>/<method>/...``,
+    wherever the results folder lies (a relative or absolute path); ``None`` for any other path."""
+    parts = Path(str(folder)).parts
+    runs = Path(RUNS_DIR).name
+    return parts[parts.index(runs) + 1] if runs in parts[:-1] else None
 
 
 def checkpoint_dir(run: str = RUN) -> str:

@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from hnclip import paths
+
 WEIGHTS_DIR = "resources/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
 SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
 
@@ -63,10 +65,9 @@ def data_sizes(cells, records=(), summaries=None) -> str:
     tests = {r["eval_benchmark"]: (r.get("n_images"), r.get("n_texts")) for r in records if "eval_benchmark" in r}
     trained = {}
     for run_dir, summary in (summaries or {}).items():
-        # the run's record, else its folder results/runs/<train_set>/<method>/...
-        parts = Path(str(summary.get("run_dir") or run_dir)).parts
-        folder = parts[parts.index("runs") + 1] if "runs" in parts[:-1] else None
-        train_set = (summary.get("run") or {}).get("train_set") or folder
+        # the run's record, else its folder
+        train_set = ((summary.get("run") or {}).get("train_set")
+                     or paths.train_set_of_dir(summary.get("run_dir") or run_dir))
         if train_set and summary.get("n_train") is not None:
             trained[train_set] = summary["n_train"]
     parts = []
