@@ -136,7 +136,7 @@ def _job_seconds(workdir: Path) -> dict[str, float]:
         rows = path.read_text().splitlines()
         if len(rows) >= 2:
             totals[kind] = totals.get(kind, 0.0) + float(rows[1].split("\t")[0])
-    return dict(sorted(totals.items()))
+    return {kind: round(seconds, 2) for kind, seconds in sorted(totals.items())}
 
 
 def _cpu() -> str:
@@ -202,8 +202,12 @@ def main() -> None:
 
     summary = json.loads(next((workdir / "results/runs").rglob("summary.json")).read_text())
     record = json.loads(next((workdir / "results/evals/my_captions").rglob("my_captions.json")).read_text())
-    results = [json.loads(line) for line in (out / "open_clip_logs/run/results.jsonl").read_text().splitlines()] \
-        if (out / "open_clip_logs/run/results.jsonl").is_file() else []
+    # open_clip_train writes its evaluations beside its checkpoints (train.evaluate: args.checkpoint_path)
+    results_file = out / "open_clip_logs/run/checkpoints/results.jsonl"
+    results = [json.loads(line) for line in results_file.read_text().splitlines()] if results_file.is_file() else []
+    if not results:
+        print(f"warning: open_clip_train wrote no evaluation ({results_file} missing or empty; see "
+              f"{out / 'open_clip.log'})", file=sys.stderr)
     report = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "platform": platform.platform(),
