@@ -8,13 +8,13 @@ method keeps its ratio to Long-CLIP's rate in ``config/paper.yaml`` (the authors
 StructXLIP 5x, the adapters 100x, FineLIP's aggregators 200x), so no method is tuned on its own and
 none toward HN; a method whose val R@1 after the budget at that rate is below the zero-shot backbone's
 (it diverged) steps its rate down 10x until it is not (``--method`` trains another method's run at the
-given rates to check it). The printed table is what ``config/config.yaml`` and benchmarks/README.md record.
+given rates to check it). The printed table is what ``config/config.yaml``'s comments on ``train.lr`` record.
 
 Needs a results folder with the backbone and the prepared train and val splits, e.g. after
 
     .venv/bin/snakemake --cores all results/backbone/model results/data/synthetic/val.csv
 
-    .venv/bin/python benchmarks/toy_recipe.py --results results --lrs 3e-5 1e-4 3e-4 1e-3
+    .venv/bin/python research/toy_recipe.py --results results --lrs 3e-5 1e-4 3e-4 1e-3
 
 Runs one training job per rate, one after the other (each ~1-2 min on 2 cores); their folders go to
 ``--out`` (default: a temporary folder), never into the checkout's results.
