@@ -123,8 +123,9 @@ def _timed(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[float, floa
         proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
     elapsed = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}); see {log}")
+    if proc.returncode != 0:  # the log's tail here too: the default working folder is removed on exit
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed (exit {proc.returncode}); {log} ends:\n{tail}")
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 

@@ -37,3 +37,12 @@ def test_benchmark_script_runs_quick(script, tmp_path):
                           text=True, timeout=900 if script.name in SLOW else 600)
     assert proc.returncode == 0, f"{script.name} --quick failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert proc.stdout.strip(), f"{script.name} --quick printed nothing"
+
+
+def test_the_dev_install_can_run_open_clip_train():
+    """finetune_vs_open_clip.py runs ``python -m open_clip_train.main``, whose data module imports braceexpand
+    and webdataset at the top: the --dev install must carry them (pyproject's bench extra), or CI's slow run
+    fails after the whole default suite. A fresh process, as the script starts it."""
+    proc = subprocess.run([sys.executable, "-c", "import open_clip_train.data"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, f"open_clip_train.data does not import (pip install -e '.[bench]'):\n{proc.stderr[-1500:]}"
