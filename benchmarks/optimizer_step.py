@@ -1,12 +1,15 @@
-"""One AdamW step on the toy's dual encoder: torch's per-tensor loop against its multi-tensor update.
+"""One AdamW step on the toy's dual encoder: torch's per-tensor loop, its multi-tensor and its fused update.
 
 torch chooses the multi-tensor (``foreach``) AdamW update by itself only for accelerator tensors; on the
 CPU it runs a Python loop over the parameters, one small kernel at a time. The embedded default trains
-the toy's ``mini`` dual encoder (62 trainable tensors at 248 text positions) on the CPU, one optimizer
-step per two micro-batches, so ``hnclip.training.schedule.build_optimizer`` asks for ``foreach=True``.
+the toy's ``mini`` dual encoder (62 trainable tensors at 248 text positions, 3.2M of its 3.4M entries in
+the token table) on the CPU, one optimizer step per two micro-batches, so
+``hnclip.training.schedule.build_optimizer`` asks for torch's fused update (one kernel per tensor).
 This measures, in one run on this machine and one thread (as each training job runs), the seconds per
-step of both updates over the same parameters and gradients (rounds alternate the two, so load from
-elsewhere falls on both alike), prints their ratio, and checks that both leave bit-identical weights.
+step of the three updates over the same parameters and gradients (rounds rotate the order, so load from
+elsewhere falls on all alike; the token table's gradient is zero outside the few hundred rows a caption
+set uses, as in training), prints the ratios, and how far each update's weights are from the per-tensor
+loop's.
 
     .venv/bin/python benchmarks/optimizer_step.py                 # 5 rounds of 50 steps
     .venv/bin/python benchmarks/optimizer_step.py --rounds 3 --steps 100
@@ -44,8 +47,11 @@ CFG = TrainConfig(lr=1e-3)
 UPDATES = {
     "per-tensor loop (foreach=False, torch's CPU default)":
         lambda groups: torch.optim.AdamW(groups, lr=CFG.lr, betas=(CFG.beta1, CFG.beta2), eps=CFG.eps, foreach=False),
-    "multi-tensor    (foreach=True, build_optimizer)": lambda groups: build_optimizer(groups, CFG),
+    "multi-tensor    (foreach=True)":
+        lambda groups: torch.optim.AdamW(groups, lr=CFG.lr, betas=(CFG.beta1, CFG.beta2), eps=CFG.eps, foreach=True),
+    "fused           (fused=True, build_optimizer)": lambda groups: build_optimizer(groups, CFG),
 }
+USED_TOKEN_ROWS = 400  # rows of the token table with a gradient (the synthetic captions use a few hundred)
 
 
 def time_steps(make_optimizer, steps: int, seed: int = 0) -> tuple[float, list[torch.Tensor]]:
@@ -57,6 +63,8 @@ def time_steps(make_optimizer, steps: int, seed: int = 0) -> tuple[float, list[t
     generator = torch.Generator().manual_seed(seed + 1)
     for p in params:
         p.grad = torch.randn(p.shape, generator=generator) * 1e-3
+    table = model.clip.token_embedding.weight
+    table.grad[USED_TOKEN_ROWS:] = 0.0
     optimizer = make_optimizer(Framework(CFG).param_groups(model))
     optimizer.step()  # allocates the moments outside the timed steps
     started = time.perf_counter()
@@ -81,18 +89,16 @@ def main(argv=None) -> None:
         for label in labels:
             took, weights[label] = time_steps(UPDATES[label], args.steps)
             seconds[label].append(took)
-    per_tensor, multi_tensor = (weights[label] for label in UPDATES)
+    per_tensor = weights[next(iter(UPDATES))]
     print(f"mini dual encoder, 248 text positions: {len(per_tensor)} trainable tensors, "
           f"{sum(w.numel() for w in per_tensor):,} parameters; one thread; {args.rounds} rounds of {args.steps} steps")
     medians = {label: statistics.median(values) for label, values in seconds.items()}
+    fused = medians[list(UPDATES)[-1]]
     width = max(len(label) for label in medians)
     for label, median in medians.items():
-        print(f"{label:<{width}}: {median * 1e3:7.2f} ms per step (median)")
-    a, b = medians.values()
-    identical = all(torch.equal(x, y) for x, y in zip(per_tensor, multi_tensor, strict=True))
-    print(f"ratio per-tensor / multi-tensor: {a / b:.2f}; weights after {args.steps + 1} steps bit-identical: "
-          f"{identical}")
-
+        gap = max((a - b).abs().max().item() for a, b in zip(weights[label], per_tensor, strict=True))
+        print(f"{label:<{width}}: {median * 1e3:7.2f} ms per step (median), {median / fused:4.2f}x fused; "
+              f"largest weight difference from the per-tensor loop after {args.steps + 1} steps {gap:.1e}")
 
 if __name__ == "__main__":
     main()

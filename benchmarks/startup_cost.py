@@ -1,14 +1,17 @@
 """What a job of the embedded default pays before it does any work: the imports of a fresh process.
 
-Every rule runs ``python -m hnclip VERB`` in a new process, so each of the ~85 jobs that load a model
-(training, evaluation, geometry, the regime, the gallery, the pretraining stages) imports torch,
-torchvision and open_clip again. This measures, in one run on this machine, rounds of fresh processes
+Every rule runs ``python -m hnclip VERB`` in a new process, so each of the ~60 jobs of the embedded default
+that load a model (training, evaluation, geometry, the regime, the gallery) imports torch, torchvision and
+open_clip again. This measures, in one run on this machine, rounds of fresh processes
 (each round runs every row once, in a rotated order, so that load from elsewhere falls on all alike):
 
 - ``python``: the bare interpreter (``-c pass``);
 - ``torch``, ``torch+torchvision`` (torchvision's ``ops`` import ``torch._dynamo``), ``open_clip`` (its
-  package imports torchvision and transformers);
+  package imports torchvision, timm and transformers);
+- ``hnclip.models``: the models package, which imports open_clip without timm and transformers
+  (hnclip.models.open_clip_import);
 - ``hnclip evaluate's imports``: ``hnclip.evaluate`` and ``hnclip.models``, what the evaluate verb loads;
+  ``hnclip train's imports``: ``hnclip.train``;
 - with ``--results DIR`` (a finished run of the embedded default): ``evaluate job``, the whole
   ``python -m hnclip evaluate`` of the run's seed-0 Long-CLIP FT model on its test split, as the rule runs
   it (one thread), writing to a temporary folder.
@@ -43,7 +46,9 @@ IMPORT_ROWS = {
     "torch": "import torch",
     "torch+torchvision": "import torch, torchvision",
     "open_clip": "import open_clip",
+    "hnclip.models (open_clip without timm, transformers)": "import hnclip.models",
     "hnclip evaluate's imports": "import hnclip.evaluate, hnclip.models",
+    "hnclip train's imports": "import hnclip.train",
 }
 
 

@@ -98,3 +98,33 @@ def test_the_loop_evaluates_every_given_split_after_each_epoch_and_names_it(tmp_
 
     final = evaluate_model(load_model(tmp_path / "out" / "model"), other, ImageStore(store_dir), device="cpu")
     assert all(float(rows[-1][k]) == pytest.approx(v, abs=1e-9) for k, v in final.items())
+
+
+@pytest.mark.parametrize("framework", [None, "finelip"])
+def test_captions_batched_by_length_come_back_in_manifest_order_with_their_own_features(split, framework):
+    # encode_split batches captions by token length (less padding); each row's features must be the ones
+    # that caption gets encoded alone, in the manifest's order, whatever the batch size
+    from hnclip.evaluate import encode_split, encode_split_with_framework
+
+    manifest, store_dir, _ = split
+    manifest = manifest.copy()
+    words = str(manifest["caption"].iloc[0]).split()
+    manifest["caption"] = [" ".join(words[:3 + (7 * i) % 11]) for i in range(len(manifest))]  # mixed lengths
+    model = create_model("micro", seed=2).eval()
+    store = ImageStore(store_dir)
+    fw = None if framework is None else build_framework(TrainConfig(framework=framework), model).eval()
+    with torch.no_grad():
+        if fw is None:
+            alone = {"features": torch.cat([model.encode_text(model.tokenize([c])) for c in manifest["caption"]])}
+        else:
+            each = [fw.encode_texts(model, model.tokenize([c])) for c in manifest["caption"]]
+            alone = {k: torch.cat([e[k] for e in each]) for k in each[0]}
+    for batch_size in (3, 64):
+        if fw is None:
+            _, texts = encode_split(model, manifest, store, batch_size=batch_size, device="cpu")
+            texts = {"features": texts}
+        else:
+            _, texts = encode_split_with_framework(fw, model, manifest, store, batch_size=batch_size, device="cpu")
+        assert texts.keys() == alone.keys()
+        for key, value in alone.items():
+            torch.testing.assert_close(texts[key], value, rtol=0, atol=1e-5)

@@ -75,6 +75,9 @@ def save_figure(fig, out_prefix) -> list[Path]:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = [prefix.with_name(prefix.name + ".png"), prefix.with_name(prefix.name + ".svg")]
     fig.savefig(paths[0], dpi=130)
+    # the SVG keeps the PNG's layout: constrained layout, about half of a save, is not solved again
+    if fig.get_layout_engine() is not None:
+        fig.set_layout_engine("none")
     with matplotlib.rc_context({"svg.hashsalt": "hnclip"}):
         fig.savefig(paths[1], metadata={"Date": None})
     plt.close(fig)

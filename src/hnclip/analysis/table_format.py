@@ -122,13 +122,17 @@ def _write_csv(df: pd.DataFrame, path: Path) -> None:
     lines = []
     names = [str(n) for n in df.index.names] + list(df.columns.names[:-1])
     runs = df.attrs.get("runs") or {}
-    for row in df.index:
+    # cells read from one array by position: each df.loc would deep-copy df.attrs (the runs behind every
+    # cell), seconds for a table of a few hundred cells
+    values = df.to_numpy(dtype=object)
+    column = {c: j for j, c in enumerate(df.columns)}
+    for i, row in enumerate(df.index):
         row_t = row if isinstance(row, tuple) else (row,)
         for col in [c[:-1] for c in df.columns if c[-1] == "mean"]:
-            mean, std, n = (df.loc[row, col + (s,)] for s in ("mean", "std", "n"))
+            mean, std, n = (values[i, column[col + (s,)]] for s in ("mean", "std", "n"))
             if not n:
                 continue
-            low, high = (df.loc[row, col + (s,)] if col + (s,) in df.columns else math.nan
+            low, high = (values[i, column[col + (s,)]] if col + (s,) in column else math.nan
                          for s in ("ci_low", "ci_high"))
             behind = _run_columns(runs.get((row_t, col), [])) if runs else []
             lines.append(list(row_t) + list(col) + [mean, std, int(n), low, high] + behind)

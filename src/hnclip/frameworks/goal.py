@@ -16,9 +16,9 @@ box touches (GOAL's rule: floor of the start, ceiling of the end, in patch units
 ``ln_post`` and the projection, as GOAL pools HF CLIP's last hidden state and applies
 ``post_layernorm`` + ``visual_projection``. *Span tokens*: the caption's last-layer token states
 (before ``ln_final``) of the sentence's token span, averaged, then ``ln_final`` and the text
-projection. Both states are read with forward hooks on ``ln_post`` / ``ln_final`` during the one
-forward pass that also gives the global features, so nothing is encoded twice (GOAL runs the towers a
-second time for them).
+projection. Both states are read with forward hooks on ``ln_post`` / ``ln_final`` during the forward
+pass that also gives the global features, so nothing is encoded twice (GOAL runs the towers a second
+time for them); the segment sentences have a text pass of their own (:meth:`GoalFramework.encode`).
 
 Choices where GOAL's code is not the reference we follow:
 - a pair whose box lies outside the image store's centre crop, or whose sentence was truncated away
@@ -196,13 +196,12 @@ class GoalFramework(Framework):
 
     # ------------------------------------------------------------------------------------------ training
     def encode(self, model, batch: Batch) -> dict[str, torch.Tensor]:
-        return self._encode(model, batch)[0]
+        """GOAL's features: one pass over images + crops and captions, one over the segment sentences.
 
-    def _encode(self, model, batch: Batch, more_images: tuple = (), more_texts: tuple = ()):
-        """One forward pass over images + crops (+ ``more_images``) and captions + sentences (+ ``more_texts``).
-
-        Returns (GOAL's output dict, {"images": [n, ...] features of more_images in order,
-        "texts": ..., "text_states": pre-``ln_final`` states of more_texts}).
+        The sentences get a text pass of their own because the text tower runs up to the longest caption
+        of its batch (:meth:`DualEncoder._encode_text`): joined to the dense captions, each ~20-token
+        sentence would be run at the captions' ~150 positions, doubling the text tower's work. Rows never
+        interact (causal attention, pooling at each row's EOT), so the features are the same either way.
         """
         clip = _clip(model)
         extras = batch.extras
@@ -211,17 +210,16 @@ class GoalFramework(Framework):
         if crops.shape[1:] != batch.pixels.shape[1:]:
             raise ValueError(f"segment crops are {tuple(crops.shape[1:])} but the model's images are "
                              f"{tuple(batch.pixels.shape[1:])}: rebuild the segment product for this model")
-        images = torch.cat([batch.pixels, crops, *more_images])
-        texts = torch.cat([batch.tokens, extras["sentence_tokens"], *more_texts])
         with captured_inputs(vision=clip.visual.ln_post, text=clip.ln_final) as states:
-            out = model(images, texts, with_tokens=self.needs_tokens)
+            out = model(torch.cat([batch.pixels, crops]), batch.tokens, with_tokens=self.needs_tokens)
+        sentences = model(None, extras["sentence_tokens"])
         result = {"logit_scale": out["logit_scale"],
-                  "image_features": out["image_features"][:size], "text_features": out["text_features"][:size],
-                  "crop_features": out["image_features"][size:2 * size],
-                  "sentence_features": out["text_features"][size:2 * size]}
+                  "image_features": out["image_features"][:size], "text_features": out["text_features"],
+                  "crop_features": out["image_features"][size:], "sentence_features": sentences["text_features"]}
         if self.needs_tokens:
-            for key in ("image_tokens", "text_tokens", "text_mask"):
+            for key in ("image_tokens", "text_tokens"):
                 result[key] = out[key][:size]
+            result["text_mask"] = out["text_mask"]
 
         visual = clip.visual
         patches = states["vision"][:size, 1:]  # drop CLS
@@ -230,13 +228,9 @@ class GoalFramework(Framework):
         result["box_valid"] = box_mask.any(dim=1)
         text_states = states["text"]
         span_mask = span_token_mask(extras["token_spans"], text_states.shape[1], batch.tokens.shape[1])
-        pooled = pool_masked(text_states[:size], span_mask)
-        result["span_features"] = clip.ln_final(pooled) @ clip.text_projection
+        result["span_features"] = clip.ln_final(pool_masked(text_states, span_mask)) @ clip.text_projection
         result["span_valid"] = span_mask.any(dim=1)
-
-        more = {"images": out["image_features"][2 * size:], "texts": out["text_features"][2 * size:],
-                "text_states": text_states[2 * size:]}
-        return result, more
+        return result
 
     def extra_terms(self, out: Mapping[str, torch.Tensor], batch: Batch) -> dict[str, torch.Tensor]:
         scale = out["logit_scale"].float()

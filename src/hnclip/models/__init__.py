@@ -5,7 +5,13 @@
 - :mod:`.dual_encoder` the model; :mod:`.factory` random init and the 77 -> 248 stretch.
 - :mod:`.checkpoints` OpenAI / Long-CLIP state dicts, local or ``hf://``.
 - :mod:`.attention` Linear-based attention; :mod:`.adapters` LoRA/DoRA; :mod:`.io` save/load.
+- :mod:`.open_clip_import` open_clip imported without its timm/transformers integrations (first, below).
 """
+
+from .open_clip_import import import_open_clip
+
+import_open_clip()  # before any module below imports from open_clip: ~2.5 s less per job
+
 
 from .adapters import apply_adapters, is_adapted, merge_adapters
 from .attention import LinearAttention, convert_attention_to_linear, convert_attention_to_native

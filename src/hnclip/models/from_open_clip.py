@@ -35,6 +35,7 @@ import torch
 
 from .checkpoints import dual_encoder_from_openai_state
 from .dual_encoder import DualEncoder
+from .open_clip_import import open_clip_with_integrations
 from .registry import check_config
 
 __all__ = ["OpenClipWeights", "dual_encoder_from_open_clip", "load_open_clip", "resolve_open_clip_weights"]
@@ -84,7 +85,7 @@ def resolve_open_clip_weights(model: str, checkpoint: str | None, *, revision: s
                               cache_dir: str | None = None) -> OpenClipWeights:
     """The weights ``model`` + ``checkpoint`` name, fetched by open_clip's own functions and checked (module
     docstring). Errors name the value that is wrong."""
-    import open_clip
+    open_clip = open_clip_with_integrations()
     from open_clip.pretrained import (
         download_pretrained_from_hf,
         download_pretrained_from_url,
@@ -225,7 +226,7 @@ def load_open_clip(model: str, checkpoint: str | None = None, *, revision: str |
                    cache_dir: str | None = None) -> tuple[DualEncoder, OpenClipWeights]:
     """``model`` + ``checkpoint`` (module docstring) through ``open_clip.create_model_and_transforms``, converted;
     with where its weights came from."""
-    import open_clip
+    open_clip = open_clip_with_integrations()
 
     cache_dir = cache_dir or os.environ.get("HF_HUB_CACHE") or None
     found = resolve_open_clip_weights(model, checkpoint, revision=revision, sha256=sha256,

@@ -1,0 +1,67 @@
+"""Import open_clip without its timm and transformers integrations, and bring them back when a model needs them.
+
+Why: every job that loads a model is a fresh process, and ``import open_clip`` imports timm (and through
+it wandb) and transformers for its optional timm image towers and Hugging Face text towers: about 2.5 s
+of the ~8 s each training or evaluation job spends importing on the 2-core CPU
+(``benchmarks/startup_cost.py``), a quarter of the embedded default's minutes over its ~60 such jobs.
+hnclip's :class:`~hnclip.models.dual_encoder.DualEncoder` is open_clip's plain ``CLIP`` with its own ViT
+and text towers only (:mod:`hnclip.models.registry` refuses timm and Hugging Face towers), so those
+integrations are never used there.
+
+:func:`import_open_clip` imports open_clip with ``timm`` and ``transformers`` marked absent (a ``None``
+entry in ``sys.modules`` makes their ``import`` raise ImportError, which open_clip catches: both are
+optional to it), then removes the marks, so ``import transformers`` elsewhere in the process works as
+usual. :func:`open_clip_with_integrations` is what code handing a user's model to open_clip itself
+(``hnclip.models.from_open_clip``) calls first: it re-runs open_clip's modules that import them in place so
+that they, and the classes open_clip already bound from them, see the installed libraries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from types import ModuleType
+
+__all__ = ["OPTIONAL", "import_open_clip", "open_clip_with_integrations"]
+
+# open_clip's modules that import an optional library in a try block: module -> (library, the global that is
+# falsy when the import failed; what the tests read)
+OPTIONAL = {"open_clip.timm_model": ("timm", "timm"), "open_clip.hf_model": ("transformers", "transformers"),
+            "open_clip.coca_model": ("transformers", "_has_transformers")}
+
+
+# the OPTIONAL modules imported while their library was hidden (re-run by open_clip_with_integrations)
+_IMPORTED_WITHOUT: set[str] = set()
+
+
+def import_open_clip() -> ModuleType:
+    """``open_clip``, imported without timm and transformers if it is not imported yet (module docstring)."""
+    if "open_clip" in sys.modules:
+        return sys.modules["open_clip"]
+    hidden = sorted({library for library, _ in OPTIONAL.values()} - set(sys.modules))
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
+    try:
+        module = importlib.import_module("open_clip")
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+    _IMPORTED_WITHOUT.update(m for m, (library, _) in OPTIONAL.items() if library in hidden and m in sys.modules)
+    return module
+
+
+def open_clip_with_integrations() -> ModuleType:
+    """``open_clip`` with its timm and Hugging Face adapters bound to the installed libraries.
+
+    A no-op when open_clip was imported normally. Reloading runs a module again in its own namespace, so
+    the classes ``open_clip.model`` imported from it earlier see the libraries as well.
+    """
+    open_clip = import_open_clip()
+    for module_name in sorted(_IMPORTED_WITHOUT):
+        library, _ = OPTIONAL[module_name]
+        if importlib.util.find_spec(library) is not None:
+            importlib.reload(sys.modules[module_name])
+        _IMPORTED_WITHOUT.discard(module_name)
+    return open_clip
