@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from hnclip.config.train import TrainConfig
 from hnclip.data.image_store import ImageStore, build_store, to_model_input
 from hnclip.data.synthetic import generate_synthetic, load_synthetic
 from hnclip.frameworks import Batch
@@ -35,7 +36,6 @@ from hnclip.preprocess.edges import build_edges
 from hnclip.preprocess.oracle import synthetic_mask_generator
 from hnclip.preprocess.segments import build_segments, load_mask_generator, save_random_sam
 from hnclip.train import load_training_set
-from hnclip.config.train import TrainConfig
 
 from step_setup import VARIANTS, training_parts
 

@@ -118,11 +118,11 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     import pandas as pd
     import torch
 
+    from hnclip.config.train import TrainConfig
     from hnclip.data.image_store import ImageStore, to_model_input
     from hnclip.frameworks import Batch
     from hnclip.models import load_model
     from hnclip.train import compute_objective, load_training_set
-    from hnclip.config.train import TrainConfig
     from hnclip.training.dynamics import GradientProbe, sparse_embeddings
 
     from step_setup import training_parts

@@ -35,10 +35,10 @@ cpu_kernels.configure_torch()
 
 import torch  # noqa: E402
 
+from hnclip.config.train import TrainConfig  # noqa: E402
 from hnclip.frameworks.base import Framework  # noqa: E402
 from hnclip.models import DualEncoder  # noqa: E402
 from hnclip.models.registry import get_model_config  # noqa: E402
-from hnclip.config.train import TrainConfig  # noqa: E402
 from hnclip.training.schedule import build_optimizer  # noqa: E402
 
 # a training job's defaults (betas, epsilon, weight decay) at the embedded default's fine-tuning rate

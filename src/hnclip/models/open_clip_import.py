@@ -65,3 +65,6 @@ def open_clip_with_integrations() -> ModuleType:
             importlib.reload(sys.modules[module_name])
         _IMPORTED_WITHOUT.discard(module_name)
     return open_clip
+
+
+import_open_clip()  # on import: hnclip.models imports this module before any that imports from open_clip
