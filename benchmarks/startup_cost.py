@@ -46,7 +46,7 @@ IMPORT_ROWS = {
     "torch": "import torch",
     "torch+torchvision": "import torch, torchvision",
     "open_clip": "import open_clip",
-    "hnclip.models (open_clip without timm, transformers)": "import hnclip.models",
+    "hnclip.models (lean open_clip)": "import hnclip.models",
     "hnclip evaluate's imports": "import hnclip.evaluate, hnclip.models",
     "hnclip train's imports": "import hnclip.train",
 }
@@ -113,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                 seconds[name].append(timed(commands[name], env))
             print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr)
     medians = {name: statistics.median(values) for name, values in seconds.items()}
-    print(f"{'fresh process':<28} {'median s':>9} {'min s':>7} {'max s':>7}   ({args.rounds} rounds, "
+    print(f"{'fresh process':<30} {'median s':>9} {'min s':>7} {'max s':>7}   ({args.rounds} rounds, "
           f"load average {os.getloadavg()[0]:.2f} at the end)")
     for name in names:
-        print(f"{name:<28} {medians[name]:>9.2f} {min(seconds[name]):>7.2f} {max(seconds[name]):>7.2f}")
+        print(f"{name:<30} {medians[name]:>9.2f} {min(seconds[name]):>7.2f} {max(seconds[name]):>7.2f}")
     if "evaluate job" in medians:
         imports, job = medians["hnclip evaluate's imports"], medians["evaluate job"]
         print(f"imports / whole evaluate job: {imports / job:.2f} ({imports:.2f} s of {job:.2f} s)")
