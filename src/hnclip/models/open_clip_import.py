@@ -1,9 +1,9 @@
 """Import open_clip without its timm and transformers integrations, and bring them back when a model needs them.
 
 Why: every job that loads a model is a fresh process, and ``import open_clip`` imports timm (and through
-it wandb) and transformers for its optional timm image towers and Hugging Face text towers: about 2.5 s
-of the ~8 s each training or evaluation job spends importing on the 2-core CPU
-(``benchmarks/startup_cost.py``), a quarter of the embedded default's minutes over its ~60 such jobs.
+it wandb) and transformers for its optional timm image towers and Hugging Face text towers: 1.7 s of the
+5.7 s it takes on the 2-core CPU (``benchmarks/startup_cost.py``), in each of the embedded default's ~60
+jobs that load a model.
 hnclip's :class:`~hnclip.models.dual_encoder.DualEncoder` is open_clip's plain ``CLIP`` with its own ViT
 and text towers only (:mod:`hnclip.models.registry` refuses timm and Hugging Face towers), so those
 integrations are never used there.
