@@ -6,7 +6,7 @@ the toy's ``mini`` dual encoder (62 trainable tensors at 248 text positions, 3.2
 the token table) on the CPU, one optimizer step per two micro-batches, so
 ``hnclip.training.schedule.build_optimizer`` asks for torch's fused update (one kernel per tensor).
 This measures, in one run on this machine and one thread (as each training job runs), the seconds per
-step of the three updates over the same parameters and gradients (rounds rotate the order, so load from
+step of the three updates over the same parameters and gradients (rounds alternate the order, so load from
 elsewhere falls on all alike; the token table's gradient is zero outside the few hundred rows a caption
 set uses, as in training), prints the ratios, and how far each update's weights are from the per-tensor
 loop's.
@@ -43,12 +43,19 @@ from hnclip.training.schedule import build_optimizer  # noqa: E402
 
 # a training job's defaults (betas, epsilon, weight decay) at the embedded default's fine-tuning rate
 CFG = TrainConfig(lr=1e-3)
-# label -> optimizer over a framework's parameter groups: torch's CPU default, and the project's own
+
+
+def _adamw(foreach: bool):
+    """torch's AdamW with the training job's settings and the given ``foreach``."""
+    return lambda groups: torch.optim.AdamW(groups, lr=CFG.lr, betas=(CFG.beta1, CFG.beta2), eps=CFG.eps,
+                                            foreach=foreach)
+
+
+# label -> optimizer over a framework's parameter groups: torch's CPU default, its multi-tensor update, and
+# the project's own (the first is the reference the others are compared with)
 UPDATES = {
-    "per-tensor loop (foreach=False, torch's CPU default)":
-        lambda groups: torch.optim.AdamW(groups, lr=CFG.lr, betas=(CFG.beta1, CFG.beta2), eps=CFG.eps, foreach=False),
-    "multi-tensor    (foreach=True)":
-        lambda groups: torch.optim.AdamW(groups, lr=CFG.lr, betas=(CFG.beta1, CFG.beta2), eps=CFG.eps, foreach=True),
+    "per-tensor loop (foreach=False, torch's CPU default)": _adamw(foreach=False),
+    "multi-tensor    (foreach=True)": _adamw(foreach=True),
     "fused           (fused=True, build_optimizer)": lambda groups: build_optimizer(groups, CFG),
 }
 USED_TOKEN_ROWS = 400  # rows of the token table with a gradient (the synthetic captions use a few hundred)
@@ -99,6 +106,7 @@ def main(argv=None) -> None:
         gap = max((a - b).abs().max().item() for a, b in zip(weights[label], per_tensor, strict=True))
         print(f"{label:<{width}}: {median * 1e3:7.2f} ms per step (median), {median / fused:4.2f}x fused; "
               f"largest weight difference from the per-tensor loop after {args.steps + 1} steps {gap:.1e}")
+
 
 if __name__ == "__main__":
     main()

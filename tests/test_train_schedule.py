@@ -107,7 +107,7 @@ def _adamw_float64(params, grads_per_step, lrs, weight_decays, betas, eps):
 
 
 def test_the_optimizer_is_adamw_and_its_fused_update_is_the_per_tensor_one():
-    """build_optimizer takes torch's fused update on the CPU (the per-tensor loop costs ~6x per step) and it
+    """build_optimizer takes torch's fused update on the CPU (benchmarks/optimizer_step.py times it) and it
     gives the per-tensor loop's weights within float32 rounding, and AdamW's float64 transcription to float32
     precision."""
     cfg = TrainConfig(lr=1e-2, weight_decay=0.1, warmup_steps=2, beta2=0.98, eps=1e-6)

@@ -25,10 +25,8 @@ from types import ModuleType
 
 __all__ = ["OPTIONAL", "import_open_clip", "open_clip_with_integrations"]
 
-# open_clip's modules that import an optional library in a try block: module -> (library, the global that is
-# falsy when the import failed; what the tests read)
-OPTIONAL = {"open_clip.timm_model": ("timm", "timm"), "open_clip.hf_model": ("transformers", "transformers"),
-            "open_clip.coca_model": ("transformers", "_has_transformers")}
+# open_clip's modules that import an optional library in a try block: module -> library
+OPTIONAL = {"open_clip.timm_model": "timm", "open_clip.hf_model": "transformers", "open_clip.coca_model": "transformers"}
 
 
 # the OPTIONAL modules imported while their library was hidden (re-run by open_clip_with_integrations)
@@ -39,7 +37,7 @@ def import_open_clip() -> ModuleType:
     """``open_clip``, imported without timm and transformers if it is not imported yet (module docstring)."""
     if "open_clip" in sys.modules:
         return sys.modules["open_clip"]
-    hidden = sorted({library for library, _ in OPTIONAL.values()} - set(sys.modules))
+    hidden = sorted(set(OPTIONAL.values()) - set(sys.modules))
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
     try:
@@ -48,7 +46,7 @@ def import_open_clip() -> ModuleType:
         for name in hidden:
             if sys.modules.get(name, ...) is None:
                 del sys.modules[name]
-    _IMPORTED_WITHOUT.update(m for m, (library, _) in OPTIONAL.items() if library in hidden and m in sys.modules)
+    _IMPORTED_WITHOUT.update(m for m, library in OPTIONAL.items() if library in hidden and m in sys.modules)
     return module
 
 
@@ -60,8 +58,7 @@ def open_clip_with_integrations() -> ModuleType:
     """
     open_clip = import_open_clip()
     for module_name in sorted(_IMPORTED_WITHOUT):
-        library, _ = OPTIONAL[module_name]
-        if importlib.util.find_spec(library) is not None:
+        if importlib.util.find_spec(OPTIONAL[module_name]) is not None:
             importlib.reload(sys.modules[module_name])
         _IMPORTED_WITHOUT.discard(module_name)
     return open_clip
