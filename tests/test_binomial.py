@@ -39,3 +39,15 @@ def test_median_interval_takes_the_order_statistics_a_binomial_half_allows():
     big = list(range(5001))
     low, high = median_interval(big, 0.95)
     assert low < 2500 < high and high - low < 200
+
+
+def test_newcombe_difference_matches_his_published_examples():
+    """Newcombe (1998), "Interval estimation for the difference between independent proportions", Statistics
+    in Medicine 17: 873-890, Table II, method 10 (hybrid score, from Wilson's intervals)."""
+    from hnclip.analysis.binomial import newcombe_interval
+
+    assert newcombe_interval(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=5e-5)
+    assert newcombe_interval(9, 10, 3, 10) == pytest.approx((0.1705, 0.8090), abs=5e-5)
+    # equal shares: an interval around 0, symmetric when the counts are
+    low, high = newcombe_interval(5, 10, 5, 10)
+    assert low == pytest.approx(-high) and low < 0 < high

@@ -25,30 +25,38 @@ def unit(*degrees) -> np.ndarray:
     return np.stack([np.cos(a), np.sin(a)], axis=1)
 
 
-# 0/20 degrees: cos 0.940 (near-duplicates); 90/100: cos 0.985; 180 and 270 have no near-duplicate
+# 0/20 degrees: cos 0.940; 90/100: cos 0.985; 180 and 270 are far from everything (cos <= 0.17)
 ANGLES = (0.0, 20.0, 90.0, 100.0, 180.0, 270.0)
 FEATURES = unit(*ANGLES)
-
-
-def brute_companions(features, rows, threshold=0.9):
-    return [any(math.cos(math.radians(ANGLES[i] - ANGLES[j])) >= threshold for j in rows if j != i) for i in rows]
+# one nearest neighbour at cos >= 0.8: 0 <-> 1 and 2 <-> 3, none for 4 and 5
+NEAR = R.NearDuplicates.of(FEATURES, neighbours=1, floor=0.8)
 
 
 # ------------------------------------------------------------------------------ near-duplicates
-def test_near_duplicate_companions_and_per_epoch_shares_by_hand():
+def test_near_duplicate_relation_by_hand():
+    assert [sorted(p) for p in NEAR.partners] == [[1], [0], [3], [2], [], []]
+    # two neighbours at cos >= 0.3: 1's second is 2 (70 degrees, 0.342) and 2's is 1, made symmetric;
+    # 3's second (1, 80 degrees, 0.174) and 0's (90 degrees, 0) fall below the floor
+    wider = R.NearDuplicates.of(FEATURES, neighbours=2, floor=0.3, chunk=4)
+    assert [sorted(p) for p in wider.partners] == [[1], [0, 2], [1, 3], [2], [], []]
+    assert NEAR.companions([0, 1, 2]).tolist() == [True, True, False]
+    assert NEAR.companions([3, 4, 5]).tolist() == [False, False, False]
+    assert NEAR.has_pair([2, 3]) and not NEAR.has_pair([1, 4, 5])
+    # 2 pairs of 15; 4 of 6 captions have one partner
+    assert NEAR.base_rate() == {"pairs": 2, "pair_share": pytest.approx(2 / 15), "partners_mean": pytest.approx(4 / 6),
+                                "with_partner": pytest.approx(4 / 6)}
     batches = [R.MicroBatch(1, 1, 0, np.array([0, 1, 2])), R.MicroBatch(1, 1, 1, np.array([3, 4, 5])),
                R.MicroBatch(2, 2, 0, np.array([0, 2, 3])), R.MicroBatch(2, 2, 1, np.array([1, 4, 5]))]
-    assert R.near_duplicate_companions(FEATURES, [0, 1, 2]).tolist() == [True, True, False]
-    assert R.near_duplicate_companions(FEATURES, [3, 4, 5]).tolist() == [False, False, False]
-    for b in batches:
-        assert R.near_duplicate_companions(FEATURES, b.rows).tolist() == brute_companions(FEATURES, b.rows.tolist())
-    # epoch 1: rows 0 and 1 of 6; epoch 2: rows 2 and 3 of 6
-    assert R.batch_near_duplicate_shares(FEATURES, batches) == {1: pytest.approx(2 / 6), 2: pytest.approx(2 / 6)}
-    assert R.micro_batch_has_pair(FEATURES, [0, 1, 2]) and not R.micro_batch_has_pair(FEATURES, [1, 4, 5])
-    assert R.split_near_duplicate_share(FEATURES, chunk=4) == pytest.approx(4 / 6)  # 0, 1, 2, 3
-    assert R.NEAR_DUPLICATE_COSINE == 0.9
-    # cos 20 degrees = 0.9397: a near-duplicate at 0.9, not at 0.95
-    assert R.near_duplicate_companions(FEATURES, [0, 1], threshold=0.95).tolist() == [False, False]
+    assert R.batch_pair_counts(NEAR, batches) == {1: (1, 2), 2: (1, 2)}
+    # random batches of 3 of the 6: 4 of the 20 triples hold {0, 1}, 4 others {2, 3}: 8 / 20
+    assert NEAR.chance_batch_share(3) == pytest.approx(0.4, abs=0.03)
+    assert NEAR.chance_batch_share(2) == pytest.approx(2 / 15, abs=0.02)
+    # a split far apart has none at all, however many neighbours are asked for
+    apart = R.NearDuplicates.of(unit(0.0, 90.0, 180.0, 270.0), neighbours=3)
+    assert apart.base_rate()["pairs"] == 0 and apart.chance_batch_share(2) == 0.0
+    # A.2's extreme pair (cos >= 0.9), a geometry figure kept for the backbone's release
+    assert R.micro_batch_has_extreme_pair(FEATURES, [0, 1]) and not R.micro_batch_has_extreme_pair(FEATURES, [1, 2])
+    assert R.EXTREME_COSINE == 0.9 and R.NEAR_DUPLICATE_NEIGHBOURS == 3 and R.GEOMETRY_COSINE == 0.8
 
 
 def test_hardest_partner_is_the_most_similar_other_row():
@@ -83,24 +91,29 @@ def test_rank_and_top1_match_a_loop_and_the_evaluation_ranks():
 
 
 def test_errors_with_a_near_duplicate_top1_by_hand():
-    # captions at 0, 20, 90 degrees (0 and 20 are near-duplicates); images at 15, 20, 50 degrees
+    # captions at 0, 20, 90 degrees (0 and 20 are near-duplicates; 90's nearest is 70 degrees away, cos 0.34);
+    # images at 15, 20, 50 degrees
     captions = unit(0.0, 20.0, 90.0)
+    near = R.NearDuplicates.of(captions, neighbours=1, floor=0.8)
     images = unit(15.0, 20.0, 50.0)
     text_image = np.arange(3)
     got = R.rank_and_top1(images, captions, text_image)
     # image 0 retrieves caption 1 (5 degrees away, its own is 15): an error, and caption 1 is its twin;
-    # image 2 retrieves caption 1 (30 degrees; its own is 40 away): an error, caption 1 is 70 degrees from its own
+    # image 2 retrieves caption 1 (30 degrees; its own is 40 away): an error, caption 1 is no twin of caption 2.
+    # A random wrong answer: image 0 has 1 twin among its 2 wrong captions (1/2), image 2 none (0)
     assert got["i2t_top1"].tolist() == [1, 1, 1] and got["i2t_rank"].tolist() == [1, 0, 1]
-    assert R.error_near_duplicates("i2t", got["i2t_rank"], got["i2t_top1"], text_image, captions) == (2, 1)
+    assert R.error_near_duplicates("i2t", got["i2t_rank"], got["i2t_top1"], text_image, near) == (2, 1, 0.5)
     # caption 0 retrieves image 0 (15 degrees), caption 1 image 1, caption 2 image 2: no T->I error
-    assert R.error_near_duplicates("t2i", got["t2i_rank"], got["t2i_top1"], text_image, captions) == (0, 0)
+    assert R.error_near_duplicates("t2i", got["t2i_rank"], got["t2i_top1"], text_image, near) == (0, 0, 0.0)
     # T->I, by hand: caption 0 ranks image 1 first (its twin's image), caption 2 image 1 (not a twin)
-    assert R.error_near_duplicates("t2i", [1, 0, 1], [1, 1, 1], text_image, captions) == (2, 1)
+    assert R.error_near_duplicates("t2i", [1, 0, 1], [1, 1, 1], text_image, near) == (2, 1, 0.5)
     # several captions per image: a top-1 counts as a near-duplicate through any own caption
     two = np.array([0, 1, 0])  # image 0 has captions 0 and 2 (0 and 90 degrees), image 1 caption 1 (20)
-    assert R.error_near_duplicates("i2t", [1, 0], [1, 1], two, captions) == (1, 1)  # via caption 0
-    # caption 1 retrieves image 0 (near through its caption 0), caption 2 retrieves image 1 (70 degrees)
-    assert R.error_near_duplicates("t2i", [0, 1, 1], [0, 0, 1], two, captions) == (2, 1)
+    # image 0's one wrong caption (1) is caption 0's twin: chance 1
+    assert R.error_near_duplicates("i2t", [1, 0], [1, 1], two, near) == (1, 1, 1.0)
+    # caption 1 retrieves image 0 (near through its caption 0; its one other image: chance 1), caption 2
+    # retrieves image 1 (no twin: chance 0)
+    assert R.error_near_duplicates("t2i", [0, 1, 1], [0, 0, 1], two, near) == (2, 1, 1.0)
 
 
 def test_pairwise_outcomes_by_hand_and_as_two_candidate_ranks():
@@ -256,6 +269,26 @@ def test_met_is_false_if_a_part_fails_and_unknown_if_a_part_is_unmeasured():
     assert R._all_met([None, False]) is False
 
 
+def test_a_part_is_decided_by_its_interval_as_a_claim_is():
+    # headroom T->I +4.6 [+2.8, +6.4] against 5: the interval straddles the target
+    assert R.decide(4.6, (2.8, 6.4), 5.0) == "undecided"
+    assert R.decide(5.5, (3.6, 7.4), 5.0) == "undecided"
+    assert R.decide(6.0, (5.0, 7.0), 5.0) == "met"  # a tie meets ">= 5"
+    assert R.decide(6.0, (5.0, 7.0), 5.0, ties_pass=False) == "undecided"  # but not "> 5"
+    assert R.decide(3.0, (1.0, 4.9), 5.0) == "not met"
+    assert R.decide(5.0, None, 5.0) == "met" and R.decide(4.9, None, 5.0) == "not met"  # on its value
+    assert R.decide(None, None, 5.0) == "not measured"
+    assert R.combine(["met", "undecided", "not measured"]) == "undecided"
+    assert R.combine(["met", "not measured"]) == "not measured"
+    assert R.combine(["undecided", "not met"]) == "not met"
+    assert R.combine([True, True]) == "met" and R.combine([True, None]) == "not measured"
+    cond = R.condition("headroom", 4.6, {}, "undecided", "", [])
+    assert cond["decision"] == "undecided" and cond["met"] is None
+    assert R.condition("headroom", 6, {}, True, "", [])["decision"] == "met"
+    with pytest.raises(ValueError, match="decision"):
+        R.condition("headroom", 6, {}, "holds", "", [])
+
+
 def test_geometry_and_batch_conditions_over_the_trainers_batches_by_hand():
     plain = [_plain({}, 0)]
     batches = {plain[0].run_dir: [R.MicroBatch(1, 1, 0, np.array([0, 1, 2])),
@@ -273,10 +306,16 @@ def test_geometry_and_batch_conditions_over_the_trainers_batches_by_hand():
     assert v["hardest_minus_mean"] == pytest.approx(np.mean(hardest) - np.mean(cosines))
     assert "effective dimensions" in geometry["ours"] and 1.0 <= v["effective_dimensions"] <= 2.0  # the plane
     assert geometry["met"] is False
-    batch = R.batch_condition(plain, batches, FEATURES)
-    # epoch 1: rows 0 and 1 of 3; epoch 2: rows 2 and 3 of 3
-    assert batch["values"]["mean"] == pytest.approx(2 / 3) and batch["values"]["min"] == pytest.approx(2 / 3)
-    assert batch["met"] is True and batch["per_seed"]["0"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
+    batch = R.batch_condition(plain, batches, NEAR)
+    # epoch 1: [0, 1, 2] holds 0-1; epoch 2: [2, 3, 4] holds 2-3: 1 of 1 micro-batch each
+    assert batch["values"]["mean"] == 1.0 and batch["values"]["min"] == 1.0
+    assert batch["per_seed"]["0"] == {"1": 1.0, "2": 1.0}
+    # one micro-batch an epoch: Wilson's 95 % interval of 1 of 1 is [1 / (1 + z^2), 1] = [0.207, 1]
+    z2 = 1.959963984540054 ** 2
+    assert batch["intervals"]["min"] == pytest.approx([1 / (1 + z2), 1.0])
+    assert batch["decision"] == "undecided" and batch["met"] is None
+    # random triples of the six: 8 of 20 hold a pair
+    assert batch["chance"] == pytest.approx(0.4, abs=0.03) and "random micro-batches of 3: " in batch["ours"]
 
 
 def test_saturation_condition_counts_pairs_in_the_saturated_batches():
@@ -285,15 +324,18 @@ def test_saturation_condition_counts_pairs_in_the_saturated_batches():
     dynamics = pd.DataFrame({"step": [1, 2], "epoch": [1, 1], "saturated_share": [0.5, 1.0],
                              "infonce_micro": ["1e-05 0.5", "1e-04 1e-06"]})
     run = R.PlainRun("runs/toy/longclip/g0/f1/s0", {"seed": 0, "config": {}}, dynamics, {})
-    cond = R.saturation_condition([run], {run.run_dir: batches}, FEATURES)
+    cond = R.saturation_condition([run], {run.run_dir: batches}, FEATURES, near=NEAR)
     # saturated: [0, 1] (a pair), [2, 3] (a pair), [4, 5] (none); active: [2, 4] (none)
     assert cond["values"]["saturated_share_epoch1"] == pytest.approx(0.75)
     assert cond["values"]["saturated_with_pair"] == pytest.approx(2 / 3)
     assert cond["values"]["active_with_pair"] == 0.0 and cond["values"]["n_saturated"] == 3
-    assert cond["met"] is True
+    assert cond["values"]["pair_difference"] == pytest.approx(2 / 3) and cond["chance"] == 0.0
+    # four micro-batches and one non-saturated: neither part is resolved
+    assert cond["decision"] == "undecided" and cond["met"] is None
     old = R.PlainRun(run.run_dir, run.summary, dynamics.drop(columns="infonce_micro"), {})
-    cond = R.saturation_condition([old], {run.run_dir: batches}, FEATURES)
+    cond = R.saturation_condition([old], {run.run_dir: batches}, FEATURES, near=NEAR)
     assert cond["met"] is None and cond["values"]["saturated_with_pair"] is None
+    assert cond["decision"] == "not measured"
     assert "not measured" in cond["ours"]
 
 
@@ -432,18 +474,28 @@ def test_saturation_condition_shows_what_the_captions_allow_beside_it():
     assert cond["met"] == plain["met"] and cond["value"] == plain["value"]
 
 
-def test_learnable_condition_is_plain_minus_zeroshot_pairwise_accuracy():
-    captions = unit(0.0, 20.0, 60.0)  # partners: 0 <-> 1, 2 -> 1
+def test_learnable_condition_is_the_share_of_the_backbones_pairwise_errors_plain_ft_fixes():
+    captions = unit(0.0, 20.0, 60.0)  # hardest partners: 0 <-> 1, 2 -> 1
     zeroshot = R.ModelFeatures(unit(12.0, 40.0, 90.0), captions)  # I->T [F, T, T], T->I [T, F, F]
-    plain = [_plain({}, 0)]
+    plain = [_plain({}, 0), _plain({}, 1)]
     plain[0].features = R.ModelFeatures(unit(0.0, 20.0, 60.0), captions)  # every scene right both ways
+    plain[1].features = zeroshot  # fixes nothing, breaks nothing
+    near = R.NearDuplicates.of(captions, neighbours=1, floor=0.9)  # 0 <-> 1 only (cos 20 = 0.94)
     cond = R.learnable_condition(plain, zeroshot, np.arange(3), np.arange(3), captions,
-                                 BootstrapSettings(resamples=200), "toy/test")
-    assert cond["values"]["zeroshot_i2t"] == pytest.approx(200 / 3)
-    assert cond["values"]["plain_i2t"] == cond["values"]["plain_t2i"] == pytest.approx(100.0)
-    assert cond["values"]["i2t"] == pytest.approx(100 / 3) and cond["values"]["t2i"] == pytest.approx(200 / 3)
-    assert cond["values"]["partner_near_duplicate_share"] == pytest.approx(2 / 3)  # cos 20 twice, cos 40 once
-    assert cond["met"] is True
+                                 BootstrapSettings(resamples=200), "toy/test", near=near)
+    v = cond["values"]
+    # I->T: 1 backbone error per seed, fixed by seed 0 only: 1 of 2; T->I: 2 per seed, 2 of 4 fixed
+    assert v["i2t"] == pytest.approx(0.5) and v["t2i"] == pytest.approx(0.5)
+    assert v["i2t_broken"] == 0.0 and v["t2i_broken"] == 0.0
+    assert v["i2t_backbone_errors"] == 1 and v["t2i_backbone_errors"] == 2
+    assert v["zeroshot_i2t"] == pytest.approx(200 / 3) and v["plain_i2t"] == pytest.approx((100 + 200 / 3) / 2)
+    assert cond["per_seed"]["i2t"] == {"0": 1.0, "1": 0.0}
+    # Wilson's 95 % interval of 2 of 4, by the textbook formula
+    z = 1.959963984540054
+    centre, half = (0.5 + z * z / 8) / (1 + z * z / 4), z * math.sqrt(0.25 / 4 + z * z / 64) / (1 + z * z / 4)
+    assert cond["intervals"]["t2i"] == pytest.approx([centre - half, centre + half])
+    assert cond["decision"] == "undecided"  # 1 of 2 and 2 of 4 cannot tell 50 % from 25 %
+    assert v["partner_near_duplicate_share"] == pytest.approx(2 / 3)  # 2's partner (40 degrees) is no twin
 
 
 # -------------------------------------------------------------------------------------- the verb
@@ -509,14 +561,19 @@ def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
     # condition 3 by a loop over the trainer's permutation, with the backbone's caption features
     captions = list(pd.read_csv(manifest)["caption"])
     feats = encode_captions(load_model(paths["init_model_dir"]), captions, device="cpu").double().numpy()
+    feats /= np.linalg.norm(feats, axis=1, keepdims=True)
+    partners = [set() for _ in range(16)]  # each caption's 3 nearest at cos >= 0.8, either way round
+    for i in range(16):
+        others = sorted((j for j in range(16) if j != i), key=lambda j: (-float(feats[i] @ feats[j]), j))
+        for j in others[:3]:
+            if float(feats[i] @ feats[j]) >= 0.8:
+                partners[i].add(j)
+                partners[j].add(i)
     shares = []
     for epoch in range(2):
         order = epoch_order(16, 0, epoch)
-        hits = 0
-        for start in range(0, 16, 4):
-            rows = order[start:start + 4]
-            hits += sum(any(float(feats[i] @ feats[j]) >= 0.9 for j in rows if j != i) for i in rows)
-        shares.append(hits / 16)
+        batches = [set(order[start:start + 4].tolist()) for start in range(0, 16, 4)]
+        shares.append(np.mean([any(partners[i] & rows for i in rows) for rows in batches]))
     assert conditions["batch_near_duplicates"]["values"]["mean"] == pytest.approx(np.mean(shares))
     assert conditions["batch_near_duplicates"]["values"]["min"] == pytest.approx(min(shares))
     text = R.format_conditions(report)
@@ -606,6 +663,7 @@ def test_strong_init_needs_both_directions_at_the_target_with_a_bootstrap_interv
     cond = R.strong_init_condition(strong, BootstrapSettings(resamples=500))
     assert cond["values"]["i2t"] == pytest.approx(strong["metrics"]["i2t_r1"])
     assert cond["met"] is True and cond["value"] == pytest.approx(strong["metrics"]["t2i_r1"])
+    assert cond["decision"] == "met"
     low, high = cond["intervals"]["t2i"]
     # a binomial R@1 over 1,000 queries: about ±3 points at 95 %
     assert low < cond["values"]["t2i"] < high and 4 < high - low < 8

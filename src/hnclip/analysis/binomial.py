@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
-__all__ = ["median_interval", "wilson_interval"]
+__all__ = ["median_interval", "newcombe_interval", "wilson_interval"]
 
 
 def _z(confidence: float) -> float:
@@ -40,6 +40,18 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     low = 0.0 if k == 0 else max(0.0, centre - half)
     high = 1.0 if k == n else min(1.0, centre + half)
     return low, high
+
+
+def newcombe_interval(k1: int, n1: int, k2: int, n2: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (his method 10) of the difference k1/n1 - k2/n2 of two independent
+    shares, built from their Wilson intervals: it keeps Wilson's coverage near 0 and 1, where a plain Wald
+    difference collapses (two shares both at 1 would read as a difference of exactly 0 with no width)."""
+    p1, p2 = k1 / n1, k2 / n2
+    low1, high1 = wilson_interval(k1, n1, confidence)
+    low2, high2 = wilson_interval(k2, n2, confidence)
+    difference = p1 - p2
+    return (difference - math.sqrt((p1 - low1) ** 2 + (high2 - p2) ** 2),
+            difference + math.sqrt((high1 - p1) ** 2 + (p2 - low2) ** 2))
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:

@@ -136,5 +136,5 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
                   backbone_identity=backbone_identity(backbone))
     write_json_atomic(Path(out_json), report)
     for c in report["conditions"]:
-        log.info("%s: %s (target %s) -> %s", c["key"], c["ours"], c["target"], c["met"])
+        log.info("%s: %s (target %s) -> %s", c["key"], c["ours"], c["target"], c["decision"])
     return report

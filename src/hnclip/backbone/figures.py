@@ -31,7 +31,7 @@ def micro_batch_figures(images: np.ndarray, texts: np.ndarray, logit_scale: floa
         effective_dimensions,
         sample_batches,
     )
-    from hnclip.analysis.regime import GEOMETRY_COSINE, NEAR_DUPLICATE_COSINE, micro_batch_has_pair
+    from hnclip.analysis.regime import EXTREME_COSINE, GEOMETRY_COSINE, micro_batch_has_extreme_pair
     from hnclip.dynamics_log import SATURATION_LOSS
 
     batches = sample_batches(len(texts), micro_batch, n_batches, seed)
@@ -42,7 +42,7 @@ def micro_batch_figures(images: np.ndarray, texts: np.ndarray, logit_scale: floa
         "micro_batch": micro_batch, "n_batches": n_batches,
         "mean_offdiag": geometry["mean_offdiag"], "mean_hardest": geometry["mean_hardest"],
         f"frac_ge_{GEOMETRY_COSINE:g}": geometry[f"frac_ge_{GEOMETRY_COSINE:g}"],
-        "pair_share": float(np.mean([micro_batch_has_pair(texts, rows, NEAR_DUPLICATE_COSINE) for rows in batches])),
+        "pair_share": float(np.mean([micro_batch_has_extreme_pair(texts, rows, EXTREME_COSINE) for rows in batches])),
         "infonce_median": float(np.median(losses)),
         "saturated_share": float(np.mean(losses < SATURATION_LOSS)),
         "effective_dimensions": effective_dimensions(texts),

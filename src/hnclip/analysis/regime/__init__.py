@@ -1,4 +1,5 @@
-"""Is a benchmark in the paper's regime? Seven conditions, each measured and set beside its target.
+"""Is a benchmark in the paper's regime? Nine conditions, each measured, set beside its target and decided by
+its interval.
 
 The paper's mechanism needs a particular situation: the backbone is a strong initialisation (Long-CLIP-L
 retrieves most DOCCI captions zero-shot), fine-tuning still has room to improve on it, the errors it could
@@ -14,7 +15,9 @@ Shared definitions:
 
 - caption cosine: the cosine of two captions' L2-normalised features under the *backbone's* text tower
   (the fine-tuning start), whatever model is being judged;
-- near-duplicate: two captions (scenes) with caption cosine >= :data:`NEAR_DUPLICATE_COSINE`;
+- near-duplicate: a caption among another's :data:`NEAR_DUPLICATE_NEIGHBOURS` most similar captions of the
+  split, at caption cosine >= :data:`GEOMETRY_COSINE`, either way round (:class:`NearDuplicates`; relative
+  to the split, so its base rate is printed with every condition that uses it);
 - plain FT: the plain Long-CLIP fine-tuning runs on the benchmark (role ``plain`` of
   :func:`hnclip.analysis.premise.run_role`: gamma 0, no token term, full data), every seed there is;
 - the trainer's micro-batches: the slices of :func:`hnclip.training.batches.epoch_order` that
@@ -23,9 +26,10 @@ Shared definitions:
 
 Each condition is a dict (:func:`condition`): ``key``, ``label``, ``value`` (the headline number),
 ``values`` (every number behind it), ``intervals`` (95 % paired bootstrap intervals, where the numbers
-are means over test scenes), ``ours`` (the values as text), ``target``, ``paper``, ``met`` (True, False,
-or None when something it needs was not measured), ``definition`` and ``sources``. "Met" compares the
-point values with the target; the intervals say how firmly.
+are means over test scenes; Wilson intervals where they are counted shares), ``ours`` (the values as text),
+``target``, ``paper``, ``decision`` (met, not met, undecided, not measured: each part decided by its
+interval as a claim's margin is, :func:`decide`), ``met`` (its bool: True, False, None when undecided or
+unmeasured), ``chance`` where chance gives a rate, ``definition`` and ``sources``.
 
 The package, one module per job: :mod:`.definitions` (thresholds, targets, wording), :mod:`.measures`
 (micro-batches, caption cosines, retrieval outcomes, logs), :mod:`.inputs` (the runs and files read and the
@@ -56,16 +60,19 @@ from hnclip.analysis.regime.definitions import (
     BASELINE_METHOD,
     BATCH_NEAR_DUPLICATES_MIN,
     CONDITION_KEYS,
+    DECISIONS,
     DEFINITIONS,
     DIRECTIONS,
     ERRORS_NEAR_DUPLICATE_MIN,
+    EXTREME_COSINE,
     GEOMETRY_BAND,
     GEOMETRY_COSINE,
     HEADROOM_MIN,
     HN_METHOD,
     LABELS,
-    LEARNABLE_MIN,
-    NEAR_DUPLICATE_COSINE,
+    LEARNABLE_FIXED_MIN,
+    NEAR_DUPLICATE_NEIGHBOURS,
+    NEAR_DUPLICATE_TEXT,
     PAPER_FIGURES,
     POWER_HALF_WIDTH_MAX,
     POWER_SEEDS_MIN,
@@ -73,12 +80,13 @@ from hnclip.analysis.regime.definitions import (
     SATURABLE_MICRO_BATCHES,
     SATURABLE_SCENES_MAX,
     SATURATED_MIN,
-    SATURATED_WITH_PAIR_MIN,
     STRONG_INIT_MIN,
     TARGETS,
     TRANSFER_ZEROSHOT_MIN,
     _all_met,
+    combine,
     condition,
+    decide,
 )
 from hnclip.analysis.regime.inputs import (
     ModelFeatures,
@@ -88,17 +96,16 @@ from hnclip.analysis.regime.inputs import (
 )
 from hnclip.analysis.regime.measures import (
     MicroBatch,
-    batch_near_duplicate_shares,
+    NearDuplicates,
+    batch_pair_counts,
     error_near_duplicates,
     hardest_partner,
-    micro_batch_has_pair,
-    near_duplicate_companions,
+    micro_batch_has_extreme_pair,
     pairwise_outcomes,
     pairwise_outcomes_as_ranks,
     rank_and_top1,
     run_micro_batches,
     saturated_micro_batches,
-    split_near_duplicate_share,
     trainer_micro_batches,
 )
 from hnclip.dynamics_log import SATURATION_LOSS
@@ -108,35 +115,40 @@ __all__ = [
     "BASELINE_METHOD",
     "BATCH_NEAR_DUPLICATES_MIN",
     "CONDITION_KEYS",
+    "DECISIONS",
     "DEFINITIONS",
     "DIRECTIONS",
     "ERRORS_NEAR_DUPLICATE_MIN",
+    "EXTREME_COSINE",
     "GEOMETRY_BAND",
     "GEOMETRY_COSINE",
     "HEADROOM_MIN",
     "HN_METHOD",
     "LABELS",
-    "LEARNABLE_MIN",
+    "LEARNABLE_FIXED_MIN",
     "MET_MARKS",
-    "MicroBatch",
-    "ModelFeatures",
-    "NEAR_DUPLICATE_COSINE",
+    "NEAR_DUPLICATE_NEIGHBOURS",
+    "NEAR_DUPLICATE_TEXT",
     "PAPER_FIGURES",
     "POWER_HALF_WIDTH_MAX",
     "POWER_SEEDS_MIN",
     "POWER_TEST_SCENES_MIN",
-    "PlainRun",
     "SATURABLE_MICRO_BATCHES",
     "SATURABLE_SCENES_MAX",
     "SATURATED_MIN",
-    "SATURATED_WITH_PAIR_MIN",
     "SATURATION_LOSS",
     "STRONG_INIT_MIN",
     "TARGETS",
     "TRANSFER_ZEROSHOT_MIN",
+    "MicroBatch",
+    "ModelFeatures",
+    "NearDuplicates",
+    "PlainRun",
     "batch_condition",
-    "batch_near_duplicate_shares",
+    "batch_pair_counts",
+    "combine",
     "condition",
+    "decide",
     "error_near_duplicates",
     "errors_condition",
     "format_conditions",
@@ -146,8 +158,7 @@ __all__ = [
     "learnable_condition",
     "load_plain_runs",
     "load_regime",
-    "micro_batch_has_pair",
-    "near_duplicate_companions",
+    "micro_batch_has_extreme_pair",
     "pairwise_outcomes",
     "pairwise_outcomes_as_ranks",
     "power_condition",
@@ -158,7 +169,6 @@ __all__ = [
     "saturated_micro_batches",
     "saturation_condition",
     "seeds_for_half_width",
-    "split_near_duplicate_share",
     "strong_init_condition",
     "trainer_micro_batches",
     "transfer_condition",

@@ -1,4 +1,5 @@
-"""The seven conditions (and transfer), each measured and set beside its target; the benchmark's report
+"""The nine conditions, each measured, set beside its target and decided by its interval (met, not met,
+undecided, not measured: :func:`hnclip.analysis.regime.definitions.decide`); the benchmark's report
 (:func:`regime_report`) and its text (:func:`format_conditions`)."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hnclip.analysis.binomial import newcombe_interval, wilson_interval
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, Outcomes, Samples, interval, outcomes_of
 from hnclip.analysis.geometry import (
     batch_geometry,
@@ -27,15 +29,14 @@ from hnclip.analysis.regime.definitions import (
     GEOMETRY_COSINE,
     HEADROOM_MIN,
     HN_METHOD,
-    LEARNABLE_MIN,
-    NEAR_DUPLICATE_COSINE,
+    LEARNABLE_FIXED_MIN,
+    NEAR_DUPLICATE_TEXT,
     POWER_HALF_WIDTH_MAX,
     POWER_SEEDS_MIN,
     POWER_TEST_SCENES_MIN,
     SATURABLE_MICRO_BATCHES,
     SATURABLE_SCENES_MAX,
     SATURATED_MIN,
-    SATURATED_WITH_PAIR_MIN,
     STRONG_INIT_MIN,
     TRANSFER_ZEROSHOT_MIN,
     _all_met,
@@ -44,7 +45,9 @@ from hnclip.analysis.regime.definitions import (
     _pct,
     _signed,
     _within,
+    combine,
     condition,
+    decide,
 )
 from hnclip.analysis.regime.inputs import (
     ModelFeatures,
@@ -52,16 +55,14 @@ from hnclip.analysis.regime.inputs import (
 )
 from hnclip.analysis.regime.measures import (
     MicroBatch,
-    batch_near_duplicate_shares,
+    NearDuplicates,
+    batch_pair_counts,
     error_near_duplicates,
     hardest_partner,
-    micro_batch_has_pair,
     pairwise_outcomes,
-    pairwise_outcomes_as_ranks,
     rank_and_top1,
     run_micro_batches,
     saturated_micro_batches,
-    split_near_duplicate_share,
 )
 from hnclip.dynamics_log import SATURATION_LOSS
 
@@ -106,7 +107,7 @@ def strong_init_condition(zeroshot: Mapping, settings: BootstrapSettings, zerosh
     """Condition "strong_init": the zero-shot backbone's test R@1, both directions, against :data:`STRONG_INIT_MIN`."""
     values, intervals = _zeroshot_r1(zeroshot, settings)
     ours = " / ".join(f"{ARROWS[d]} {values[d]:.1f}{_r1_bracket(intervals.get(d))}" for d in DIRECTIONS)
-    met = _all_met(_at_least(values[d], STRONG_INIT_MIN) for d in DIRECTIONS)
+    met = combine(decide(values[d], intervals.get(d), STRONG_INIT_MIN) for d in DIRECTIONS)
     return condition("strong_init", min(values.values()), values, met, ours, [zeroshot_path], intervals)
 
 
@@ -122,10 +123,10 @@ def transfer_condition(targets: Mapping[str, tuple[Mapping, str]], settings: Boo
             values[f"{name}.{d}"] = r1[d]
             if d in bounds:
                 intervals[f"{name}.{d}"] = bounds[d]
-            parts.append(_at_least(r1[d], TRANSFER_ZEROSHOT_MIN))
+            parts.append(decide(r1[d], bounds.get(d), TRANSFER_ZEROSHOT_MIN))
         texts.append(f"{name}: " + " / ".join(f"{ARROWS[d]} {r1[d]:.1f}{_r1_bracket(bounds.get(d))}"
                                              for d in DIRECTIONS))
-    met = _all_met(parts) if parts else None
+    met = combine(parts) if parts else "not measured"
     ours = "; ".join(texts) if texts else "no transfer target trains on this benchmark"
     return condition("transfer_readable", min(values.values()) if values else None, values, met, ours,
                      [path for _, path in targets.values()], intervals)
@@ -151,52 +152,97 @@ def headroom_condition(plain: Sequence[PlainRun], zeroshot: Mapping, settings: B
     ours = "; ".join(f"{ARROWS[d]} {_signed(values[d])}{_bracket(intervals.get(d))}" for d in DIRECTIONS)
     ours += (f" (plain FT {values['plain_i2t_r1']:.1f} / {values['plain_t2i_r1']:.1f}, zero-shot "
              f"{values['zeroshot_i2t_r1']:.1f} / {values['zeroshot_t2i_r1']:.1f})")
-    met = _all_met(_at_least(values[d], HEADROOM_MIN) for d in DIRECTIONS)
+    met = combine(decide(values[d], intervals.get(d), HEADROOM_MIN) for d in DIRECTIONS)
     return condition("headroom", min(values[d] for d in DIRECTIONS), values, met, ours,
                      [zeroshot_path, *(r.run_dir for r in plain)], intervals, per_seed=per_seed)
 
 
-def errors_condition(plain: Sequence[PlainRun], text_image, caption_features: np.ndarray,
-                     agreement: Mapping[str, float] | None = None) -> dict:
-    """Condition 2: the share of plain FT's R@1 errors whose top-1 is a near-duplicate, pooled over seeds."""
-    totals = {d: [0, 0] for d in DIRECTIONS}
+def _wilson(k: int, n: int, confidence: float) -> tuple[float, float] | None:
+    return wilson_interval(k, n, confidence) if n else None
+
+
+def _pct_interval(bounds) -> str:
+    return "" if bounds is None else f" [{100 * bounds[0]:.1f}, {100 * bounds[1]:.1f}]"
+
+
+def _base_rate_text(rate: Mapping) -> str:
+    return (f"{_pct(rate['pair_share'], 2)} of pairs near-duplicate, {rate['partners_mean']:.1f} per caption, "
+            f"{_pct(rate['with_partner'])} of captions have one")
+
+
+def errors_condition(plain: Sequence[PlainRun], text_image, near: NearDuplicates,
+                     agreement: Mapping[str, float] | None = None, confidence: float = 0.95) -> dict:
+    """Condition 2: the share of plain FT's R@1 errors whose top-1 is a near-duplicate (``near``: the test
+    captions' relation), pooled over seeds, against the target and against a random wrong answer's rate.
+
+    Both are decided by the share's Wilson interval (errors of one model are not independent draws, so it
+    says what the counted errors resolve, no more): met when it lies at or above the target and above the
+    chance rate, which is exact (no interval) for the queries that erred."""
+    totals = {d: [0, 0, 0.0] for d in DIRECTIONS}
     per_seed = {d: {} for d in DIRECTIONS}
     for run in plain:
         outcomes = rank_and_top1(run.features.images, run.features.texts, text_image)
         for d in DIRECTIONS:
-            errors, near = error_near_duplicates(d, outcomes[f"{d}_rank"], outcomes[f"{d}_top1"], text_image,
-                                                 caption_features)
-            totals[d][0] += errors
-            totals[d][1] += near
-            per_seed[d][run.seed] = near / errors if errors else None
+            errors, hits, chance = error_near_duplicates(d, outcomes[f"{d}_rank"], outcomes[f"{d}_top1"],
+                                                         text_image, near)
+            for i, x in enumerate((errors, hits, chance)):
+                totals[d][i] += x
+            per_seed[d][run.seed] = hits / errors if errors else None
     share = {d: (totals[d][1] / totals[d][0] if totals[d][0] else None) for d in DIRECTIONS}
+    chance = {d: (totals[d][2] / totals[d][0] if totals[d][0] else None) for d in DIRECTIONS}
+    bounds = {d: _wilson(totals[d][1], totals[d][0], confidence) for d in DIRECTIONS}
     errors = sum(t[0] for t in totals.values())
     pooled = sum(t[1] for t in totals.values()) / errors if errors else None
-    values = {**share, "pooled": pooled, **{f"{d}_errors": totals[d][0] for d in DIRECTIONS}}
-    ours = "; ".join(f"{ARROWS[d]} {_pct(share[d])} of {totals[d][0]}" for d in DIRECTIONS) + f" (pooled {_pct(pooled)})"
-    met = _all_met(_at_least(share[d], ERRORS_NEAR_DUPLICATE_MIN) for d in DIRECTIONS if share[d] is not None)
-    if all(share[d] is None for d in DIRECTIONS):
-        met = None
+    values = {**share, "pooled": pooled, **{f"{d}_errors": totals[d][0] for d in DIRECTIONS},
+              **{f"{d}_chance": chance[d] for d in DIRECTIONS}}
+    ours = "; ".join(f"{ARROWS[d]} {_pct(share[d])}{_pct_interval(bounds[d])} of {totals[d][0]} (chance "
+                     f"{_pct(chance[d])})" for d in DIRECTIONS) + f" (pooled {_pct(pooled)})"
+    ours += f"; test split: {_base_rate_text(near.base_rate())}"
+    parts = [p for d in DIRECTIONS if share[d] is not None
+             for p in (decide(share[d], bounds[d], ERRORS_NEAR_DUPLICATE_MIN),
+                       decide(share[d], bounds[d], chance[d], ties_pass=False))]
+    met = combine(parts) if parts else "not measured"
     extra = {"rank_agreement": dict(agreement)} if agreement else {}
     return condition("errors_near_duplicate", pooled, values, met, ours, [r.run_dir for r in plain],
-                     per_seed=per_seed, **extra)
+                     {d: b for d, b in bounds.items() if b is not None}, per_seed=per_seed,
+                     chance={d: chance[d] for d in DIRECTIONS}, **extra)
 
 
-def batch_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
-                    train_features: np.ndarray, train_manifest: str = "") -> dict:
-    """Condition 3: per (plain run, epoch), the share of scenes batched with a near-duplicate."""
-    per_seed, shares = {}, []
+def batch_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]], near: NearDuplicates,
+                    train_manifest: str = "", confidence: float = 0.95) -> dict:
+    """Condition 3: per (plain run, epoch), the share of the trainer's micro-batches holding a near-duplicate
+    pair (``near``: the training captions' relation), each decided by its Wilson interval against the
+    target; beside it, what random micro-batches of that size hold.
+
+    The chance rate is shown, not required to be beaten: the trainer shuffles and HN-CLIP does not change
+    the batch (§2.2), so chance is exactly what the paper's trainer gives; what keeps this condition from
+    being met by construction is the relative definition (docs/toy-design.md, "Near-duplicates")."""
+    per_seed, shares, parts, lowest = {}, [], [], None
+    size = 0
     for run in plain:
-        by_epoch = batch_near_duplicate_shares(train_features, batches[run.run_dir])
-        per_seed[run.seed] = {str(e): s for e, s in by_epoch.items()}
-        shares += list(by_epoch.values())
-    mean, low = float(np.mean(shares)), float(np.min(shares))
-    split = split_near_duplicate_share(train_features)
-    values = {"mean": mean, "min": low, "split_share": split}
-    ours = f"mean {_pct(mean)}, min {_pct(low)} over {len(shares)} (run, epoch); split bound {_pct(split)}"
-    return condition("batch_near_duplicates", low, values, _at_least(low, BATCH_NEAR_DUPLICATES_MIN), ours,
-                     [train_manifest, *(r.run_dir for r in plain)], per_seed=per_seed,
-                     note="split bound: share of training scenes with a near-duplicate anywhere in the split")
+        by_epoch = batch_pair_counts(near, batches[run.run_dir])
+        size = max([size, *(len(b.rows) for b in batches[run.run_dir])])
+        per_seed[run.seed] = {str(e): k / n for e, (k, n) in by_epoch.items()}
+        for k, n in by_epoch.values():
+            bounds = _wilson(k, n, confidence)
+            shares.append(k / n)
+            parts.append(decide(k / n, bounds, BATCH_NEAR_DUPLICATES_MIN))
+            if lowest is None or k / n < lowest[0]:
+                lowest = (k / n, bounds)
+    rate = near.base_rate()
+    chance = near.chance_batch_share(size) if size else None
+    mean = float(np.mean(shares)) if shares else None
+    values = {"mean": mean, "min": lowest[0] if lowest else None, "chance": chance,
+              "split_share": rate["with_partner"], "pair_share": rate["pair_share"],
+              "partners_mean": rate["partners_mean"]}
+    ours = (f"mean {_pct(mean)}, min {_pct(values['min'])}{_pct_interval(lowest[1] if lowest else None)} over "
+            f"{len(shares)} (run, epoch); random micro-batches of {size}: {_pct(chance)}; training split: "
+            f"{_base_rate_text(rate)}")
+    return condition("batch_near_duplicates", values["min"], values, combine(parts) if parts else "not measured",
+                     ours, [train_manifest, *(r.run_dir for r in plain)],
+                     {"min": lowest[1]} if lowest and lowest[1] else None, per_seed=per_seed, chance=chance,
+                     note="chance: the share of uniformly random micro-batches of the trainer's size that hold a "
+                          "near-duplicate pair")
 
 
 def geometry_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
@@ -210,7 +256,7 @@ def geometry_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[Mic
               "mean_offdiag": stats["mean_offdiag"], "n_pairs": stats["n_pairs"], "effective_dimensions": dimensions}
     ours = (f"mean {stats['mean_offdiag']:.3f}; hardest {hardest:.3f}; {_pct(frac)} ≥ {GEOMETRY_COSINE:g} "
             f"(hardest − mean {gap:.3f}); the captions spread over {dimensions:.1f} effective dimensions")
-    met = _all_met(_within(values[key], GEOMETRY_BAND[key]) for key in GEOMETRY_BAND)
+    met = combine(_within(values[key], GEOMETRY_BAND[key]) for key in GEOMETRY_BAND)  # on values: every pair
     return condition("geometry", frac, values, met, ours, [train_manifest, *(r.run_dir for r in plain)])
 
 
@@ -247,11 +293,17 @@ def saturable_micro_batches(train_features: np.ndarray, batches: Sequence[MicroB
 
 
 def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
-                         train_features: np.ndarray, logit_scale: float | None = None) -> dict:
-    """Condition 5: epoch-1 saturation of plain FT, and how many saturated micro-batches hold a pair.
+                         train_features: np.ndarray, logit_scale: float | None = None,
+                         near: NearDuplicates | None = None, confidence: float = 0.95) -> dict:
+    """Condition 5: epoch-1 saturation of plain FT, and whether saturated micro-batches hold a near-duplicate
+    pair more often than the non-saturated ones (the chance rate of a pair, given the batching).
 
-    With the backbone's ``logit_scale``, also what the captions allow (:func:`saturable_micro_batches`),
-    a diagnostic beside the condition that never decides it."""
+    The saturated share is decided by its Wilson interval against :data:`SATURATED_MIN`; the pair sub-test
+    by Newcombe's interval of (saturated with a pair) - (non-saturated with a pair) against 0, strictly: the
+    abstract ties saturation "closely" to near-duplicates, which a pair share no higher than chance denies.
+    With the backbone's ``logit_scale``, also what the captions allow (:func:`saturable_micro_batches`), a
+    diagnostic beside the condition that never decides it."""
+    near = near if near is not None else NearDuplicates.of(train_features)
     share = saturated_share_epoch1([{"run": r.run_dir, "dynamics": r.dynamics} for r in plain])
     saturated, active, unmeasured = [], [], 0
     for run in plain:
@@ -259,21 +311,28 @@ def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[M
         saturated += split["saturated"]
         active += split["active"]
         unmeasured += split["unmeasured"]
-    with_pair = None
-    active_with_pair = None
-    if not unmeasured and (saturated or active):
-        with_pair = (float(np.mean([micro_batch_has_pair(train_features, rows) for rows in saturated]))
-                     if saturated else None)
-        active_with_pair = (float(np.mean([micro_batch_has_pair(train_features, rows) for rows in active]))
-                            if active else None)
+    counted = not unmeasured and bool(saturated or active)
+    k_sat = sum(near.has_pair(rows) for rows in saturated) if counted else 0
+    k_act = sum(near.has_pair(rows) for rows in active) if counted else 0
+    with_pair = k_sat / len(saturated) if counted and saturated else None
+    active_with_pair = k_act / len(active) if counted and active else None
+    share_bounds = _wilson(len(saturated), len(saturated) + len(active), confidence) if counted else None
+    difference = difference_bounds = None
+    if with_pair is not None and active_with_pair is not None:
+        difference = with_pair - active_with_pair
+        difference_bounds = newcombe_interval(k_sat, len(saturated), k_act, len(active), confidence)
     values = {"saturated_share_epoch1": share, "saturated_with_pair": with_pair,
-              "active_with_pair": active_with_pair, "n_saturated": len(saturated) if not unmeasured else None}
+              "active_with_pair": active_with_pair, "pair_difference": difference,
+              "n_saturated": len(saturated) if not unmeasured else None,
+              "n_active": len(active) if not unmeasured else None}
     if unmeasured:
         second = "pair share not measured (dynamics logs without per-micro-batch InfoNCE)"
     else:
-        second = (f"{_pct(with_pair)} of the {len(saturated)} saturated hold a pair "
-                  f"(non-saturated: {_pct(active_with_pair)})")
-    ours = f"{_pct(share)} saturated; {second}"
+        second = (f"{_pct(with_pair)} of the {len(saturated)} saturated hold a near-duplicate pair, "
+                  f"{_pct(active_with_pair)} of the {len(active)} non-saturated (difference "
+                  + ("–" if difference is None else f"{100 * difference:+.1f}{_bracket([100 * b for b in difference_bounds])}")
+                  + " points)")
+    ours = f"{_pct(share)}{_pct_interval(share_bounds)} saturated; {second}"
     if logit_scale is not None and plain:
         bound = saturable_micro_batches(train_features, batches[plain[0].run_dir], logit_scale)
         values.update(bound)
@@ -282,44 +341,66 @@ def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[M
                      f"features, median {bound['least_infonce_median']:.2g}, {bound['n_bound_micro_batches']} "
                      f"micro-batches), {_pct(bound['scene_saturable_share'])} with one feature per scene as a "
                      f"tower gives (median {bound['scene_infonce_median']:.2g})")
-    met = _all_met([_at_least(share, SATURATED_MIN), _at_least(with_pair, SATURATED_WITH_PAIR_MIN)])
-    return condition("saturation", share, values, met, ours, [r.run_dir for r in plain],
-                     unmeasured_steps=unmeasured)
+    met = combine([decide(share, share_bounds, SATURATED_MIN),
+                   decide(difference, difference_bounds, 0.0, ties_pass=False)])
+    intervals = {}
+    if share_bounds:
+        intervals["saturated_share_epoch1"] = share_bounds
+    if difference_bounds:
+        intervals["pair_difference"] = difference_bounds
+    return condition("saturation", share, values, met, ours, [r.run_dir for r in plain], intervals,
+                     unmeasured_steps=unmeasured, chance=active_with_pair)
 
 
 def learnable_condition(plain: Sequence[PlainRun], zeroshot: ModelFeatures, scene_images: np.ndarray,
                         scene_captions: np.ndarray, caption_features: np.ndarray, settings: BootstrapSettings,
-                        split: str, backbone: str = "") -> dict:
-    """Condition 6: pairwise accuracy against each test scene's hardest near-duplicate, plain FT minus zero-shot.
+                        split: str, backbone: str = "", near: NearDuplicates | None = None) -> dict:
+    """Condition 6: of the test scenes the backbone gets wrong pairwise against its hardest near-duplicate,
+    the share plain FT gets right (pooled over seeds, Wilson interval), per direction.
 
-    ``scene_images``: each scene's image row; ``scene_captions``: its caption row (in the features'
-    numbering); ``caption_features``: the backbone's caption features (the partner's definition)."""
+    Why a share of the backbone's errors rather than a difference of accuracies: a backbone that already
+    tells 96 % of scenes from their twin leaves at most 4 points to gain, so a fixed number of points can be
+    out of reach whatever fine-tuning learns; the share fixed reads the same at any zero-shot level
+    (docs/toy-design.md, "Learnable details"). ``scene_images``: each scene's image row; ``scene_captions``:
+    its caption row (in the features' numbering); ``caption_features``: the backbone's caption features (the
+    partner's definition); ``near``: the test captions' relation (how many partners are near-duplicates)."""
     partner, partner_cosine = hardest_partner(caption_features[scene_captions])
+    confidence = settings.confidence
 
-    def outcomes(features: ModelFeatures) -> Outcomes:
-        correct = pairwise_outcomes(features.images[scene_images], features.texts[scene_captions], partner)
-        return pairwise_outcomes_as_ranks(correct, f"{split}|pairwise")
+    def correct(features: ModelFeatures) -> dict[str, np.ndarray]:
+        return pairwise_outcomes(features.images[scene_images], features.texts[scene_captions], partner)
 
-    reference = outcomes(zeroshot)
-    pairs = [(r.seed, outcomes(r.features)) for r in plain]
-    values, intervals, per_seed = {}, {}, {}
+    reference = correct(zeroshot)
+    runs = [(r.seed, correct(r.features)) for r in plain]
+    values, intervals, per_seed, parts = {}, {}, {}, []
     for d in DIRECTIONS:
-        metric = f"{d}_r1"
-        values[d], bounds = _difference(pairs, reference, metric, settings)
+        wrong, right = ~reference[d], reference[d]
+        fixed = sum(int((c[d] & wrong).sum()) for _, c in runs)
+        broken = sum(int((~c[d] & right).sum()) for _, c in runs)
+        n_wrong, n_right = int(wrong.sum()) * len(runs), int(right.sum()) * len(runs)
+        values[d] = fixed / n_wrong if n_wrong else None
+        values[f"{d}_broken"] = broken / n_right if n_right else None
+        values[f"{d}_backbone_errors"] = int(wrong.sum())
+        values[f"plain_{d}"] = float(np.mean([100 * c[d].mean() for _, c in runs]))
+        values[f"zeroshot_{d}"] = float(100 * reference[d].mean())
+        bounds = _wilson(fixed, n_wrong, confidence)
         if bounds is not None:
             intervals[d] = bounds
-        values[f"plain_{d}"] = _mean_metric([o for _, o in pairs], metric)
-        values[f"zeroshot_{d}"] = reference.value(metric)
-        per_seed[d] = {seed: o.value(metric) - reference.value(metric) for seed, o in pairs}
-    values["partner_near_duplicate_share"] = float((partner_cosine >= NEAR_DUPLICATE_COSINE).mean())
+        per_seed[d] = {seed: (float((c[d] & wrong).sum() / wrong.sum()) if wrong.any() else None) for seed, c in runs}
+        parts.append(decide(values[d], bounds, LEARNABLE_FIXED_MIN))
+    is_near = (np.array([int(partner[i]) in near.partners[int(c)] for i, c in enumerate(scene_captions)])
+               if near is not None else partner_cosine >= 0)
+    values["partner_near_duplicate_share"] = float(is_near.mean())
     values["partner_cosine_mean"] = float(partner_cosine.mean())
-    ours = "; ".join(f"{ARROWS[d]} {_signed(values[d])}{_bracket(intervals.get(d))}" for d in DIRECTIONS)
-    ours += (f" (plain FT {values['plain_i2t']:.1f} / {values['plain_t2i']:.1f} %, zero-shot "
-             f"{values['zeroshot_i2t']:.1f} / {values['zeroshot_t2i']:.1f} %; partner ≥ {NEAR_DUPLICATE_COSINE:g} "
-             f"for {_pct(values['partner_near_duplicate_share'])})")
-    met = _all_met(_at_least(values[d], LEARNABLE_MIN) for d in DIRECTIONS)
-    return condition("learnable_details", min(values[d] for d in DIRECTIONS), values, met, ours,
-                     [backbone, *(r.run_dir for r in plain)], intervals, per_seed=per_seed)
+    ours = "; ".join(f"{ARROWS[d]} {_pct(values[d])}{_pct_interval(intervals.get(d))} of "
+                     f"{values[f'{d}_backbone_errors']} fixed (broken {_pct(values[f'{d}_broken'])})"
+                     for d in DIRECTIONS)
+    ours += (f" (pairwise accuracy plain FT {values['plain_i2t']:.1f} / {values['plain_t2i']:.1f} %, zero-shot "
+             f"{values['zeroshot_i2t']:.1f} / {values['zeroshot_t2i']:.1f} %; the hardest partner is a "
+             f"near-duplicate for {_pct(values['partner_near_duplicate_share'])})")
+    present = [values[d] for d in DIRECTIONS if values[d] is not None]
+    return condition("learnable_details", min(present) if present else None, values,
+                     combine(parts), ours, [backbone, *(r.run_dir for r in plain)], intervals, per_seed=per_seed)
 
 
 def seeds_for_half_width(half_width: float, seeds: int, target: float = POWER_HALF_WIDTH_MAX) -> int:
@@ -397,39 +478,46 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
     # a scene: each image with its first caption
     scene_captions = np.array([int(np.flatnonzero(text_image == i)[0]) for i in range(zeroshot.images.shape[0])])
     split = f"{zeroshot_record.get('eval_benchmark', benchmark)}/{zeroshot_record.get('split', 'test')}"
+    near_test, near_train = NearDuplicates.of(caption_features), NearDuplicates.of(train_features)
+    confidence = settings.confidence
     conditions = [
         strong_init_condition(zeroshot_record, settings, sources.get("zeroshot", "")),
         headroom_condition(plain, zeroshot_record, settings, sources.get("zeroshot", "")),
-        errors_condition(plain, text_image, caption_features, agreement),
-        batch_condition(plain, batches, train_features, sources.get("train_manifest", "")),
+        errors_condition(plain, text_image, near_test, agreement, confidence),
+        batch_condition(plain, batches, near_train, sources.get("train_manifest", ""), confidence),
         geometry_condition(plain, batches, train_features, sources.get("train_manifest", "")),
-        saturation_condition(plain, batches, train_features, logit_scale),
+        saturation_condition(plain, batches, train_features, logit_scale, near_train, confidence),
         learnable_condition(plain, zeroshot, np.arange(zeroshot.images.shape[0]), scene_captions, caption_features,
-                            settings, split, sources.get("backbone", "")),
+                            settings, split, sources.get("backbone", ""), near_test),
         power_condition(int(zeroshot.images.shape[0]), main_records, settings,
                         [sources.get("main_spec", ""), *(p for p in (sources.get("main_evals") or []))]),
         transfer_condition(transfer or {}, settings),
     ]
     for c in conditions:
         c["sources"] = [s for s in c["sources"] if s]
-    return {"benchmark": benchmark, "near_duplicate_cosine": NEAR_DUPLICATE_COSINE,
+    return {"benchmark": benchmark,
+            "near_duplicates": {"definition": NEAR_DUPLICATE_TEXT, "neighbours": near_test.neighbours,
+                                "floor": near_test.floor, "test": near_test.base_rate(),
+                                "train": near_train.base_rate()},
             "n_train": int(train_features.shape[0]), "n_test_images": int(zeroshot.images.shape[0]),
             "n_test_captions": int(text_image.size), "plain_runs": [r.run_dir for r in plain],
             "statistics": {"confidence": settings.confidence, "resamples": settings.resamples, "seed": settings.seed},
-            "met": sum(c["met"] is True for c in conditions), "conditions": conditions}
+            "met": sum(c["decision"] == "met" for c in conditions),
+            "undecided": sum(c["decision"] == "undecided" for c in conditions), "conditions": conditions}
 
 
-MET_MARKS = {True: "✓", False: "✗", None: "–"}
+MET_MARKS = {"met": "✓", "not met": "✗", "undecided": "?", "not measured": "–"}
 
 
 def format_conditions(report: Mapping) -> str:
     """One regime file's conditions as plain text, each beside its target (``hnclip premise --regime``)."""
+    near = report["near_duplicates"]
     lines = [f"== regime conditions, {report['benchmark']}: {report['n_test_images']} test scenes, "
-             f"{len(report['plain_runs'])} plain runs; near-duplicate = caption cosine >= "
-             f"{report['near_duplicate_cosine']:g} under the backbone =="]
+             f"{len(report['plain_runs'])} plain runs; near-duplicate = {near['definition']} ==",
+             f"   base rate: test {_base_rate_text(near['test'])}; train {_base_rate_text(near['train'])}"]
     for c in report["conditions"]:
-        lines.append(f"{MET_MARKS[c['met']]} {c['key']} ({c['label']})")
+        lines.append(f"{MET_MARKS[c['decision']]} {c['key']} ({c['label']}): {c['decision']}")
         lines.append(f"    ours:   {c['ours']}")
         lines.append(f"    target: {c['target']}" + (f"   paper: {c['paper']}" if c.get("paper") else ""))
-    lines.append(f"met: {report['met']} of {len(report['conditions'])}")
+    lines.append(f"met: {report['met']} of {len(report['conditions'])} ({report['undecided']} undecided)")
     return "\n".join(lines)

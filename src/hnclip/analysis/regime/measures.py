@@ -1,5 +1,5 @@
-"""What the conditions measure: the trainer's micro-batches rebuilt, caption cosines (near-duplicates,
-hardest partners), retrieval outcomes and the dynamics logs' saturated micro-batches."""
+"""What the conditions measure: the trainer's micro-batches rebuilt, caption cosines (the near-duplicate
+relation of a split, hardest partners), retrieval outcomes and the dynamics logs' saturated micro-batches."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import pandas as pd
 
 from hnclip.analysis.bootstrap import Outcomes
 from hnclip.analysis.regime.definitions import (
+    CHANCE_MICRO_BATCHES,
     DIRECTIONS,
-    NEAR_DUPLICATE_COSINE,
+    EXTREME_COSINE,
+    GEOMETRY_COSINE,
+    NEAR_DUPLICATE_NEIGHBOURS,
 )
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, SATURATION_LOSS, parse_micro_batch_losses
 
@@ -77,41 +80,93 @@ def run_micro_batches(summary: Mapping, n_train: int | None = None) -> list[Micr
 
 
 # --------------------------------------------------------------------------------- caption cosines
-def near_duplicate_companions(features: np.ndarray, rows, threshold: float = NEAR_DUPLICATE_COSINE) -> np.ndarray:
-    """For each row of one batch, whether another row of the batch has caption cosine >= ``threshold``."""
+@dataclass
+class NearDuplicates:
+    """The near-duplicate relation of one split (:data:`NEAR_DUPLICATE_TEXT`), built once by :meth:`of`.
+
+    Why relative: a fixed cosine admits whatever share of pairs the backbone's crowding gives (31 % of all
+    test pairs under the released toy backbone at 0.9), so every condition built on it is met by
+    construction; "a few highly similar negatives" (abstract) per caption is a count, whatever the split's
+    crowding. Why a floor: a split whose captions are all far apart has no near-duplicates at all, and the
+    conditions must be able to say so. ``partners[i]``: the captions near-duplicate to caption ``i``."""
+
+    partners: list[frozenset]
+    neighbours: int
+    floor: float
+
+    @classmethod
+    def of(cls, features: np.ndarray, neighbours: int = NEAR_DUPLICATE_NEIGHBOURS, floor: float = GEOMETRY_COSINE,
+           chunk: int = 2048) -> NearDuplicates:
+        """From L2-normalised caption features (one row per caption): each row's ``neighbours`` most similar
+        other rows (ties: the lower index) at cosine >= ``floor``, made symmetric."""
+        features = np.asarray(features, dtype=np.float64)
+        n = features.shape[0]
+        k = min(int(neighbours), max(n - 1, 0))
+        partners: list[set] = [set() for _ in range(n)]
+        for start in range(0, n, chunk):
+            block = features[start:start + chunk] @ features.T
+            block[np.arange(block.shape[0]), np.arange(start, start + block.shape[0])] = -np.inf
+            nearest = np.argsort(-block, axis=1, kind="stable")[:, :k]
+            for offset, row in enumerate(nearest):
+                i = start + offset
+                for j in row.tolist():
+                    if block[offset, j] >= floor:
+                        partners[i].add(j)
+                        partners[j].add(i)
+        return cls([frozenset(p) for p in partners], int(neighbours), float(floor))
+
+    def __len__(self) -> int:
+        return len(self.partners)
+
+    def companions(self, rows) -> np.ndarray:
+        """For each row of one batch, whether another row of the batch is its near-duplicate."""
+        rows = [int(r) for r in np.asarray(rows).tolist()]
+        inside = set(rows)
+        return np.array([bool((self.partners[i] & inside) - {i}) for i in rows], dtype=bool)
+
+    def has_pair(self, rows) -> bool:
+        """Whether a batch holds at least one near-duplicate pair."""
+        return bool(self.companions(rows).any())
+
+    def base_rate(self) -> dict:
+        """How common the relation is in this split: ``pair_share`` (near-duplicate pairs among all pairs),
+        ``partners_mean`` (per caption) and ``with_partner`` (share of captions with at least one)."""
+        n = len(self.partners)
+        sizes = np.array([len(p) for p in self.partners], dtype=np.float64)
+        pairs = int(sizes.sum()) // 2
+        return {"pairs": pairs, "pair_share": pairs / (n * (n - 1) / 2) if n > 1 else math.nan,
+                "partners_mean": float(sizes.mean()) if n else math.nan,
+                "with_partner": float((sizes > 0).mean()) if n else math.nan}
+
+    def chance_batch_share(self, size: int, draws: int = CHANCE_MICRO_BATCHES, seed: int = 0) -> float:
+        """Share of ``draws`` uniformly random batches of ``size`` distinct rows that hold a pair (seeded):
+        what the trainer's shuffled micro-batches should give."""
+        n = len(self.partners)
+        if size < 2 or n < size:
+            return math.nan
+        rng = np.random.default_rng(seed)
+        return float(np.mean([self.has_pair(rng.choice(n, size, replace=False)) for _ in range(draws)]))
+
+
+def micro_batch_has_extreme_pair(features: np.ndarray, rows, threshold: float = EXTREME_COSINE) -> bool:
+    """Whether a batch holds two captions at cosine >= ``threshold`` (A.2's "extreme negatives with G >= 0.9":
+    a geometry figure of the backbone's release, not the near-duplicate definition)."""
     rows = np.asarray(rows)
+    if rows.size < 2:
+        return False
     block = features[rows] @ features[rows].T
     np.fill_diagonal(block, -np.inf)
-    return block.max(axis=1) >= threshold if rows.size > 1 else np.zeros(rows.size, dtype=bool)
+    return bool(block.max() >= threshold)
 
 
-def micro_batch_has_pair(features: np.ndarray, rows, threshold: float = NEAR_DUPLICATE_COSINE) -> bool:
-    """Whether a batch holds at least one pair of captions with cosine >= ``threshold``."""
-    return bool(near_duplicate_companions(features, rows, threshold).any())
-
-
-def batch_near_duplicate_shares(features: np.ndarray, batches: Iterable[MicroBatch],
-                                threshold: float = NEAR_DUPLICATE_COSINE) -> dict[int, float]:
-    """Per epoch: the share of the scenes trained that epoch whose micro-batch holds a near-duplicate of it."""
-    hits: dict[int, int] = {}
-    seen: dict[int, int] = {}
+def batch_pair_counts(near: NearDuplicates, batches: Iterable[MicroBatch]) -> dict[int, tuple[int, int]]:
+    """Per epoch: (micro-batches holding a near-duplicate pair, micro-batches trained)."""
+    counts: dict[int, list[int]] = {}
     for batch in batches:
-        companions = near_duplicate_companions(features, batch.rows, threshold)
-        hits[batch.epoch] = hits.get(batch.epoch, 0) + int(companions.sum())
-        seen[batch.epoch] = seen.get(batch.epoch, 0) + int(companions.size)
-    return {epoch: hits[epoch] / seen[epoch] for epoch in sorted(seen)}
-
-
-def split_near_duplicate_share(features: np.ndarray, threshold: float = NEAR_DUPLICATE_COSINE,
-                               chunk: int = 2048) -> float:
-    """Share of a split's captions with a near-duplicate anywhere in the split (the most a batch can hold)."""
-    n = features.shape[0]
-    has = np.zeros(n, dtype=bool)
-    for start in range(0, n, chunk):
-        block = features[start:start + chunk] @ features.T
-        block[np.arange(block.shape[0]), np.arange(start, start + block.shape[0])] = -np.inf
-        has[start:start + chunk] = block.max(axis=1) >= threshold
-    return float(has.mean()) if n else math.nan
+        tally = counts.setdefault(batch.epoch, [0, 0])
+        tally[0] += int(near.has_pair(batch.rows))
+        tally[1] += 1
+    return {epoch: (k, n) for epoch, (k, n) in sorted(counts.items())}
 
 
 def hardest_partner(features: np.ndarray, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
@@ -158,31 +213,36 @@ def rank_and_top1(image_features: np.ndarray, text_features: np.ndarray, text_im
     return out
 
 
-def error_near_duplicates(direction: str, rank, top1, text_image, caption_features: np.ndarray,
-                          threshold: float = NEAR_DUPLICATE_COSINE) -> tuple[int, int]:
-    """(R@1 errors, those whose top-1 is a near-duplicate) of one direction.
+def error_near_duplicates(direction: str, rank, top1, text_image, near: NearDuplicates) -> tuple[int, int, float]:
+    """(R@1 errors, those whose top-1 is a near-duplicate, how many a uniformly random wrong answer to the
+    same erring queries would give in expectation) of one direction.
 
-    I→T: an image query errs when its rank is > 0; its top-1 caption is a near-duplicate when its cosine
-    to one of the image's own captions is >= ``threshold``. T→I: a caption query errs when its rank is > 0;
-    its top-1 image is a near-duplicate when one of that image's captions has cosine >= ``threshold`` to
-    the query caption. Cosines are of ``caption_features`` (the backbone's, one row per caption).
+    I→T: an image query errs when its rank is > 0; its top-1 caption is a near-duplicate when it is one of
+    a caption of the image's own (``near`` numbers the captions); a random wrong answer is any caption
+    not the image's own. T→I: a caption query errs when its rank is > 0; its top-1 image is a near-duplicate
+    when one of that image's captions is the query's near-duplicate; a random wrong answer is any other image.
     """
     rank, top1, text_image = (np.asarray(a, dtype=np.int64) for a in (rank, top1, text_image))
     captions_of: dict[int, list[int]] = {}
     for caption, image in enumerate(text_image.tolist()):
         captions_of.setdefault(image, []).append(caption)
+    n_captions, n_images = text_image.size, len(captions_of)
     errors = np.flatnonzero(rank > 0)
-    near = 0
+    hits, chance = 0, 0.0
     for query in errors.tolist():
         if direction == "i2t":
-            own, other = captions_of[query], int(top1[query])
-            best = float((caption_features[own] @ caption_features[other]).max())
+            own = set(captions_of[query])
+            targets = set().union(*(near.partners[c] for c in own)) - own
+            hits += int(top1[query]) in targets
+            chance += len(targets) / (n_captions - len(own))
         elif direction == "t2i":
-            best = float((caption_features[captions_of[int(top1[query])]] @ caption_features[query]).max())
+            own = int(text_image[query])
+            images = {int(text_image[c]) for c in near.partners[query]} - {own}
+            hits += int(top1[query]) in images
+            chance += len(images) / (n_images - 1)
         else:
             raise ValueError(f"direction must be i2t or t2i, got {direction!r}")
-        near += best >= threshold
-    return int(errors.size), int(near)
+    return int(errors.size), int(hits), float(chance)
 
 
 def pairwise_outcomes(image_features: np.ndarray, text_features: np.ndarray, partner) -> dict[str, np.ndarray]:
