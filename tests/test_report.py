@@ -312,7 +312,7 @@ def test_the_regime_section_shows_each_figure_beside_the_papers_with_its_definit
 def test_the_regime_section_tables_each_condition_beside_its_target(outputs):
     from hnclip.analysis.regime import CONDITION_KEYS, TARGETS, condition
 
-    pattern = (False, True, False, False, None, False, False, False, False)  # one condition met
+    pattern = (False, True, False, "undecided", None, False, False, False, False)  # one met, one undecided
     met = dict(zip(CONDITION_KEYS, pattern[:len(CONDITION_KEYS)], strict=True))
     conditions = [condition(k, 0.5, {"x": 0.5}, met[k], f"ours of {k} [0.1, 0.9]", ["results/runs/a"])
                   for k in CONDITION_KEYS]
@@ -325,8 +325,8 @@ def test_the_regime_section_tables_each_condition_beside_its_target(outputs):
         tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
         summaries=outputs["summaries"], regime=[regime])
     html = unescape(out.read_text(encoding="utf-8"))
-    assert f"Conditions of the paper's regime, synthetic: 1 of {len(CONDITION_KEYS)} met (256 test" in html
-    marks = {True: "✓", False: "✗", None: "–"}
+    assert f"Conditions of the paper's regime, synthetic: 1 of {len(CONDITION_KEYS)} met, 1 undecided (256 test" in html
+    marks = {True: "✓ met", False: "✗ not met", None: "– not measured", "undecided": "? undecided"}
     for key in CONDITION_KEYS:
         row = re.search(rf'<tr id="regime-synthetic-{key}" class="(\w+)">(.*?)</tr>', html, re.S)
         cells = [re.sub(r"<[^>]+>", " ", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(2), re.S)]

@@ -43,6 +43,24 @@ def test_the_summary_holds_conditions_main_comparison_and_verdicts():
     assert "+3.00 [+1.00, +5.00] (3 seeds)" in md and "AMD EPYC" in md and "2 of 3" in md
 
 
+def test_each_condition_shows_its_three_way_decision():
+    regime = _regime()
+    headroom = _condition("headroom", None, 4.6)
+    headroom.update(decision="undecided", intervals={"t2i": [2.8, 6.4]})
+    regime["conditions"].insert(1, headroom)
+    s = build_summary([regime], CLAIMS, {"weights_sha256": "ab" * 32}, MACHINE, "toy")
+    conditions = s["regime"]["synthetic"]["conditions"]
+    assert conditions["headroom"]["decision"] == "undecided" and conditions["headroom"]["intervals"] == {"t2i": [2.8, 6.4]}
+    assert conditions["strong_init"]["decision"] == "met"  # a file without decisions: its bool
+    assert s["regime"]["synthetic"]["undecided"] == 1
+    md = render_summary_markdown(s)
+    assert "| synthetic: headroom (undecided) | headroom ours |" in md and "2 of 4, 1 undecided" in md
+    other = copy.deepcopy(s)
+    other["regime"]["synthetic"]["conditions"]["headroom"]["decision"] = "not met"
+    text, n = compare_summaries([("a", s), ("b", other)])
+    assert n == 1 and any("headroom" in line and "differs" in line for line in text.splitlines())
+
+
 def test_two_machines_agreeing_within_their_intervals_show_no_disagreement():
     text, n = compare_summaries([("a", _summary()), ("b", _summary(difference=3.5, bounds=(1.4, 5.6)))])
     assert n == 0 and "0 disagreement" in text

@@ -282,17 +282,26 @@ def _premise_rows(premise: Mapping | None) -> list[dict]:
 
 def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
     """Per benchmark, its regime conditions (:mod:`hnclip.analysis.regime`) as table rows."""
-    marks = {True: ("✓", "holds"), False: ("✗", "fails"), None: ("–", "unknown")}
+    marks = {"met": ("✓", "holds"), "not met": ("✗", "fails"), "undecided": ("?", "undecided"),
+             "not measured": ("–", "unknown")}
+    legacy = {True: "met", False: "not met", None: "not measured"}  # a regime file written before decisions
     out = []
     for benchmark, data in (regime or {}).items():
-        rows = [{"key": c["key"], "label": c["label"], "ours": c["ours"], "target": c["target"],
-                 "paper": c.get("paper") or "—", "mark": marks[c["met"]][0], "cls": marks[c["met"]][1],
-                 "definition": c["definition"]} for c in data["conditions"]]
+        rows = []
+        for c in data["conditions"]:
+            decision = c.get("decision") or legacy[c["met"]]
+            rows.append({"key": c["key"], "label": c["label"], "ours": c["ours"], "target": c["target"],
+                         "paper": c.get("paper") or "—", "mark": marks[decision][0], "cls": marks[decision][1],
+                         "decision": decision, "definition": c["definition"]})
+        near = data.get("near_duplicates") or {}
         identity = data.get("backbone_identity") or {}
         kernels = identity.get("cpu_kernels") or {}
         out.append({"benchmark": benchmark, "rows": rows, "met": data.get("met", 0), "total": len(rows),
+                    "undecided": sum(r["decision"] == "undecided" for r in rows),
                     "n_test": data.get("n_test_images"), "plain_runs": len(data.get("plain_runs", [])),
-                    "threshold": data.get("near_duplicate_cosine"), "weights": identity.get("weights"),
+                    "near_definition": near.get("definition")
+                    or f"caption cosine ≥ {data.get('near_duplicate_cosine')}",
+                    "near_test": near.get("test"), "near_train": near.get("train"), "weights": identity.get("weights"),
                     "kernels": kernels.get("setting"), "cpu": kernels.get("cpu"),
                     "release": identity.get("release")})
     return out

@@ -1,7 +1,8 @@
 """What one run of the DAG shows, in one short file, and the same for two machines side by side.
 
 ``results/summary.json`` holds what a reader (and another machine) should compare: the machine (CPU, kernel
-setting, torch, commit), the backbone's weights digest, every regime condition with its verdict, the main
+setting, torch, commit), the backbone's weights digest, every regime condition with its decision (met, not
+met, undecided by its interval, or not measured: :mod:`hnclip.analysis.regime`), the main
 comparison (HN-CLIP minus Long-CLIP FT, average R@1, with its interval) and every claim's verdict.
 ``results/summary.md`` is the same as a short Markdown table, the one the README shows.
 
@@ -24,6 +25,11 @@ VERDICTS = ("holds", "does not hold", "inconclusive", "no data")
 _MARK = {True: "met", False: "not met", None: "not measured"}
 
 
+def _decision(condition: Mapping) -> str:
+    """A condition's three-way decision; a regime file written before decisions has only ``met``."""
+    return condition.get("decision") or _MARK[condition.get("met")]
+
+
 def _main_comparison(regime: Mapping) -> dict | None:
     power = next((c for c in regime["conditions"] if c["key"] == "power"), None)
     if power is None or power["values"].get("difference") is None:
@@ -44,8 +50,11 @@ def build_summary(regimes: Sequence[Mapping], claims: Mapping, backbone: Mapping
         "backbone": dict(backbone),
         "regime": {r["benchmark"]: {
             "met": r["met"], "of": len(r["conditions"]),
-            "conditions": {c["key"]: {"label": c["label"], "met": c["met"], "ours": c["ours"], "target": c["target"],
-                                      "value": c["value"]} for c in r["conditions"]}} for r in regimes},
+            "undecided": sum(_decision(c) == "undecided" for c in r["conditions"]),
+            "conditions": {c["key"]: {"label": c["label"], "decision": _decision(c), "met": c["met"], "ours": c["ours"],
+                                      "target": c["target"], "value": c["value"],
+                                      "intervals": c.get("intervals") or {}, "chance": c.get("chance")}
+                           for c in r["conditions"]}} for r in regimes},
         "main": {r["benchmark"]: _main_comparison(r) for r in regimes},
         "claims": {"tally": {v: tally.get(v, 0) for v in VERDICTS}, "verdicts": dict(sorted(verdicts.items()))},
     }
@@ -69,8 +78,9 @@ def render_summary_markdown(summary: Mapping) -> str:
     lines += ["| | ours | target |", "|---|---|---|"]
     for bench, regime in summary["regime"].items():
         for c in regime["conditions"].values():
-            lines.append(f"| {bench}: {c['label']} ({_MARK[c['met']]}) | {c['ours']} | {c['target']} |")
-        lines.append(f"| {bench}: conditions met | {regime['met']} of {regime['of']} | all |")
+            lines.append(f"| {bench}: {c['label']} ({_decision(c)}) | {c['ours']} | {c['target']} |")
+        lines.append(f"| {bench}: conditions met | {regime['met']} of {regime['of']}, {regime.get('undecided', 0)} "
+                     f"undecided | all |")
         lines.append(f"| {bench}: HN-CLIP − Long-CLIP FT, average R@1 | {_interval_text(summary['main'].get(bench))} "
                      f"| paper: +2.4 to +4.3 over the strongest competitor |")
     tally = summary["claims"]["tally"]
@@ -121,7 +131,7 @@ def compare_summaries(summaries: Sequence[tuple[str, Mapping]]) -> tuple[str, in
     for bench in benches:
         keys = list(dict.fromkeys(k for _, s in summaries for k in s["regime"].get(bench, {}).get("conditions", {})))
         for key in keys:
-            marks = [_MARK[s["regime"].get(bench, {}).get("conditions", {}).get(key, {}).get("met")]
+            marks = [_decision(s["regime"].get(bench, {}).get("conditions", {}).get(key, {}))
                      for _, s in summaries]
             row(f"{bench}: {key}", marks, len(set(marks)) > 1)
         mains = [s["main"].get(bench) for _, s in summaries]
