@@ -105,7 +105,8 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
              evidence: Mapping | None = None, measures: Mapping | None = None, noise: float | None = None,
              missing: str | None = None, coverage: str | None = None, holds: bool | None = None,
              bounds: Sequence[tuple[float, float] | None] | None = None,
-             unjudged: Sequence[str] = (), measure_intervals: Mapping | None = None) -> dict:
+             unjudged: Sequence[str] = (), measure_intervals: Mapping | None = None,
+             interval_kind: str = "bootstrap interval") -> dict:
     """One verdict. ``margins``: (value, ties_pass) pairs, each an inequality the claim needs (> 0, or >= 0
     when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number
     (judged on ``bounds`` where given, else on its value, and said so). ``bounds`` gives intervals computed
@@ -115,17 +116,20 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     counts as undecided (the claim is at best inconclusive) and is listed in the evidence.
     ``measure_intervals``: the intervals of ``measures`` where they have one, in the same shape (a measure
     name -> [low, high], or -> {label: [low, high]}); "Paper vs ours" prints them beside our numbers.
+    ``interval_kind``: what ``bounds`` are (a counted share's "Wilson interval", a median's distribution-free
+    one), named wherever the interval is shown; an :class:`Estimate`'s own is the "paired bootstrap interval".
     """
     entry = REGISTRY[key]
     section, quote, title = entry.section, entry.quote, entry.title
     evidence = dict(evidence or {})
     settings = _SETTINGS
-    conditions, unsampled = [], 0
+    conditions, unsampled, kinds = [], 0, []
     if missing is not None:
         holds, margins = None, None
     if margins:
         for i, (margin, ties) in enumerate(margins):
             given = bounds[i] if bounds is not None else None
+            kinds.append(interval_kind if given is not None else "paired bootstrap interval")
             if given is None and not (isinstance(margin, Estimate) and margin.has_interval):
                 # a measurement with no resampling unit (premise figures), or cells whose records predate
                 # per-query outcomes: judged on the value, and shown without an interval
@@ -160,11 +164,12 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     decision = None
     if deciding is not None:
         condition, margin = deciding
+        kind = kinds[next(i for i, c in enumerate(conditions) if c is deciding)]
         decision = {"margin": round_margin(condition.value),
                     "ci_low": round_margin(condition.low) if _sampled(margin, bounds) else None,
                     "ci_high": round_margin(condition.high) if _sampled(margin, bounds) else None,
                     "resolution": maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
-                    "status": condition.status, "edge": condition.edge}
+                    "status": condition.status, "edge": condition.edge, "kind": kind}
     decided = sum(s != "undecided" for s in statuses)
     n_conditions = len(statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
@@ -175,7 +180,8 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
             "conditions": [{"margin": round_margin(c.value), "ties_pass": c.ties_pass,
                             "ci_low": round_margin(c.low) if _sampled(m, bounds) else None,
                             "ci_high": round_margin(c.high) if _sampled(m, bounds) else None,
-                            "status": c.status, "edge": c.edge} for c, m in conditions],
+                            "status": c.status, "edge": c.edge, "kind": kind}
+                           for (c, m), kind in zip(conditions, kinds, strict=True)],
             "decided": f"{decided} of {n_conditions} conditions decided "
                        f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if statuses else None,
             "interval": decision, "confidence": settings.confidence, "edge": len(edges)}

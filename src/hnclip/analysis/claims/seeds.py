@@ -51,9 +51,16 @@ def _six_metric_spread(seeds_spec, records, reference: str) -> float | None:
        "HN-CLIP.",
        "R@1 reproduces within ±0.4 on average under a second seed")
 def seeds_average(ctx: Context) -> dict:
+    """The sentence compares a result with the same result under *a second seed*: a change between two
+    seeds. Over every method, benchmark and direction of the seeds table, and every pair of its seeds, the
+    |R@1 change| between the two; its mean must be <= 0.4, decided by the interval of the mean over the
+    changes' paired replicates. The largest change (1.28 in the paper) is shown beside. Not max - min over
+    three or more seeds: the range of k seeds grows with k, and with three it is the largest of three pairwise
+    changes, not a typical one."""
     seeds, seeds_spec, records = ctx.tables.get("seeds"), ctx.specs.get("seeds"), ctx.records
     hn_row, reference = ctx.hn_row, ctx.roles["reference"]
-    criterion = "mean over methods, benchmarks and directions of |R@1 change between two seeds| <= 0.4"
+    criterion = ("mean over methods, benchmarks, directions and pairs of seeds of |R@1 change between the two "
+                 "seeds| <= 0.4 (the largest such change beside it)")
     if seeds is None:
         return ctx.no_data(criterion, "no seeds table")
     seed_cols = seed_columns(seeds)
@@ -63,27 +70,31 @@ def seeds_average(ctx: Context) -> dict:
     for row in rows_of(seeds):
         for g in table_groups(seeds):
             for d in DIRECTION_LABELS:
-                values = [cell_value(seeds, row, (g, d, "R@1", s)) for s in seed_cols]
-                values = [v for v in values if not math.isnan(v)]
-                if len(values) >= 2:
-                    changes[f"{row} on {g} {direction_word(d)}"] = max(values) - min(values)
+                values = {s: cell_value(seeds, row, (g, d, "R@1", s)) for s in seed_cols}
+                present = [s for s in seed_cols if not math.isnan(values[s])]
+                for i, a in enumerate(present):
+                    for b in present[i + 1:]:
+                        changes[f"{row} on {g} {direction_word(d)}, seeds {a[1:]} and {b[1:]}"] = values[b] - values[a]
     if not changes:
         return ctx.no_data(criterion, "no method with two seeds")
-    mean = float(np.mean([float(v) for v in changes.values()]))
-    largest = max(changes, key=changes.get)
+    sizes = {k: abs(float(v)) for k, v in changes.items()}
+    mean = float(np.mean(list(sizes.values())))
+    largest = max(sizes, key=sizes.get)
     # the mean |change| is not linear: its interval from the changes' paired replicates
     draws = [replicates(v, current_settings()) if isinstance(v, Estimate) else None for v in changes.values()]
     bounds = None
     if draws and all(d is not None for d in draws):
         low, high = percentile_interval(0.4 - np.abs(np.stack(draws)).mean(axis=0), current_settings().confidence)
         bounds = [(low, high)]
-    evidence = {"mean |R@1 change|": round_margin(mean), f"largest R@1 change ({largest})": round_margin(changes[largest])}
-    measures = {"mean R@1 change": round_margin(mean), "largest R@1 change": round_margin(changes[largest])}
+    evidence = {f"mean |R@1 change| over {len(sizes)} pairs of seeds": round_margin(mean),
+                f"largest R@1 change ({largest})": round_margin(sizes[largest])}
+    measures = {"mean R@1 change": round_margin(mean), "largest R@1 change": round_margin(sizes[largest])}
     six = _six_metric_spread(seeds_spec, records, reference)
     if six is not None:
         evidence[f"largest change of {hn_row} over the six Recall@K"] = round_margin(six)
         measures[f"largest {PAPER_NAME} change over six metrics"] = round_margin(six)
-    return ctx.verdict(criterion, [(0.4 - mean, True)], evidence, measures, bounds=bounds)
+    return ctx.verdict(criterion, [(0.4 - mean, True)], evidence, measures, bounds=bounds,
+                       interval_kind="paired bootstrap interval")
 
 @claim("seeds_ranking", "D.1",
        "The lead is unchanged under last-epoch evaluation, and the Long-DCI R@1 ranking persists "
