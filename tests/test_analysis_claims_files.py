@@ -16,7 +16,7 @@ from test_report import _claim, _spec
 
 from hnclip import plan
 from hnclip.analysis.claims import CLAIMS, evaluate_claims, power_notes
-from hnclip.analysis.claims.files import load_claims, write_claims
+from hnclip.analysis.claims.files import load_claims, run_costs, write_claims
 from hnclip.analysis.records import load_dynamics
 from hnclip.analysis.tables import build_epochs_table, build_table
 from hnclip.cli import main as hnclip
@@ -56,7 +56,8 @@ def workflow_files(tmp_path, monkeypatch):
     logs = plan.report_run_logs(specs)
     assert logs["dynamics"] == [f"{hn_run.as_posix()}/dynamics.csv"] and len(logs["epochs"]) == 2
     evals = sorted({c["eval_path"] for s in specs.values() for c in s["cells"]})
-    return {"specs": specs, "spec_files": spec_files, "evals": evals, "run_logs": logs["epochs"] + logs["dynamics"],
+    run_logs = logs["epochs"] + logs["dynamics"] + logs["summaries"]
+    return {"specs": specs, "spec_files": spec_files, "evals": evals, "run_logs": run_logs,
             "premise": "results/premise.json"}
 
 
@@ -89,7 +90,8 @@ def test_the_claims_verb_writes_evaluate_claims_verdicts_on_the_same_inputs(work
     unique = list({json.dumps([r["run"], r["eval_benchmark"]], sort_keys=True): r
                    for rs in records.values() for r in rs}.values())
     expected = evaluate_claims(tables, "toy", specs=specs, records=unique, premise=PREMISE,
-                               dynamics={"docci/hnclip/g0.5/f1/s0": load_dynamics("results/runs/docci/hnclip/g0.5/f1/s0")})
+                               dynamics={"docci/hnclip/g0.5/f1/s0": load_dynamics("results/runs/docci/hnclip/g0.5/f1/s0")},
+                               costs=run_costs(specs["main"]))  # tests/test_analysis_claims.py pins run_costs
     notes, reference = power_notes(tables["main"], specs["main"])
 
     assert [c["id"] for c in written["claims"]] == list(CLAIMS)

@@ -384,7 +384,8 @@ def test_the_claims_rule_declares_every_file_hnclip_claims_reads_and_the_report_
     assert set(passed("--evals")) == {c["eval_path"] for s in specs.values() for c in s["cells"]}
     logs = plan.report_run_logs(specs)
     assert logs["epochs"] and logs["dynamics"]
-    assert set(passed("--run-logs")) == set(logs["epochs"] + logs["dynamics"])
+    assert logs["summaries"]  # the main runs' training time (the speed-up claim)
+    assert set(passed("--run-logs")) == set(logs["epochs"] + logs["dynamics"] + logs["summaries"])
     assert passed("--premise") == ["results/premise.json"] and "--out results/claims.json" in claims[0]
     assert "--claims results/claims.json" in report[0]
     # the rule's inputs are the command's: Snakemake lists them for the job

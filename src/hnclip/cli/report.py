@@ -30,7 +30,7 @@ def add_claims(sub) -> None:
     p.add_argument("--premise", default=None,
                    help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
     p.add_argument("--run-logs", nargs="*", default=[],
-                   help="the runs' epochs.csv / dynamics.csv the claims read (hnclip.plan.report_run_logs)")
+                   help="the runs' epochs.csv / dynamics.csv / summary.json the claims read (hnclip.plan.report_run_logs)")
     p.add_argument("--out", required=True, help="claims.json: the verdicts and the power notes")
 
 

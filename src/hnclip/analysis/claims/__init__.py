@@ -32,7 +32,7 @@ main table's first benchmark, one about the DCI<->DOCCI transfers on every confi
 criterion text says so whenever it happens.
 
 The package: :mod:`~hnclip.analysis.claims.base` holds the registry, the verdict logic and table access;
-one module per paper section (main, plugin, transfer, fractions, ablation, seeds, premise) holds its
+one module per paper section (main, plugin, transfer, fractions, ablation, seeds, premise, cost) holds its
 claims, each one function registered with ``@claim(id, section, quote, title)``, the one place its id
 is written (the function reads it as ``ctx.claim``; ``ctx.verdict`` and ``ctx.no_data`` use it). The registry's order
 (:data:`SECTIONS`, then each module's definition order) is the report's. A new claim is one
@@ -49,7 +49,7 @@ import pandas as pd
 from hnclip.analysis.bootstrap import BootstrapSettings
 
 # importing the section modules registers their claims (SECTIONS below sets their order)
-from hnclip.analysis.claims import ablation, fractions, main, plugin, seeds, transfer  # noqa: F401
+from hnclip.analysis.claims import ablation, cost, fractions, main, plugin, seeds, transfer  # noqa: F401
 from hnclip.analysis.claims import premise as premise_section  # noqa: F401
 from hnclip.analysis.claims.base import (
     ABLATION_ROWS,
@@ -75,7 +75,7 @@ __all__ = ["ABLATION_ROWS", "CLAIMS", "PREMISE_KEYS", "REGISTRY", "VERDICTS", "C
            "check_premise", "evaluate_claims", "in_domain_groups", "power_notes", "row_methods", "seed_noise"]
 
 # the report's order: these paper sections (modules), then each module's definition order
-SECTIONS = ("main", "plugin", "transfer", "fractions", "ablation", "seeds", "premise")
+SECTIONS = ("main", "plugin", "transfer", "fractions", "ablation", "seeds", "premise", "cost")
 order_registry([f"{__name__}.{section}" for section in SECTIONS])
 # id -> (section, the paper's sentence as paper-summary.txt gives it, short title), in the report's order
 CLAIMS: dict[str, tuple[str, str, str]] = {c.id: (c.section, c.quote, c.title) for c in REGISTRY.values()}
@@ -85,14 +85,15 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
                     records: Sequence[Mapping] | None = None, premise: Mapping | None = None,
                     caption_words: Mapping[str, float] | None = None,
                     dynamics: Mapping[str, pd.DataFrame] | None = None,
-                    settings: BootstrapSettings | None = None) -> list[dict]:
+                    settings: BootstrapSettings | None = None, costs: Sequence[Mapping] | None = None) -> list[dict]:
     """Verdicts on every claim of :data:`CLAIMS`, in that order.
 
     ``tables``: experiment name -> table (main, plugin, transfer, fractions, gamma_sweep, ablation, seeds,
     and ``epochs``: :func:`hnclip.analysis.tables.build_epochs_table`); ``specs``: experiment specs (which
     groups are in-domain; the seeds' cells); ``records``: evaluation records (the seeds' six metrics);
     ``premise``: the §2.4 / appendix C measurements (:data:`PREMISE_KEYS`); ``caption_words``: mean
-    caption length per benchmark label; ``dynamics``: HN runs' logs (the gradient-ratio peak, a measure).
+    caption length per benchmark label; ``dynamics``: HN runs' logs (the gradient-ratio peak, a measure);
+    ``costs``: the main table's runs' training cost (the speed-up claim, :mod:`.cost`).
 
     ``settings``: the intervals' (default: the tables' own, from the config's ``statistics``).
 
@@ -119,5 +120,5 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
     use_variants(label for label, m in methods.items() if m == roles["frozen"])
     ctx = Context(tables=tables, specs=specs, scale=scale, noise=seed_noise(tables.get("seeds")), hn_row=hn_row,
                   frozen_row=frozen_row, roles=roles, methods=methods, records=records, premise=premise,
-                  caption_words=caption_words, dynamics=dynamics)
+                  caption_words=caption_words, dynamics=dynamics, costs=costs)
     return [c.judge(replace(ctx, claim=c.id)) for c in REGISTRY.values()]

@@ -87,6 +87,9 @@ class Context:
     premise: Mapping | None = None
     caption_words: Mapping[str, float] | None = None
     dynamics: Mapping[str, pd.DataFrame] | None = None
+    costs: Sequence[Mapping] | None = None
+    """The main table's runs' training cost (:func:`hnclip.analysis.claims.files.run_costs`): method, seed,
+    train set, gamma, fraction, ``train_time_s`` and ``probed_steps``."""
     claim: str = ""
     """The id of the claim being judged (:func:`hnclip.analysis.claims.evaluate_claims` sets it from the
     registration, so a claim's body never repeats its id)."""

@@ -2,7 +2,7 @@
 
 What is read: the experiment specs, the evaluation records their cells point to, the
 premise measurements (``results/premise.json``) and the run logs :func:`hnclip.plan.report_run_logs` names
-(the main runs' ``epochs.csv``, the reference method's ``dynamics.csv``), and each main run's
+(the main runs' ``epochs.csv`` and ``summary.json``, the reference method's ``dynamics.csv``), and each main run's
 ``epoch_ranks.csv`` beside its ``epochs.csv`` (the per-epoch intervals), found by the run folder: the train
 rule declares it as an output and the claims rule as an input, without a flag of its own.
 The tables the claims judge are rebuilt from the records (cheap, and independent of the table files'
@@ -26,7 +26,7 @@ import numpy as np
 from hnclip import paths, plan
 from hnclip.analysis.claims import evaluate_claims, power_notes
 
-__all__ = ["judge_from_files", "load_claims", "spec_records", "write_claims"]
+__all__ = ["judge_from_files", "load_claims", "run_costs", "spec_records", "write_claims"]
 
 
 def spec_records(specs: Mapping[str, Mapping], declared: Iterable | None = None) -> tuple[dict, list[dict]]:
@@ -79,6 +79,26 @@ def _caption_words(specs: Mapping[str, Mapping], records: Iterable[Mapping]) -> 
             if c["eval_benchmark"] in words and " -> " not in str(c["group"])}
 
 
+def run_costs(spec: Mapping | None) -> list[dict]:
+    """Each main run's training cost, once per run (its cells repeat over benchmarks), from the summary.json
+    in its folder: method, seed, train set, gamma and fraction (the cell's run), ``train_time_s`` (wall time
+    less the per-epoch evaluations and the probe's estimated excess; the wall time for an older summary) and
+    ``probed_steps`` (0: the run never probed). A run without a summary is left out."""
+    out, seen = [], set()
+    for cell in (spec or {}).get("cells", []):
+        run_dir = cell.get("run_dir")
+        if cell.get("zeroshot") or not run_dir or run_dir in seen or not Path(run_dir, "summary.json").is_file():
+            continue
+        seen.add(run_dir)
+        summary = json.loads(Path(run_dir, "summary.json").read_text())
+        timing = summary.get("timing") or {}
+        seconds = timing.get("train_time_s")
+        out.append({**{k: cell["run"][k] for k in ("method", "seed", "train_set", "gamma", "fraction")},
+                    "run_dir": run_dir, "train_time_s": float(seconds if seconds is not None else summary["wall_time_s"]),
+                    "probed_steps": int(timing.get("probed_steps") or 0)})
+    return out
+
+
 def load_premise(premise) -> dict | None:
     """The premise measurements from a dict or a JSON file (None: those claims say "no data")."""
     if premise is None or isinstance(premise, Mapping):
@@ -104,7 +124,8 @@ def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, 
     logs = plan.report_run_logs(specs)  # the rules' declared run logs
     if run_logs is not None:
         run_logs = list(run_logs)
-        _check_declared("run log", [p for p in logs["epochs"] + logs["dynamics"] if Path(p).is_file()], run_logs)
+        _check_declared("run log", [p for p in logs["epochs"] + logs["dynamics"] + logs["summaries"]
+                                    if Path(p).is_file()], run_logs)
     dynamics = {}
     for path in logs["dynamics"]:
         run_dir = Path(path).parent
@@ -115,7 +136,8 @@ def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, 
     if epochs is not None:
         built["epochs"] = epochs
     claims = evaluate_claims(built, scale, specs=specs, records=records, premise=load_premise(premise),
-                             caption_words=_caption_words(specs, records), dynamics=dynamics)
+                             caption_words=_caption_words(specs, records), dynamics=dynamics,
+                             costs=run_costs(specs.get("main")))
     notes, reference = power_notes(built.get("main"), specs.get("main"))
     return {"claims": claims, "power": {"notes": notes, "reference": reference}}
 
