@@ -51,9 +51,27 @@ def run_folders(paths) -> list[Path]:
     return [Path(p).parent if Path(p).name == "summary.json" else Path(p) for p in paths]
 
 
+def backbone_words(origin: dict | None) -> str:
+    """The backbone a spec's runs fine-tuned, in words, from its ``backbone`` (:func:`hnclip.plan.grid.backbone_origin`):
+    a caption must not say "pretrained in the DAG" of a released or converted one."""
+    if not origin:
+        return "backbone not recorded"
+    source, name = origin.get("source"), origin.get("name")
+    named = f" {name}" if name else ""
+    if source == "released":
+        return f"released backbone{named}"
+    if source == "pretrain":
+        return f"backbone{named} pretrained in the DAG"
+    return f"backbone{named} converted from {source}"
+
+
 def scale_words(spec: dict) -> str:
-    return {"toy": "toy-scale run (synthetic benchmark, small backbone pretrained in the DAG)",
-            "rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)",
+    """What a spec's numbers are from: its scale and, at toy scale, the data and the backbone's source."""
+    if spec.get("scale") == "toy":
+        return f"toy-scale run (synthetic benchmark, {backbone_words(spec.get('backbone'))})"
+    if spec.get("scale") == "paper" and spec.get("backbone"):
+        return f"paper-scale run ({backbone_words(spec['backbone'])})"
+    return {"rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)",
             "own": "run on your data"}.get(spec.get("scale"), "paper-scale run")
 
 

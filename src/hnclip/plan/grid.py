@@ -102,6 +102,15 @@ def _cell(config: dict, run: Run, eval_benchmark: str, row: str, group: str, var
     }
 
 
+def backbone_origin(config: dict) -> dict:
+    """Where the runs' backbone comes from, as a table caption says it: ``source`` (released, pretrain, or a
+    converted checkpoint's format) and what it names (the release folder, the architecture, the checkpoint)."""
+    backbone = config.get("backbone") or {}
+    source = backbone.get("source", "pretrain")
+    named = backbone.get("checkpoint") or backbone.get("model") or backbone.get("name")
+    return {"source": source, "name": str(named).rstrip("/").rsplit("/", 1)[-1] if named else None}
+
+
 def experiment_spec(config: dict, name: str) -> dict:
     """The cells of one experiment's table: which run, evaluated where, shown in which row and group."""
     exp = config["experiments"][name]
@@ -176,7 +185,7 @@ def experiment_spec(config: dict, name: str) -> dict:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells,
             "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
-            "roles": spec_roles()}
+            "roles": spec_roles(), "backbone": backbone_origin(config)}
 
 
 def all_evaluations(config: dict) -> list[Evaluation]:
