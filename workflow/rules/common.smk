@@ -1,6 +1,7 @@
 # Config validation, wildcard constraints and the small get_* functions the rules use.
 # Which runs each experiment needs is decided in hnclip.plan (testable without Snakemake).
 import copy
+import hashlib
 import json
 import os
 import shlex
@@ -197,6 +198,9 @@ def get_report_inputs():
         "geometry": geometry,
         "summaries": get_summaries(),
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
+        # the tuning record the rates came from, and the config they are checked against
+        **({"tuning": config["tuning"]["record"], "configfile": "results/config.json"} if config.get("tuning")
+           else {}),
     }
 
 

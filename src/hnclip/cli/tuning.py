@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hnclip.cli.common import add_verb, json_arg
+from hnclip.cli.common import add_verb
 
 
 def add_tune(sub) -> None:
     p = add_verb(sub, "tune", cmd_tune,
                  "choose every main-table method's rate on the val split by one protocol (the tuning record)")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--config-json", type=json_arg, help="the effective workflow config (the rule passes it)")
-    source.add_argument("--configfile", type=Path, nargs="+", help="config file(s), layered as Snakemake does")
+    p.add_argument("--configfile", type=Path, nargs="+", required=True,
+                   help="config file(s), layered as Snakemake does (the rule passes the effective config as JSON)")
     p.add_argument("--backbone", type=Path, required=True, help="the backbone's model folder")
     p.add_argument("--data", type=Path, required=True,
                    help="the tuning benchmark's prepared folder (train and val splits, framework products)")
@@ -27,7 +26,7 @@ def cmd_tune(args) -> None:
     from hnclip.config.loading import load_config
     from hnclip.tuning.search import run_search
 
-    config = args.config_json if args.config_json is not None else load_config(args.configfile)
+    config = load_config(args.configfile)
     if not config.get("tuning"):
         raise SystemExit("hnclip tune: the config has no `tuning` section (config/README.md, 'tuning')")
     record = run_search(config, args.backbone, args.data, args.work, threads=args.threads, methods=args.methods,
