@@ -126,7 +126,7 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
     trainer = trainer or _subprocess_trainer(config, backbone, split, threads, work / "search.log")
     paper = load_config([Path(__file__).resolve().parents[3] / RATE_SOURCE])
     bootstrap = settings_from_config(config)
-    started = time.monotonic()
+    started, commit = time.monotonic(), git_commit()  # the code the points train with
     record = {"protocol": protocol_of(config),
               "zeroshot": _zeroshot(backbone, split, section["benchmark"], config["evaluate"]["batch_size"],
                                     threads, work / "zeroshot.json"),
@@ -164,6 +164,6 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
             "points": [points[k] for k in sorted(points)]}
         progress(f"{method}: chosen {key} {chosen['rate']:g} (val R@1 {chosen['score']:.1f})")
     record["competitor"] = strongest_competitor(record["methods"])
-    record["provenance"] = {**machine_record(git_commit()), "cpu_kernels": str(config.get("cpu_kernels", "native")),
+    record["provenance"] = {**machine_record(commit), "cpu_kernels": str(config.get("cpu_kernels", "native")),
                             "minutes": round((time.monotonic() - started) / 60, 1), "threads": threads}
     return record
