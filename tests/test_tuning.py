@@ -228,3 +228,22 @@ def test_a_micro_search_trains_every_point_and_extends_past_an_edge(tmp_path):
 
 def _refuse(*args):
     raise AssertionError("a point already on disk was trained again")
+
+
+def test_snakemake_tune_is_one_job_on_the_effective_config_outside_the_default_target(tmp_path):
+    """`snakemake tune` plans the search (and the effective config it reads) and nothing else; `all` does not
+    ask for it."""
+    import subprocess
+    import sys
+
+    def dry_run(*targets):
+        return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", *targets,
+                               "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile")],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
+
+    tune = dry_run("tune")
+    assert tune.returncode == 0, tune.stderr[-2000:]
+    assert " tune " in f" {tune.stdout} " and "effective_config" in tune.stdout and "train " not in tune.stdout
+    everything = dry_run()
+    assert everything.returncode == 0, everything.stderr[-2000:]
+    assert "\ntune " not in everything.stdout and " tune " not in everything.stdout

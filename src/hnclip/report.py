@@ -645,7 +645,10 @@ def _tuning(record_path, specs: Mapping[str, Mapping], config: Mapping | None) -
     from hnclip.tuning.rows import tuning_section
 
     record = load_record(record_path)
-    labels = {c["run"]["method"]: c["row"] for s in specs.values() for c in s.get("cells", []) if not c.get("zeroshot")}
+    labels = {method: entry.get("label") or method for method, entry in (config or {}).get("methods", {}).items()}
+    for cell in (specs.get("main") or {}).get("cells", []):  # the main table's rows, without a config
+        if not cell.get("zeroshot"):
+            labels.setdefault(cell["run"]["method"], cell["row"])
     return tuning_section(record, labels, config_disagreements(config, record) if config else [])
 
 
