@@ -498,3 +498,19 @@ def test_the_tuning_section_shows_each_methods_paper_ratio_and_tuned_rate_and_th
 def test_a_report_without_a_tuning_record_has_no_tuning_section(outputs):
     _, html = _render(outputs)
     assert 'id="tuning"' not in html and 'href="#tuning"' not in html
+
+
+def test_the_first_screen_states_the_summarys_comparisons_competitor_first():
+    from hnclip.report import _headline_rows
+
+    regime = {"synthetic": {"comparisons": {
+        "competitor": {"method": "hnclip", "against": "finelip", "against_label": "FineLIP", "difference": 1.06,
+                       "interval": [0.46, 1.71], "seeds": 3},
+        "baseline": {"method": "hnclip", "against": "longclip", "against_label": "Long-CLIP FT", "difference": 2.51,
+                     "interval": [1.45, 3.66], "seeds": 3}}}}
+    rows = _headline_rows(regime)
+    assert [(r["role"], r["against_label"], r["difference"], r["ci_low"], r["seeds"]) for r in rows] == [
+        ("competitor", "FineLIP", 1.06, 0.46, 3), ("baseline", "Long-CLIP FT", 2.51, 1.45, 3)]
+    # no competitor named: Long-CLIP FT's row alone
+    regime["synthetic"]["comparisons"]["competitor"] = None
+    assert [r["role"] for r in _headline_rows(regime)] == ["baseline"]

@@ -564,6 +564,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         geometry=[_geometry_rows(n, g) for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
         fewer_benchmarks=_fewer_benchmarks(specs or {}, scale),
         premise_rows=_premise_rows(premise), regime=_regime_rows(regime), fmt=_fmt, power=list(power or []), power_reference=power_reference,
+        headline=_headline_rows(regime),
         confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95), tuning=tuning,
     )
     out_html = Path(out_html)
@@ -635,6 +636,27 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         backbone=_backbone_words(backbone),
         tuning=_tuning(tuning, specs, config),
     )
+
+
+def _headline_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
+    """The first screen's comparisons, as ``results/summary.md`` states them (both read the regime files'
+    ``comparisons``): HN-CLIP minus the strongest competitor chosen on val, then minus Long-CLIP FT."""
+    rows = []
+    for benchmark, data in (regime or {}).items():
+        comparisons = data.get("comparisons") or {}
+        for role in ("competitor", "baseline"):
+            compared = comparisons.get(role)
+            if not compared or compared.get("interval") is None:
+                continue
+            if role == "baseline" and rows and rows[-1]["benchmark"] == benchmark \
+                    and rows[-1]["against"] == compared["against"]:
+                continue
+            low, high = compared["interval"]
+            rows.append({"benchmark": benchmark, "role": role, "against": compared["against"],
+                         "against_label": compared.get("against_label") or compared["against"],
+                         "difference": compared["difference"], "ci_low": low, "ci_high": high,
+                         "seeds": compared["seeds"]})
+    return rows
 
 
 def _tuning(record_path, specs: Mapping[str, Mapping], config: Mapping | None) -> dict | None:

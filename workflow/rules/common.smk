@@ -199,7 +199,7 @@ def get_report_inputs():
         "summaries": get_summaries(),
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
         # the tuning record the rates came from, and the config they are checked against
-        **({"tuning": shipped_path(config["tuning"]["record"]), "configfile": "results/config.json"}
+        **({"tuning": shipped_path(config["tuning"]["record"]), "effective_config": "results/config.json"}
            if config.get("tuning")
            else {}),
     }

@@ -47,8 +47,8 @@ rule report:
         scale=config["scale"],
         # what the report judges (claims, premise, regime, geometry), or on your own data the backbone it names
         judged=lambda w, input: " ".join(
-            f"--{key} {' '.join(str(p) for p in input[key]) if isinstance(input[key], list) else input[key]}"
-            for key in ("claims", "premise", "regime", "geometry", "backbone", "tuning", "configfile")
+            f"--{key.replace('_', '-')} {' '.join(str(p) for p in input[key]) if isinstance(input[key], list) else input[key]}"
+            for key in ("claims", "premise", "regime", "geometry", "backbone", "tuning", "effective_config")
             if key in input.keys()
         ),
     shell:

@@ -32,5 +32,5 @@ rule tune:
         data=lambda w, input: Path(input.manifest).parent,
         work="results/tuning/work",
     shell:
-        "python -m hnclip tune --configfile {input.config} --backbone {input.model} --data {params.data} "
+        "python -m hnclip tune --effective-config {input.config} --backbone {input.model} --data {params.data} "
         "--work {params.work} --out {output.record} --threads {threads} 2> {log}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hnclip.cli.common import add_verb
+from hnclip.cli.common import add_verb, workflow_config
 from hnclip.scales import SCALES
 
 
@@ -63,8 +63,9 @@ def add_report(sub) -> None:
                    help="regime conditions per benchmark (results/regime/<benchmark>.json, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
     p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
-    p.add_argument("--configfile", type=Path, nargs="*", default=[],
-                   help="the workflow config, whose rates the tuning section checks against the record")
+    p.add_argument("--effective-config", type=Path, default=None,
+                   help="the workflow's effective config (results/config.json), whose rates the tuning section "
+                   "checks against the record")
     p.add_argument("--out", required=True)
 
 
@@ -80,14 +81,9 @@ def cmd_report(args) -> None:
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime], claims=Path(args.claims) if args.claims else None, evals=args.evals,
-        backbone=args.backbone, tuning=args.tuning, config=_config(args.configfile),
+        backbone=args.backbone, tuning=args.tuning,
+        config=workflow_config([], args.effective_config) if args.effective_config else None,
     )
-
-
-def _config(files):
-    from hnclip.config.loading import load_config
-
-    return load_config(files) if files else None
 
 
 def add_summary(sub) -> None:

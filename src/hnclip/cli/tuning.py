@@ -11,8 +11,10 @@ from hnclip.cli.common import add_verb
 def add_tune(sub) -> None:
     p = add_verb(sub, "tune", cmd_tune,
                  "choose every main-table method's rate on the val split by one protocol (the tuning record)")
-    p.add_argument("--configfile", type=Path, nargs="+", required=True,
-                   help="config file(s), layered as Snakemake does (the rule passes the effective config as JSON)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--configfile", type=Path, nargs="+", help="config file(s), layered as Snakemake does")
+    source.add_argument("--effective-config", type=Path,
+                        help="the workflow's effective config as Snakemake validated it (results/config.json)")
     p.add_argument("--backbone", type=Path, required=True, help="the backbone's model folder")
     p.add_argument("--data", type=Path, required=True,
                    help="the tuning benchmark's prepared folder (train and val splits, framework products)")
@@ -23,10 +25,10 @@ def add_tune(sub) -> None:
 
 
 def cmd_tune(args) -> None:
-    from hnclip.config.loading import load_config
+    from hnclip.cli.common import workflow_config
     from hnclip.tuning.search import run_search
 
-    config = load_config(args.configfile)
+    config = workflow_config(args.configfile, args.effective_config)
     if not config.get("tuning"):
         raise SystemExit("hnclip tune: the config has no `tuning` section (config/README.md, 'tuning')")
     record = run_search(config, args.backbone, args.data, args.work, threads=args.threads, methods=args.methods,

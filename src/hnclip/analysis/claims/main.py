@@ -215,32 +215,25 @@ def e3_directions(ctx: Context) -> dict:
     measures = {"cells led": led, "cells": total, "epoch of the largest I→T R@1 drop": collapse}
     return ctx.verdict(criterion, margins, evidence, measures, noise)
 
-def power_notes(main: pd.DataFrame | None, spec: Mapping | None = None, seeds: pd.DataFrame | None = None,
-                seeds_spec: Mapping | None = None) -> tuple[list[dict], str]:
-    """Per benchmark, what its test split resolves: the paired interval of the reference method (``roles``'
-    ``reference``, HN-CLIP's key, found by key like :func:`evaluate_claims`) minus its strongest competitor
-    in average R@1 (at the cells' seeds), its half-width and the difference detectable at 80 % power.
+def power_notes(main: pd.DataFrame | None, spec: Mapping | None = None) -> tuple[list[dict], str]:
+    """Per benchmark of the main table, what its test split resolves: the paired interval of the reference
+    method (``roles.reference``, HN-CLIP's key, found by key like :func:`evaluate_claims`) minus its strongest
+    competitor in average R@1 (at the cells' seeds), its half-width and the difference detectable at 80 %
+    power.
 
-    The strongest competitor is the specs' ``roles.competitor`` (chosen on val by the tuning protocol): read
-    from the seeds table, where it trains every seed beside HN-CLIP, else from the main table. Without one
-    (a config with no tuning record), the best other row of the main table by point, as the paper's own
-    tables read. Returns (notes, what was compared); empty without outcomes."""
-    specs = {name: s for name, s in (("main", spec), ("seeds", seeds_spec)) if s}
-    roles = roles_of(specs)
-    competitor = roles.get("competitor")
-    for name, table, table_spec in (("seeds", seeds, seeds_spec), ("main", main, spec)):
-        if table is None or not competitor:
-            continue
-        methods = row_methods({name: table}, {name: table_spec} if table_spec else {})
-        hn_row, rival = label_of(methods, roles["reference"]), label_of(methods, competitor)
-        if hn_row in table.index and rival in table.index:
-            notes = _power_rows(table, hn_row, lambda group, hn_row=hn_row, rival=rival: rival)
-            return notes, f"{hn_row} minus the strongest competitor chosen on val ({rival})"
-    methods = row_methods({"main": main} if main is not None else {}, {"main": spec} if spec else {})
+    The strongest competitor is the spec's ``roles.competitor`` (chosen on val by the tuning protocol).
+    Without one (a config with no tuning record), the best other row by point, as the paper's own tables
+    read. Returns (notes, what was compared); empty without outcomes."""
+    specs = {"main": spec} if spec else {}
+    roles, methods = roles_of(specs), row_methods({"main": main} if main is not None else {}, specs)
     hn_row = label_of(methods, roles["reference"])
     use_variants(label for label, m in methods.items() if m == roles["frozen"])
     if main is None or hn_row not in main.index:
         return [], ""
+    competitor = label_of(methods, roles["competitor"]) if roles.get("competitor") else None
+    if competitor in main.index:
+        notes = _power_rows(main, hn_row, lambda group: competitor)
+        return notes, f"{hn_row} minus the strongest competitor chosen on val ({competitor})"
 
     def best_by_point(group):
         rivals = {r: avg_r1(main, r, group) for r in competitors_of(rows_of(main), hn_row)}

@@ -373,7 +373,7 @@ def power_condition(n_test: int, main_records: Mapping[str, Sequence[tuple[str, 
             half_width = (bounds[1] - bounds[0]) / 2
             seeds_for_target = seeds_for_half_width(half_width, seeds)
     values = {"test_scenes": n_test, "seeds": seeds, "half_width": half_width, "difference": difference,
-              "seeds_for_target": seeds_for_target, "against": against}
+              "seeds_for_target": seeds_for_target}
     ours = (f"{n_test:,} test scenes; {seeds if seeds is not None else '–'} seed(s); "
             + (f"{HN_METHOD} − {against} {difference:+.2f}{_bracket(bounds)}, half-width {half_width:.2f}"
                if half_width is not None else "no paired interval (main comparison not measured)")
