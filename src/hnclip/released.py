@@ -122,7 +122,7 @@ def released_spec(config: dict) -> dict:
                       "run_dir": None, "released": True, "model_dir": f"results/{RELEASED}/{name}/model"})
     return {"experiment": RELEASED, "scale": config["scale"], "settings": {"models": sorted(config["models"])},
             "cells": cells, "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
-            "roles": plan.spec_roles()}
+            "roles": plan.spec_roles(config)}
 
 
 def released_spec_digest(config: dict) -> str:

@@ -63,6 +63,9 @@ def add_report(sub) -> None:
     p.add_argument("--regime", nargs="*", default=[],
                    help="regime conditions per benchmark (results/regime/<benchmark>.json, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
+    p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
+    p.add_argument("--configfile", type=Path, nargs="*", default=[],
+                   help="the workflow config, whose rates the tuning section checks against the record")
     p.add_argument("--out", required=True)
 
 
@@ -78,8 +81,14 @@ def cmd_report(args) -> None:
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime], claims=Path(args.claims) if args.claims else None, evals=args.evals,
-        backbone=args.backbone,
+        backbone=args.backbone, tuning=args.tuning, config=_config(args.configfile),
     )
+
+
+def _config(files):
+    from hnclip.config.loading import load_config
+
+    return load_config(files) if files else None
 
 
 def add_summary(sub) -> None:

@@ -116,7 +116,7 @@ def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, 
         built["epochs"] = epochs
     claims = evaluate_claims(built, scale, specs=specs, records=records, premise=load_premise(premise),
                              caption_words=_caption_words(specs, records), dynamics=dynamics)
-    notes, reference = power_notes(built.get("main"), specs.get("main"))
+    notes, reference = power_notes(built.get("main"), specs.get("main"), built.get("seeds"), specs.get("seeds"))
     return {"claims": claims, "power": {"notes": notes, "reference": reference}}
 
 
