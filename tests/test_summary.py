@@ -91,3 +91,35 @@ def test_the_compare_verb_exits_1_on_a_disagreement(tmp_path):
                            str(tmp_path / "b.json")], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     assert proc.returncode == 1 and "backbone weights" in proc.stdout
+
+
+def _broken_files(folder: Path, good: dict) -> dict[str, tuple[Path, str]]:
+    """name -> (a file no summary.json, the words its error must say)."""
+    text = json.dumps(good)
+    files = {"truncated": (text[:len(text) // 2].encode(), "not valid JSON"),
+             "foreign": (json.dumps({"name": "another tool", "results": [1, 2]}).encode(), "missing key(s) machine"),
+             "list": (json.dumps([good]).encode(), "a JSON list, not a summary"),
+             "binary": (bytes(range(256)) * 4, "not a text file"),
+             "claims_list": (json.dumps({**good, "claims": []}).encode(), "claims is a list")}
+    out = {}
+    for name, (content, words) in files.items():
+        (folder / f"{name}.json").write_bytes(content)
+        out[name] = (folder / f"{name}.json", words)
+    return out
+
+
+def test_compare_refuses_a_file_that_is_not_a_summary_naming_it_in_one_line(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_summary()))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    for name, (path, words) in _broken_files(tmp_path, _summary()).items():
+        proc = subprocess.run([sys.executable, "-m", "hnclip", "summary", "--compare", str(good), str(path)],
+                              capture_output=True, text=True, env=env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (name, proc.stderr)
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, (name, proc.stderr)
+        assert lines[0].startswith(f"hnclip summary --compare: {path}: ") and words in lines[0], (name, lines[0])
+        assert proc.stdout == ""
+    truncated = subprocess.run([sys.executable, "-m", "hnclip", "summary", "--compare", str(good),
+                                str(tmp_path / "truncated.json")], capture_output=True, text=True, env=env)
+    assert "truncated" in truncated.stderr

@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["VERDICTS", "build_summary", "compare_summaries", "render_summary_markdown"]
+__all__ = ["VERDICTS", "SummaryFileError", "build_summary", "compare_summaries", "load_summaries",
+           "render_summary_markdown"]
 
 VERDICTS = ("holds", "does not hold", "inconclusive", "no data")
 _MARK = {True: "met", False: "not met", None: "not measured"}
@@ -117,8 +118,48 @@ def machine_record(git_commit: str | None) -> dict:
             "torch": version, "git_commit": git_commit, "date": _dt.date.today().isoformat()}
 
 
+# the keys compare_summaries reads, each with the type build_summary gives it
+_SUMMARY_KEYS = {"machine": dict, "backbone": dict, "regime": dict, "main": dict, "claims": dict}
+
+
+class SummaryFileError(ValueError):
+    """A file given to ``--compare`` is not a summary.json; the message names the file and what is wrong."""
+
+
+def load_summary(path) -> dict:
+    """The summary in ``path``, or a :class:`SummaryFileError` naming the file and what is wrong with it.
+
+    ``--compare`` takes files from other machines, copied by hand: a truncated copy, another tool's JSON or a
+    binary file should say which file and why in one line, not as a traceback from deep inside the table.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise SummaryFileError(f"{path}: not a text file (byte {error.object[error.start]:#04x} at offset "
+                               f"{error.start} is not UTF-8); expected a summary.json") from None
+    except OSError as error:
+        raise SummaryFileError(f"{path}: cannot be read ({error.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SummaryFileError(f"{path}: not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}"
+                               f"{'; the file may be truncated' if error.pos >= len(text.rstrip()) else ''})") from None
+    if not isinstance(data, dict):
+        raise SummaryFileError(f"{path}: a JSON {type(data).__name__}, not a summary (an object with the keys "
+                               f"{', '.join(_SUMMARY_KEYS)})")
+    missing = [key for key in _SUMMARY_KEYS if key not in data]
+    wrong = [f"{key} is a {type(data[key]).__name__}" for key, kind in _SUMMARY_KEYS.items()
+             if key in data and not isinstance(data[key], kind)]
+    if not missing and not wrong and not isinstance(data["claims"].get("verdicts"), dict):
+        wrong.append("claims.verdicts is missing or not an object")
+    if missing or wrong:
+        what = ([f"missing key(s) {', '.join(missing)}"] if missing else []) + wrong
+        raise SummaryFileError(f"{path}: not a summary.json written by hnclip summary ({'; '.join(what)})")
+    return data
+
+
 def load_summaries(paths: Iterable) -> list[tuple[str, dict]]:
-    return [(str(p), json.loads(Path(p).read_text(encoding="utf-8"))) for p in paths]
+    return [(str(p), load_summary(p)) for p in paths]
 
 
 def compare_summaries(summaries: Sequence[tuple[str, Mapping]]) -> tuple[str, int]:

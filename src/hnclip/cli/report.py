@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from hnclip.cli.common import add_verb, workflow_config
@@ -91,7 +92,8 @@ def add_summary(sub) -> None:
                  "what the run shows in one short file (results/summary.md, .json), or several machines' "
                  "summaries side by side (--compare)")
     p.add_argument("--compare", nargs="+", default=None, metavar="SUMMARY_JSON",
-                   help="print these summaries side by side with their disagreements (exit 1 if any) and stop")
+                   help="print these summaries side by side with their disagreements (exit 1 if any, 2 if a "
+                        "file is not a summary.json) and stop")
     p.add_argument("--scale", choices=SCALES)
     p.add_argument("--regime", nargs="*", default=[], help="results/regime/<benchmark>.json files")
     p.add_argument("--claims", help="results/claims.json")
@@ -105,6 +107,7 @@ def cmd_summary(args) -> None:
     import json
 
     from hnclip.analysis.summary import (
+        SummaryFileError,
         build_summary,
         compare_summaries,
         load_summaries,
@@ -117,7 +120,12 @@ def cmd_summary(args) -> None:
     from hnclip.provenance import git_commit
 
     if args.compare:
-        text, disagreements = compare_summaries(load_summaries(args.compare))
+        try:
+            summaries = load_summaries(args.compare)
+        except SummaryFileError as error:  # exit 2: not a disagreement (1), a file that cannot be compared
+            print(f"hnclip summary --compare: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        text, disagreements = compare_summaries(summaries)
         print(text)
         raise SystemExit(1 if disagreements else 0)
     missing = [f"--{k.replace('_', '-')}" for k in ("scale", "claims", "backbone", "out_json", "out_md")
