@@ -38,6 +38,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/rehearsal.smk"
 include: "workflow/rules/export.smk"
 include: "workflow/rules/released.smk"
+include: "workflow/rules/tuning.smk"
 
 
 onstart:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -49,6 +51,48 @@ def test_install_refuses_other_weights_naming_the_file_and_both_hashes(released,
 def test_install_names_the_config_key_an_architecture_mismatch_breaks(released, tmp_path, key, kwargs):
     with pytest.raises(ValueError, match=key):
         install_released(released, tmp_path / "out", sha256=None, **kwargs)
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "resources" / "backbones" / "hnclip-toy-mini-grid"
+
+
+@pytest.fixture()
+def shipped_copy(tmp_path):
+    """A copy of the shipped toy release (tests never write into the checkout)."""
+    folder = tmp_path / "hnclip-toy-mini-grid"
+    shutil.copytree(SHIPPED, folder)
+    return folder
+
+
+def test_the_shipped_release_records_the_sha256_of_its_model_files():
+    release = json.loads((SHIPPED / "release.json").read_text())
+    assert release["spec_sha256"] == _sha(SHIPPED / "model.json")
+    assert release["weights_sha256"] == _sha(SHIPPED / "model.safetensors")
+
+
+def test_an_edited_model_json_of_a_release_stops_the_install_naming_the_file_and_both_hashes(shipped_copy, tmp_path,
+                                                                                          capsys):
+    from hnclip.cli import main
+
+    recorded = json.loads((shipped_copy / "release.json").read_text())["spec_sha256"]
+    spec_path = shipped_copy / "model.json"
+    spec = json.loads(spec_path.read_text())
+    assert spec["spec"]["config"]["quick_gelu"] is False
+    spec["spec"]["config"]["quick_gelu"] = True  # another model around the same (pinned) weights
+    spec_path.write_text(json.dumps(spec))
+    edited = _sha(spec_path)
+    assert edited != recorded
+    pinned = _sha(shipped_copy / "model.safetensors")  # the weights still match their pin
+    args = ["install-backbone", "--source", str(shipped_copy), "--sha256", pinned, "--image-size", "48",
+            "--context-length", "248", "--out", str(tmp_path / "out")]
+    with pytest.raises(ChecksumMismatchError) as error:
+        main(args)
+    text = str(error.value)
+    assert str(spec_path) in text and edited in text and recorded in text and "spec_sha256" in text
+    assert str(shipped_copy / "release.json") in text and not (tmp_path / "out").exists()
+    # the unedited release installs as before
+    shutil.copyfile(SHIPPED / "model.json", spec_path)
+    assert main(args) == 0 and _sha(tmp_path / "out" / "model.json") == recorded
 
 
 def _timing(path, seconds):

@@ -208,6 +208,67 @@ def test_transformers_export_reaches_torchvision_pixels_without_remote_code(tmp_
     assert "trust_remote_code" not in card
 
 
+def _with_interpolation(tmp_path: Path, interpolation: str) -> tuple[DualEncoder, Path]:
+    """The micro model with ``preprocess_cfg.interpolation`` set (as a converter records a model's own)."""
+    config = create_model("micro").spec["config"]
+    config["preprocess_cfg"] = {"interpolation": interpolation}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(4)
+        model = _perturb(DualEncoder(config, 248, 20), seed=5)
+    assert model.interpolation == interpolation
+    return model, save_model(model, tmp_path / interpolation / "model")
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+def test_exports_resize_with_the_models_own_interpolation(tmp_path, interpolation):
+    import open_clip
+    from torchvision import transforms
+    from transformers import CLIPModel, CLIPProcessor
+
+    model, model_dir = _with_interpolation(tmp_path, interpolation)
+    side = model.image_size[0]
+    images = _pil_images(ODD_MARGINS, seed=6)
+    # the independent reference: torchvision's Resize + CenterCrop with the filter the model's stores use
+    mode = {"bilinear": transforms.InterpolationMode.BILINEAR, "bicubic": transforms.InterpolationMode.BICUBIC}
+    geometry = transforms.Compose([transforms.Resize(side, interpolation=mode[interpolation]),
+                                   transforms.CenterCrop(side)])
+    reference = to_model_input(np.stack([np.asarray(geometry(im), dtype=np.uint8) for im in images]),
+                               model.image_mean, model.image_std)
+    ours = np.stack([np.asarray(resize_center_crop(im, side, model.interpolation), dtype=np.uint8) for im in images])
+    assert _max_diff(to_model_input(ours, model.image_mean, model.image_std), reference) == 0.0
+    with torch.no_grad():
+        expected = model.encode_image(reference)
+
+    # open_clip: local-dir: reads the interpolation from open_clip_config.json
+    out = export_model(model_dir, "open_clip", tmp_path / "oc", name=f"hnclip-test-{interpolation}")
+    assert json.loads((out / "open_clip_config.json").read_text())["preprocess_cfg"]["interpolation"] == interpolation
+    theirs, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{out}")
+    pixels = torch.stack([preprocess(im) for im in images])
+    assert _max_diff(pixels, reference) <= 1e-6
+    with torch.no_grad():
+        assert _max_diff(model.encode_image(pixels), expected) <= 1e-6
+        assert _max_diff(theirs.eval().encode_image(pixels, normalize=True), expected) <= ATOL
+    assert f'image_interpolation="{interpolation}"' in (out / "README.md").read_text()
+
+    # transformers: the card's recipe (its torchvision geometry, then the processor) and the processor's filter
+    out = export_model(model_dir, "transformers", tmp_path / "hf")
+    card = (out / "README.md").read_text()
+    named = re.findall(r"transforms\.InterpolationMode\.(\w+)", card)
+    assert named == [interpolation.upper()]
+    card_geometry = transforms.Compose([transforms.Resize(side, getattr(transforms.InterpolationMode, named[0])),
+                                        transforms.CenterCrop(side)])
+    processor = CLIPProcessor.from_pretrained(out, backend="pil")
+    assert processor.image_processor.resample == {"bilinear": 2, "bicubic": 3}[interpolation]  # PIL's codes
+    pixels = processor(images=[card_geometry(im) for im in images], do_resize=False, do_center_crop=False,
+                       return_tensors="pt")["pixel_values"]
+    assert _max_diff(pixels, reference) <= 1e-6
+    with torch.no_grad():
+        assert _max_diff(model.encode_image(pixels), expected) <= 1e-6
+        features = F.normalize(CLIPModel.from_pretrained(out).eval().get_image_features(pixel_values=pixels)
+                               .pooler_output, dim=-1)
+        assert _max_diff(features, expected) <= ATOL
+
+
 def test_transformers_refuses_layer_scale_naming_the_key(tmp_path):
     config = json.loads(json.dumps(OPENAI_SHAPED))
     config["vision_cfg"]["ls_init_value"] = 0.1
@@ -366,6 +427,10 @@ def test_longclip_refuses_what_its_loader_cannot_build_naming_the_keys(tmp_path)
     short = save_model(DualEncoder(OPENAI_SHAPED, 77, 0), tmp_path / "short" / "model")
     with pytest.raises(ExportError, match="text_cfg.context_length=77"):
         export_model(short, "longclip", tmp_path / "lc")
+    config = dict(OPENAI_SHAPED, preprocess_cfg={"interpolation": "bilinear"})
+    bilinear = save_model(DualEncoder(config, 248, 20), tmp_path / "bilinear" / "model")
+    with pytest.raises(ExportError, match="preprocess_cfg.interpolation='bilinear'"):
+        export_model(bilinear, "longclip", tmp_path / "lc")
     assert not (tmp_path / "lc").exists()
 
 

@@ -3,6 +3,7 @@ re-implementation of Long-CLIP's encode_text, loaded from disk and from a pre-po
 
 import hashlib
 import shutil
+from pathlib import Path
 
 import open_clip
 import pytest
@@ -186,3 +187,32 @@ def test_bad_checkpoints_name_the_file_and_key(tmp_path):
     torch.save(create_model("micro"), tmp_path / "pickled_module.pt")  # a whole module needs unpickling
     with pytest.raises(ValueError, match="weights-only"):
         load_openai_checkpoint(tmp_path / "pickled_module.pt")
+
+
+class _RunsCode:
+    """Unpickling this would call ``Path.touch`` on the marker file: what a malicious checkpoint does."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("reader", ["state_dict", "goal"])
+def test_a_pickle_that_needs_code_is_refused_naming_the_file_without_torchs_advice(tmp_path, reader):
+    from hnclip.models.publishers import read_publisher_state
+
+    marker, path = tmp_path / "code-ran", tmp_path / "evil.pth"
+    torch.save({"weight": torch.zeros(2), "payload": _RunsCode(marker)}, path)
+    read = (lambda: load_openai_checkpoint(path)) if reader == "state_dict" else (
+        lambda: read_publisher_state(path, "goal"))
+    with pytest.raises(ValueError) as error:
+        read()
+    text = str(error.value)
+    assert text.startswith(f"{path}: refused: not a weights-only") and "\n" not in text
+    assert "weights_only=False" not in text and "documentation of torch.load" not in text
+    assert error.value.__suppress_context__  # torch's message does not follow in the traceback
+    assert not marker.exists()  # nothing ran
+    with pytest.raises(FileNotFoundError, match="absent.pth: no such"):
+        read_publisher_state(tmp_path / "absent.pth", "goal")

@@ -135,7 +135,8 @@ PAPER_JOBS = {
     "plugin": (18, 9, 24, 12),
     # DCI -> DOCCI and DOCCI -> DCI are new evaluations, 4 methods each; the zero-shot row's are main's
     "transfer": (12, 0, 20, 8),
-    "fractions": (24, 18, 32, 24),
+    # + the zero-shot backbone on its benchmarks, the fractions table's reference row (main's evaluations)
+    "fractions": (24, 18, 36, 24),
     "gamma_sweep": (15, 12, 20, 16),
     "ablation": (15, 3, 20, 4),
     "seeds": (24, 12, 32, 16),

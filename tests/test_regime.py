@@ -263,6 +263,26 @@ def test_power_needs_test_scenes_seeds_and_a_narrow_paired_interval():
     assert unmeasured["met"] is None and unmeasured["values"]["half_width"] is None
 
 
+def test_power_and_the_headline_compare_with_the_strongest_competitor_where_one_is_named():
+    """HN-CLIP hits 80 % of 2,000 scenes both ways; the competitor 75 %, Long-CLIP FT 70 % (one seed each): the
+    power condition's difference is HN-CLIP minus the competitor (+5.0), and the seed-average difference
+    against Long-CLIP FT is +10.0, each with the paired interval of an independent numpy bootstrap."""
+    hits = {"hnclip": np.arange(2000) < 1600, "finelip": np.arange(2000) < 1500, "longclip": np.arange(2000) < 1400}
+    records = {m: [("0", _record(h, h, m, 0))] for m, h in hits.items()}
+    settings = BootstrapSettings(resamples=1000)
+    cond = R.power_condition(2000, records, settings, against="finelip")
+    assert cond["values"]["difference"] == pytest.approx(5.0) and "hnclip − finelip +5.00" in cond["ours"]
+    baseline = R.seed_average_difference(records, "hnclip", "longclip", settings)
+    assert baseline["difference"] == pytest.approx(10.0) and baseline["against"] == "longclip"
+    # independent reference: per-scene differences (both directions alike), resampled over scenes
+    diff = 100.0 * (hits["hnclip"].astype(float) - hits["longclip"])
+    rng = np.random.default_rng(5)
+    boots = [diff[rng.integers(0, 2000, 2000)].mean() for _ in range(2000)]
+    low, high = np.percentile(boots, [2.5, 97.5])
+    assert baseline["interval"][0] == pytest.approx(low, abs=0.3) and baseline["interval"][1] == pytest.approx(high, abs=0.3)
+    assert R.seed_average_difference(records, "hnclip", "dora", settings) is None
+
+
 def test_met_is_false_if_a_part_fails_and_unknown_if_a_part_is_unmeasured():
     assert R._all_met([True, True]) is True
     assert R._all_met([True, None]) is None

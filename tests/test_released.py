@@ -62,6 +62,40 @@ def test_models_entries_are_checked_naming_the_key():
         _config(models={"../escape": {"source": "openai", "checkpoint": "o.pt"}})
 
 
+def test_a_models_row_naming_a_local_file_or_folder_that_is_not_there_fails_at_config_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths are read from the working directory, as Snakemake's
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "goal.pth").write_bytes(b"")
+    (tmp_path / "weights" / "base-clip").mkdir()
+    check_config(_config(models={"g": {"source": "goal", "checkpoint": "weights/goal.pth", "base": "weights/base-clip"},
+                                 "hub": {"source": "transformers", "checkpoint": "openai/clip-vit-base-patch16"}}))
+    cases = [
+        ({"source": "goal", "checkpoint": "weights/gaol.pth", "base": "weights/base-clip"},
+         r"models\.m\.checkpoint: no such file weights/gaol\.pth"),
+        ({"source": "openai", "checkpoint": "ViT-B-16.pt"}, r"models\.m\.checkpoint: no such file ViT-B-16\.pt"),
+        # spelled like a Hub id OWNER/NAME, but weights/ is a folder here: a missing local folder
+        ({"source": "transformers", "checkpoint": "weights/my-clip"},
+         r"models\.m\.checkpoint: no such folder weights/my-clip .*weights/ exists here.*not a Hub id"),
+        ({"source": "transformers", "checkpoint": "./my-clip"}, r"models\.m\.checkpoint: no such folder \./my-clip"),
+        ({"source": "goal", "checkpoint": "weights/goal.pth", "base": "weights/base-clp"},
+         r"models\.m\.base: no such folder weights/base-clp"),
+    ]
+    for entry, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            check_config(_config(models={"m": entry}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["weights"]  # nothing made
+
+
+def test_converting_a_missing_relative_transformers_folder_says_so_and_leaves_nothing(tmp_path, monkeypatch):
+    from hnclip.models.convert import fetch_transformers_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weights").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"models\.m\.checkpoint 'weights/my-clip': no such folder"):
+        fetch_transformers_model("weights/my-clip", tmp_path / "downloads", key="models.m.checkpoint")
+    assert not (tmp_path / "downloads").exists() and list((tmp_path / "weights").iterdir()) == []
+
+
 def test_backbone_sources_of_the_ecosystem_are_checked_naming_the_key():
     check_config(_config(backbone={"source": "open_clip", "model": "local-dir:/m"}))
     check_config(_config(backbone={"source": "transformers", "checkpoint": "openai/clip-vit-base-patch32",

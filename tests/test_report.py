@@ -436,3 +436,81 @@ def test_the_first_screen_says_the_result_before_any_claim_card(outputs, tmp_pat
     result_top, table_top, claim_top = map(float, re.search(r'data-tops="([^"]+)"', proc.stdout).group(1).split(","))
     # the result and the main table on the first screen (900 px), both above the first claim card
     assert result_top < 900 and table_top < 900 and result_top < table_top < claim_top
+
+
+def _tuning_record(path: Path) -> Path:
+    """A hand-made record: HN-CLIP tuned at its centre; Long-CLIP FT's best one step below its centre and still
+    rising; StructXLIP's every rate below the zero-shot backbone (92.0)."""
+    def point(rate, step, curve, rise=None):
+        epochs = [{"epoch": i + 1, "i2t_r1": v, "t2i_r1": v, "mean": v} for i, v in enumerate(curve)]
+        return {"rate": rate, "step": step, "epochs": epochs, "score": curve[-1], "rise": rise, "minutes": 0.5}
+
+    rising = {"epochs": [1, 2], "value": 3.0, "interval": [1.5, 4.5], "under_trained": True}
+    record = {
+        "protocol": {"benchmark": "synthetic", "split": "val", "score": "mean of i2t and t2i R@1",
+                     "grid": "half-decade steps", "steps": 1, "max_extensions": 1, "base_lr": 1e-4,
+                     "ratios_from": "config/paper.yaml", "seed": 0,
+                     "budget": {"epochs": 2, "micro_batch": 16, "accum_steps": 2, "warmup_steps": 5,
+                                "schedule": "cosine"}},
+        "zeroshot": {"i2t_r1": 92.0, "t2i_r1": 92.0, "mean": 92.0},
+        "methods": {
+            "hnclip": {"key": "lr", "paper_ratio": 1.0, "paper_rate": 1e-4, "chosen": 1e-4, "score": 97.0,
+                       "above_zeroshot": True, "under_trained": False,
+                       "points": [point(3e-5, -1, [93.0, 94.0]), point(1e-4, 0, [95.0, 97.0]),
+                                  point(3e-4, 1, [90.0, 96.0])]},
+            "longclip": {"key": "lr", "paper_ratio": 1.0, "paper_rate": 1e-4, "chosen": 3e-5, "score": 96.0,
+                         "above_zeroshot": True, "under_trained": True,
+                         "points": [point(1e-5, -2, [92.5, 93.0]), point(3e-5, -1, [93.0, 96.0], rising),
+                                    point(1e-4, 0, [94.0, 95.5]), point(3e-4, 1, [80.0, 90.0])]},
+            "structxlip": {"key": "lr", "paper_ratio": 5.0, "paper_rate": 5e-4, "chosen": 5e-4, "score": 90.5,
+                           "above_zeroshot": False, "under_trained": False,
+                           "points": [point(2e-4, -1, [88.0, 90.0]), point(5e-4, 0, [86.0, 90.5]),
+                                      point(2e-3, 1, [40.0, 80.0])]}},
+        "competitor": "longclip",
+        "provenance": {"cpu": "AMD EPYC", "git_commit": "c0ffee" * 4, "date": "2026-12-06", "minutes": 3.0}}
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_the_tuning_section_shows_each_methods_paper_ratio_and_tuned_rate_and_the_flags(outputs):
+    record = _tuning_record(outputs["root"] / "record.json")
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], tuning=record)
+    html = unescape(out.read_text(encoding="utf-8"))
+    section = html[html.index('<h2 id="tuning">'):html.index('<h2 id="tables">')]
+    assert "val split of synthetic (never test)" in section and "Zero-shot backbone: val R@1 92.0" in section
+    assert "The strongest competitor, chosen on val: <strong>Long-CLIP FT</strong>" in section
+    rows = {r.split("</td>")[0].split("<td>")[-1]: r for r in section.split("<tr>")[2:]}
+    # Long-CLIP FT: paper-ratio 1e-4 at 95.5, tuned 3e-05 at 96.0 (+0.5), still rising: under-trained
+    longclip = rows["Long-CLIP FT"]
+    assert "<td>0.0001</td>" in longclip and "<td>95.5</td>" in longclip and "<td>3e-05</td>" in longclip
+    assert "93.0 → 96.0" in longclip and "+3.0 [+1.5, +4.5]" in longclip and "under-trained" in longclip
+    assert "+0.5" in longclip
+    # StructXLIP: named as the method no rate of its grid lifts above the backbone
+    # StructXLIP, not in the main spec: named by its key
+    assert "no rate of its grid (0.0002, 0.0005, 0.002) lifts it above the zero-shot backbone" in rows["structxlip"]
+    assert "No rate lifts above the zero-shot backbone: structxlip." in section
+    assert "under-trained" not in rows["HN-CLIP"] and "lifts" not in rows["HN-CLIP"]
+
+
+def test_a_report_without_a_tuning_record_has_no_tuning_section(outputs):
+    _, html = _render(outputs)
+    assert 'id="tuning"' not in html and 'href="#tuning"' not in html
+
+
+def test_the_first_screen_states_the_summarys_comparisons_competitor_first():
+    from hnclip.report import _headline_rows
+
+    regime = {"synthetic": {"comparisons": {
+        "competitor": {"method": "hnclip", "against": "finelip", "against_label": "FineLIP", "difference": 1.06,
+                       "interval": [0.46, 1.71], "seeds": 3},
+        "baseline": {"method": "hnclip", "against": "longclip", "against_label": "Long-CLIP FT", "difference": 2.51,
+                     "interval": [1.45, 3.66], "seeds": 3}}}}
+    rows = _headline_rows(regime)
+    assert [(r["role"], r["against_label"], r["difference"], r["ci_low"], r["seeds"]) for r in rows] == [
+        ("competitor", "FineLIP", 1.06, 0.46, 3), ("baseline", "Long-CLIP FT", 2.51, 1.45, 3)]
+    # no competitor named: Long-CLIP FT's row alone
+    regime["synthetic"]["comparisons"]["competitor"] = None
+    assert [r["role"] for r in _headline_rows(regime)] == ["baseline"]

@@ -2,10 +2,11 @@
 light verbs (plan, cost, the CLI's parser) can read them without importing the model code."""
 
 import json
+import re
 from pathlib import Path
 
 __all__ = ["CONVERSION_JSON", "CONVERT_FORMATS", "EXPORT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
-           "describe_conversion", "model_geometry"]
+           "describe_conversion", "missing_local_source", "model_geometry"]
 
 MODEL_WEIGHTS = "model.safetensors"
 MODEL_JSON = "model.json"
@@ -14,6 +15,34 @@ FRAMEWORK_JSON = "framework.json"
 CONVERSION_JSON = "conversion.json"  # a converted model's source: format, names, pins, the file's sha256
 # what hnclip.models.convert.convert_source converts (config backbone.source and models.<name>.source take them)
 CONVERT_FORMATS = ("longclip", "openai", "open_clip", "transformers", "goal", "structxlip", "finelip")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_WEIGHTS_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
+
+
+def missing_local_source(value: str, kind: str) -> str | None:
+    """What is missing when ``value`` names a local file or folder that is not there, else None.
+
+    ``kind``: ``file`` (a checkpoint file, or ``hf://``), ``folder`` (a CLIPModel folder or Hub id
+    ``OWNER/NAME``), ``open_clip`` (a pretrained tag or a weights file). A relative folder ``models/my-clip``
+    is spelled like a Hub id: it is taken for a local folder when its parent (``models/``) exists here, so a
+    missing one is said to be missing instead of being fetched from the Hub (and a download folder made for
+    it). Readable without torch, so the config check can ask it before any job runs.
+    """
+    text = str(value)
+    if text.startswith("hf://"):
+        return None
+    path = Path(text).expanduser()
+    if kind == "file" or (kind == "open_clip" and (path.suffix in _WEIGHTS_SUFFIXES or "/" in text)):
+        return None if path.is_file() else f"no such file {text} (relative paths are read from {Path.cwd()})"
+    if kind == "folder" and not path.is_dir():
+        looks_local = text.startswith(("/", ".", "~")) or not _HUB_ID.match(text)
+        if looks_local or path.parent.is_dir():
+            why = (f"; {path.parent}/ exists here, so it reads as a local folder, not a Hub id OWNER/NAME"
+                   if not looks_local else "")
+            return f"no such folder {text} (relative paths are read from {Path.cwd()}){why}"
+    return None
+
+
 # what hnclip.export.export_model writes (config export.formats, `hnclip export --format`)
 EXPORT_FORMATS = ("longclip", "open_clip", "transformers")
 

@@ -50,8 +50,24 @@ def check_models(config: dict) -> None:
                 config_checks.fail(f"{key}.benchmarks[{i}]", config_checks.unknown("benchmark", bench, benchmarks))
             if "test" not in plan.benchmark_splits(benchmarks[bench]):
                 config_checks.fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
+        if not config.get("rehearsal"):  # a rehearsal writes its stand-in files in its first job
+            _check_local_files(entry, key)
     if config.get("models") and not released_evaluations(config):
         config_checks.fail("models", "no configured benchmark has a test split to score the released checkpoints on")
+
+
+def _check_local_files(entry: dict, key: str) -> None:
+    """A local checkpoint file or folder that is not there, caught at config time (naming the key) instead of
+    by its conversion job after the main runs trained, or fetched from the Hub as if it were a repository."""
+    from hnclip.model_files import missing_local_source
+
+    kinds = {"checkpoint": {"transformers": "folder", "open_clip": "open_clip"}.get(entry["source"], "file"),
+             "base": "folder"}
+    for field, kind in kinds.items():
+        if entry.get(field):
+            problem = missing_local_source(entry[field], kind)
+            if problem:
+                config_checks.fail(f"{key}.{field}", problem)
 
 
 def released_benchmarks(config: dict, name: str) -> list[str]:
@@ -106,7 +122,7 @@ def released_spec(config: dict) -> dict:
                       "run_dir": None, "released": True, "model_dir": f"results/{RELEASED}/{name}/model"})
     return {"experiment": RELEASED, "scale": config["scale"], "settings": {"models": sorted(config["models"])},
             "cells": cells, "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
-            "roles": plan.spec_roles()}
+            "roles": plan.spec_roles(config)}
 
 
 def released_spec_digest(config: dict) -> str:

@@ -519,7 +519,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
                   template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
                   power_reference: str = "", regime: Mapping[str, Mapping] | None = None,
-                  backbone: str | None = None) -> Path:
+                  backbone: str | None = None, tuning: Mapping | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
@@ -533,6 +533,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     ``premise``: the §2.4 / appendix C measurements (``{kind: premise}`` comparisons read them);
     ``regime``: benchmark -> its regime conditions (:func:`hnclip.analysis.regime.regime_report`).
     ``backbone``: what the backbone was converted from (a report on your own data names it).
+    ``tuning``: the tuning section (:func:`hnclip.tuning.rows.tuning_section`; None: no section).
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -572,7 +573,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         geometry=[_geometry_rows(n, g) for n, g in (geometry or {}).items()], paper_geometry=PAPER_GEOMETRY,
         fewer_benchmarks=_fewer_benchmarks(specs or {}, scale),
         premise_rows=_premise_rows(premise), regime=_regime_rows(regime), fmt=_fmt, power=list(power or []), power_reference=power_reference,
-        confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95),
+        headline=_headline_rows(regime),
+        confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95), tuning=tuning,
     )
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
@@ -584,7 +586,8 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
                              tables: Iterable[Path], figures: Iterable[Path], geometry: Iterable[Path],
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
                              premise=None, regime: Iterable[Path] = (), claims=None,
-                             evals: Iterable | None = None, backbone=None) -> Path:
+                             evals: Iterable | None = None, backbone=None, tuning=None,
+                             config: Mapping | None = None) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
     Tables and figures are named by their file stem. ``claims``: the verdicts and power notes to show,
@@ -595,7 +598,8 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
     ``regime``: ``results/regime/<benchmark>.json`` files (:mod:`hnclip.analysis.regime`). ``evals``: the
     evaluation records a rule declared (given, every record the specs read must be among them). ``backbone``: the
     backbone's model folder, named on your own data (scale ``own``, which judges no claim) by what it was
-    converted from.
+    converted from. ``tuning``: the tuning record (its section in the report), checked against ``config`` (the
+    workflow config, whose rates should be the record's choices) where one is given.
     """
     from hnclip.analysis.claims.files import judge_from_files, load_claims, load_premise, spec_records
     from hnclip.analysis.records import load_summary
@@ -639,7 +643,44 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         power_reference=power["reference"],
         regime=regime_results,
         backbone=_backbone_words(backbone),
+        tuning=_tuning(tuning, specs, config),
     )
+
+
+def _headline_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
+    """The first screen's comparisons, as ``results/summary.md`` states them (both read the regime files'
+    ``comparisons``): HN-CLIP minus the strongest competitor chosen on val, then minus Long-CLIP FT."""
+    rows = []
+    for benchmark, data in (regime or {}).items():
+        comparisons = data.get("comparisons") or {}
+        for role in ("competitor", "baseline"):
+            compared = comparisons.get(role)
+            if not compared or compared.get("interval") is None:
+                continue
+            if role == "baseline" and rows and rows[-1]["benchmark"] == benchmark \
+                    and rows[-1]["against"] == compared["against"]:
+                continue
+            low, high = compared["interval"]
+            rows.append({"benchmark": benchmark, "role": role, "against": compared["against"],
+                         "against_label": compared.get("against_label") or compared["against"],
+                         "difference": compared["difference"], "ci_low": low, "ci_high": high,
+                         "seeds": compared["seeds"]})
+    return rows
+
+
+def _tuning(record_path, specs: Mapping[str, Mapping], config: Mapping | None) -> dict | None:
+    """The tuning section from the record file, its methods labelled as the main table labels them."""
+    if record_path is None:
+        return None
+    from hnclip.tuning.record import config_disagreements, load_record
+    from hnclip.tuning.rows import tuning_section
+
+    record = load_record(record_path)
+    labels = {method: entry.get("label") or method for method, entry in (config or {}).get("methods", {}).items()}
+    for cell in (specs.get("main") or {}).get("cells", []):  # the main table's rows, without a config
+        if not cell.get("zeroshot"):
+            labels.setdefault(cell["run"]["method"], cell["row"])
+    return tuning_section(record, labels, config_disagreements(config, record) if config else [])
 
 
 def _backbone_words(folder) -> str | None:

@@ -488,8 +488,10 @@ def _run_epochs(session: _Session) -> None:
             if state.step % cfg.checkpoint_every == 0 and state.batch_in_epoch < session.steps_per_epoch:
                 session.save()
         if state.batch_in_epoch == session.steps_per_epoch:  # epoch complete (not a max_steps stop mid-epoch)
+            check_skipped_steps(state, session.steps_per_epoch, parts.scaler)
             state.epoch += 1
             state.batch_in_epoch = 0
+            state.skipped_in_epoch = 0
             evaluated = session.eval_data if context.is_main else None  # the other ranks wait in save()
             eval_started = time.perf_counter()
             for i, (name, manifest, images) in enumerate(evaluated or []):
@@ -514,6 +516,35 @@ def _run_epochs(session: _Session) -> None:
     bar.close()
     if session.checkpoint.saved_step != state.step:  # a max_steps stop mid-epoch: epoch ends wrote theirs
         session.save()
+    check_skipped_steps(state, session.steps_per_epoch, parts.scaler, run_end=True)
+
+
+class SkippedStepsError(RuntimeError):
+    """Every optimizer step of an epoch was skipped by fp16's gradient scaler: the weights did not move."""
+
+
+def check_skipped_steps(state: TrainState, steps_per_epoch: int, scaler, run_end: bool = False) -> None:
+    """Stop an fp16 run whose gradient scaler skips steps because the gradients are non-finite at any scale.
+
+    A skipped step leaves the weights as they were and halves the scale. The first steps of a run may be
+    skipped while the scale calibrates (torch starts at 2**16); an epoch of nothing but skipped steps that
+    took the scale below 1 means gradients that overflow unscaled, i.e. inf or NaN, and a run that took
+    no step at all saved its initial weights as "fine-tuned". Either stops the run here instead of an exit
+    code 0 (checked at each epoch end and, with ``run_end``, once more at the end of the run).
+    """
+    if scaler is None or state.step == 0:
+        return
+    scale = scaler.get_scale()
+    if run_end and state.skipped_steps == state.step:
+        what = f"all {state.step} optimizer steps of the run"
+    elif not run_end and state.skipped_in_epoch == steps_per_epoch and scale < 1.0:
+        what = f"all {steps_per_epoch} optimizer steps of epoch {state.epoch + 1}"
+    else:
+        return
+    raise SkippedStepsError(
+        f"precision fp16: the gradient scaler skipped {what} (their gradients overflowed float16 even as the "
+        f"scale fell to {scale:g}, i.e. they were inf or NaN), so the weights never changed; train with "
+        f"precision: fp32 (or bf16 on a GPU that has it)")
 
 
 def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) -> None:
@@ -544,9 +575,13 @@ def _optimizer_step(session: _Session, runner: nn.Module, batches, global_rows) 
     lr = parts.optimizer.param_groups[0]["lr"]
     if scaler is None:
         parts.optimizer.step()
-    else:  # skipped when the scaled gradients overflowed; the scale adapts
+    else:  # skipped when the scaled gradients overflowed; the scale adapts (halved: the sign of a skip)
+        scale_before = scaler.get_scale()
         scaler.step(parts.optimizer)
         scaler.update()
+        skipped = scaler.get_scale() < scale_before
+        state.skipped_steps += skipped
+        state.skipped_in_epoch += skipped
     parts.optimizer.zero_grad(set_to_none=True)
     parts.scheduler.step()
     _clamp_logit_scale(parts.model)
@@ -683,7 +718,8 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "git_commit": git_commit(),
             "data_fingerprint": session.fingerprint,
             # fp16: the gradient scaler's scale at the end (a step whose scaled gradients overflowed halved it)
-            **({"grad_scale": parts.scaler.get_scale()} if parts.scaler is not None else {}),
+            **({"grad_scale": parts.scaler.get_scale(), "skipped_steps": state.skipped_steps}
+               if parts.scaler is not None else {}),
             **({"run": run_info} if run_info else {}),
         }
         write_json_atomic(session.out_dir / "summary.json", summary, sort_keys=True)

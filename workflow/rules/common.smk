@@ -1,6 +1,7 @@
 # Config validation, wildcard constraints and the small get_* functions the rules use.
 # Which runs each experiment needs is decided in hnclip.plan (testable without Snakemake).
 import copy
+import hashlib
 import json
 import os
 import shlex
@@ -197,6 +198,10 @@ def get_report_inputs():
         "geometry": geometry,
         "summaries": get_summaries(),
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
+        # the tuning record the rates came from, and the config they are checked against
+        **({"tuning": shipped_path(config["tuning"]["record"]), "effective_config": "results/config.json"}
+           if config.get("tuning")
+           else {}),
     }
 
 
@@ -570,12 +575,19 @@ def backbone_folder():
     directory, else from the repository beside the Snakefile (the shipped resources/backbones/), so a run
     in another --directory installs the shipped backbone too."""
     if config["backbone"]["source"] == "released":
-        folder = Path(config["backbone"]["checkpoint"])
-        shipped = Path(workflow.basedir) / folder
-        if not folder.is_absolute() and not folder.exists() and shipped.exists():
-            return str(shipped)
-        return str(folder)
+        return shipped_path(config["backbone"]["checkpoint"])
     return "results/pretrain/long/model"
+
+
+def shipped_path(path):
+    """A file or folder the repository ships (a released backbone, the tuning record), named relative to the
+    working directory: read there, else from the repository beside the Snakefile, so that a run in another
+    --directory finds what the checkout ships."""
+    path = Path(path)
+    shipped = Path(workflow.basedir) / path
+    if not path.is_absolute() and not path.exists() and shipped.exists():
+        return str(shipped)
+    return str(path)
 
 
 def backbone_inputs():

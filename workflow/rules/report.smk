@@ -3,6 +3,18 @@
 # report renders those verdicts and judges nothing itself.
 
 
+# the effective config (files, layered --configfile and --config overrides) for the verbs that read it whole
+# (the tuning search, the report's check of the rates against the tuning record); its digest rewrites it
+rule effective_config:
+    output:
+        "results/config.json",
+    localrule: True
+    params:
+        digest=lambda w: hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+    run:
+        Path(output[0]).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
 rule claims:
     input:
         unpack(lambda w: get_claims_inputs()),
@@ -35,8 +47,8 @@ rule report:
         scale=config["scale"],
         # what the report judges (claims, premise, regime, geometry), or on your own data the backbone it names
         judged=lambda w, input: " ".join(
-            f"--{key} {' '.join(str(p) for p in input[key]) if isinstance(input[key], list) else input[key]}"
-            for key in ("claims", "premise", "regime", "geometry", "backbone")
+            f"--{key.replace('_', '-')} {' '.join(str(p) for p in input[key]) if isinstance(input[key], list) else input[key]}"
+            for key in ("claims", "premise", "regime", "geometry", "backbone", "tuning", "effective_config")
             if key in input.keys()
         ),
     shell:

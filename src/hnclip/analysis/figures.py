@@ -238,6 +238,10 @@ def plot_sweep(table: pd.DataFrame, x_level: str, out_prefix, log_x: bool = Fals
                                                           else line_levels, drop_level=False)
                 xs = sub.index.get_level_values(x_level).to_numpy(float)
                 mean, std = _row_values(sub, (g, d, "R@1"))
+                if str(line) == plan.ZEROSHOT_ROW:  # the backbone before fine-tuning: a reference level
+                    if np.isfinite(mean).any():
+                        ax.axhline(float(np.nanmean(mean)), color="0.4", linestyle="--", linewidth=1, label=line)
+                    continue
                 keep = np.isfinite(mean)
                 order = np.argsort(xs[keep])
                 ax.errorbar(xs[keep][order], mean[keep][order], yerr=std[keep][order], capsize=3,

@@ -114,10 +114,12 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
         agreement[run.seed] = _agreement(run.features, run.record, text_image)
         log.info("%s: encoded the test split", run.run_dir)
 
-    main_records, main_evals = None, []
+    main_records, main_evals, competitor, labels = None, [], None, {}
     if main_spec is not None:
         spec = load_spec(main_spec)
-        main_records = {HN_METHOD: [], BASELINE_METHOD: []}
+        competitor = (spec.get("roles") or {}).get("competitor")
+        main_records = {HN_METHOD: [], BASELINE_METHOD: [], **({competitor: []} if competitor else {})}
+        labels = {cell["run"]["method"]: cell["row"] for cell in spec["cells"] if not cell.get("zeroshot")}
         for cell in spec["cells"]:
             method = cell["run"]["method"]
             if method in main_records and cell["eval_benchmark"] == benchmark and not cell.get("zeroshot"):
@@ -131,7 +133,11 @@ def run_regime(benchmark: str, backbone: Path, train_manifest: Path, test_manife
         benchmark, plain, zeroshot_record, zeroshot, train_features, text_image, main_records, settings,
         sources={"zeroshot": str(zeroshot_eval), "train_manifest": str(train_manifest), "backbone": str(backbone),
                  "main_spec": str(main_spec) if main_spec else "", "main_evals": main_evals},
-        agreement={k: v for k, v in agreement.items() if v}, logit_scale=logit_scale, transfer=transfer)
+        agreement={k: v for k, v in agreement.items() if v}, logit_scale=logit_scale, transfer=transfer,
+        competitor=competitor)
+    for compared in report["comparisons"].values():
+        if compared:
+            compared["against_label"] = labels.get(compared["against"], compared["against"])
     report.update(backbone=str(backbone), train_manifest=str(train_manifest), test_manifest=str(test_manifest),
                   backbone_identity=backbone_identity(backbone))
     write_json_atomic(Path(out_json), report)

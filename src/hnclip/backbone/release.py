@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from hnclip.backbone.released import CARD_FILE, RELEASE_FILE
+from hnclip.backbone.released import CARD_FILE, RECORDED_FILES, RELEASE_FILE
 from hnclip.fileio import write_json_atomic, write_text_atomic
 from hnclip.hashing import sha256_file
 from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
@@ -70,8 +70,8 @@ def write_release(name: str, model_dir, out_dir, recipe: Mapping, figures: Mappi
     release = {
         "format": RELEASE_FORMAT,
         "name": name,
-        "weights_sha256": sha256_file(out_dir / MODEL_WEIGHTS),
-        "spec_sha256": sha256_file(out_dir / MODEL_JSON),
+        # what hnclip.backbone.released.check_release_record compares an installed folder against
+        **{key: sha256_file(out_dir / file) for file, key in RECORDED_FILES.items()},
         "architecture": {"name": spec.get("name"), "image_size": spec["config"]["vision_cfg"]["image_size"],
                          "context_length": spec["context_length"], "frozen_positions": spec["frozen_positions"],
                          "parameters": _parameter_count(out_dir)},

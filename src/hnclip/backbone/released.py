@@ -7,6 +7,9 @@ plus its card (``README.md``) and the figures it was released with (``release.js
 differs stops the run, naming it and both hashes, as a Hub checkpoint's lock does) and that its
 architecture fits the config's ``backbone.image_size`` / ``backbone.context_length``, then copies the two
 model files byte for byte, so the installed weights keep the released sha256 that cards and provenance cite.
+Both files are also checked against the sha256 their ``release.json`` records (:data:`RECORDED_FILES`): the
+config pins only the weights, and an edited ``model.json`` (``quick_gelu`` flipped, say) builds another model
+around the same weights while every provenance line still credits the release.
 """
 
 from __future__ import annotations
@@ -19,10 +22,37 @@ from hnclip.data.checksum_lock import ChecksumMismatchError
 from hnclip.hashing import sha256_file
 from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
 
-__all__ = ["CARD_FILE", "RELEASE_FILE", "install_released", "released_spec"]
+__all__ = ["CARD_FILE", "RECORDED_FILES", "RELEASE_FILE", "check_release_record", "install_released",
+           "released_spec"]
 
 CARD_FILE = "README.md"
 RELEASE_FILE = "release.json"
+# the model files a release.json records, and the key of each one's sha256 (hnclip.backbone.release writes them)
+RECORDED_FILES = {MODEL_WEIGHTS: "weights_sha256", MODEL_JSON: "spec_sha256"}
+
+
+def check_release_record(folder) -> None:
+    """Refuse a released folder whose model files differ from the sha256 its ``release.json`` records.
+
+    A folder without ``release.json`` (released before the format) has nothing to check against. The error
+    names the file, both hashes and the record, and says what the difference means.
+    """
+    from hnclip.backbone.release import read_release
+
+    folder = Path(folder)
+    release = read_release(folder)
+    if release is None:
+        return
+    for name, key in RECORDED_FILES.items():
+        recorded, path = release.get(key), folder / name
+        if recorded is None or not path.is_file():
+            continue
+        digest = sha256_file(path)
+        if digest != str(recorded).lower():
+            raise ChecksumMismatchError(
+                f"{path}: sha256 {digest} does not match {key} {recorded} recorded in {folder / RELEASE_FILE}; "
+                f"the file changed after the release, so the model built from it is not the released one: "
+                f"restore the released file or release the edited model anew (snakemake backbone_release)")
 
 
 def released_spec(folder) -> dict:
@@ -48,6 +78,7 @@ def install_released(folder, out, *, sha256: str | None, image_size: int, contex
     weights = folder / MODEL_WEIGHTS
     if not weights.is_file():
         raise FileNotFoundError(f"released backbone {folder}: no {MODEL_WEIGHTS}")
+    check_release_record(folder)  # first: an edited model.json can also change the sizes checked next
     spec = released_spec(folder)
     found = {"backbone.image_size": spec["config"]["vision_cfg"]["image_size"],
              "backbone.context_length": spec["context_length"]}

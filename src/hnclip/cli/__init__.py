@@ -27,6 +27,7 @@ from hnclip.cli import (
     rehearsal,
     report,
     train,
+    tuning,
 )
 
 __all__ = ["HEARTBEAT_SECONDS", "build_parser", "main"]
@@ -35,7 +36,7 @@ __all__ = ["HEARTBEAT_SECONDS", "build_parser", "main"]
 # shows a job's stdout; hnclip.progress): train prints its own (train.progress_every), plan's
 # stdout is the plan itself
 HEARTBEAT_SECONDS = 30.0
-OWN_STDOUT = ("train", "plan")
+OWN_STDOUT = ("train", "plan", "tune")
 
 # the verbs in the order `hnclip --help` lists them: roughly the pipeline's
 VERBS = (
@@ -44,6 +45,7 @@ VERBS = (
     backbone.add_stretch, backbone.add_backbone_figures, backbone.add_release_backbone,
     data.add_segments, data.add_edges,
     train.add_train,
+    tuning.add_tune,
     evaluate.add_evaluate,
     analysis.add_geometry, analysis.add_table, analysis.add_table_epochs,
     convergence.add_table_convergence,

@@ -107,3 +107,17 @@ def caption(spec: dict, records=(), summaries=None) -> str:
     if spec.get("scale") == "own":
         return f"{name}: {scale_words(spec)}, {data_sizes(spec.get('cells', []), records, summaries)}"
     return f"{name}: {scale_words(spec)}"
+
+
+def workflow_config(configfiles, effective: Path | None = None) -> dict:
+    """The workflow config a verb reads: the effective config the workflow wrote (``results/config.json``,
+    already validated and filled by Snakemake, read as it is), else config files layered and validated as
+    Snakemake layers them (:func:`hnclip.config.loading.load_config`)."""
+    if effective is not None:
+        try:
+            return json.loads(Path(effective).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            raise SystemExit(f"{effective}: not the workflow's effective config ({error})") from None
+    from hnclip.config.loading import load_config
+
+    return load_config(configfiles)

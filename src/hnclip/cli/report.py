@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from hnclip.cli.common import add_verb
+from hnclip.cli.common import add_verb, workflow_config
 from hnclip.scales import SCALES
 
 
@@ -62,6 +63,10 @@ def add_report(sub) -> None:
     p.add_argument("--regime", nargs="*", default=[],
                    help="regime conditions per benchmark (results/regime/<benchmark>.json, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
+    p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
+    p.add_argument("--effective-config", type=Path, default=None,
+                   help="the workflow's effective config (results/config.json), whose rates the tuning section "
+                   "checks against the record")
     p.add_argument("--out", required=True)
 
 
@@ -77,7 +82,8 @@ def cmd_report(args) -> None:
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime], claims=Path(args.claims) if args.claims else None, evals=args.evals,
-        backbone=args.backbone,
+        backbone=args.backbone, tuning=args.tuning,
+        config=workflow_config([], args.effective_config) if args.effective_config else None,
     )
 
 
@@ -86,7 +92,8 @@ def add_summary(sub) -> None:
                  "what the run shows in one short file (results/summary.md, .json), or several machines' "
                  "summaries side by side (--compare)")
     p.add_argument("--compare", nargs="+", default=None, metavar="SUMMARY_JSON",
-                   help="print these summaries side by side with their disagreements (exit 1 if any) and stop")
+                   help="print these summaries side by side with their disagreements (exit 1 if any, 2 if a "
+                        "file is not a summary.json) and stop")
     p.add_argument("--scale", choices=SCALES)
     p.add_argument("--regime", nargs="*", default=[], help="results/regime/<benchmark>.json files")
     p.add_argument("--claims", help="results/claims.json")
@@ -100,6 +107,7 @@ def cmd_summary(args) -> None:
     import json
 
     from hnclip.analysis.summary import (
+        SummaryFileError,
         build_summary,
         compare_summaries,
         load_summaries,
@@ -112,7 +120,12 @@ def cmd_summary(args) -> None:
     from hnclip.provenance import git_commit
 
     if args.compare:
-        text, disagreements = compare_summaries(load_summaries(args.compare))
+        try:
+            summaries = load_summaries(args.compare)
+        except SummaryFileError as error:  # exit 2: not a disagreement (1), a file that cannot be compared
+            print(f"hnclip summary --compare: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        text, disagreements = compare_summaries(summaries)
         print(text)
         raise SystemExit(1 if disagreements else 0)
     missing = [f"--{k.replace('_', '-')}" for k in ("scale", "claims", "backbone", "out_json", "out_md")

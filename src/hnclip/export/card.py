@@ -161,7 +161,8 @@ def _export_commit() -> str | None:
     return (result.stdout.strip() or None) if result.returncode == 0 else None
 
 
-def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std, image_size: int) -> str:
+def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std, image_size: int,
+           interpolation: str = "bicubic") -> str:
     names = [f.name for f in files]
     if fmt == "longclip":
         return ("```python\n# Long-CLIP's repository (github.com/beichenzbc/Long-CLIP), model/longclip.py\n"
@@ -179,9 +180,9 @@ def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std, imag
                 f"open_clip.add_model_config(\"{config}\")\n"
                 "model, _, preprocess = open_clip.create_model_and_transforms(\n"
                 f"    \"{name}\", pretrained=\"open_clip_model.safetensors\",\n"
-                f"    image_mean={list(mean)}, image_std={list(std)})\n"
+                f"    image_mean={list(mean)}, image_std={list(std)}, image_interpolation=\"{interpolation}\")\n"
                 f"tokenizer = open_clip.get_tokenizer(\"{name}\")  # CLIP BPE, {context_length} positions\n"
-                "# or, mean/std read from open_clip_config.json:\n"
+                "# or, mean/std/interpolation read from open_clip_config.json:\n"
                 "# open_clip.create_model_and_transforms(\"local-dir:.\")\n```\n")
     return ("```python\nfrom transformers import CLIPModel, CLIPProcessor\n"
             "from torchvision import transforms\n"
@@ -189,13 +190,15 @@ def _usage(fmt: str, files: Sequence[Path], context_length: int, mean, std, imag
             "processor = CLIPProcessor.from_pretrained(\".\", backend=\"pil\")\n"
             "# hnclip's (and open_clip's) geometry, pixel for pixel: torchvision's resize and centre crop first\n"
             f"side = {image_size}\n"
-            "geometry = transforms.Compose([transforms.Resize(side, transforms.InterpolationMode.BICUBIC),\n"
+            "geometry = transforms.Compose([transforms.Resize(side, "
+            f"transforms.InterpolationMode.{interpolation.upper()}),\n"
             "                               transforms.CenterCrop(side)])\n"
             "inputs = processor(text=[\"a long caption ...\"], images=[geometry(image)], do_resize=False,\n"
             f"                   do_center_crop=False, padding=\"max_length\", max_length={context_length},\n"
             "                   truncation=True, return_tensors=\"pt\")\n"
             "outputs = model(**inputs)  # outputs.image_embeds, outputs.text_embeds (normalised)\n```\n\n"
-            "The processor alone (resize and crop included) also works: its default torchvision backend's bicubic "
+            "The processor alone (resize and crop included) also works: its default torchvision backend's "
+            f"{interpolation} "
             "resize differs slightly from PIL's, which our image store uses, and both its backends put an odd crop "
             "margin's extra pixel on the other side than open_clip and our store.\n")
 
@@ -321,7 +324,7 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     for note in notes:
         lines += [f"> **Note.** {note}", ""]
     lines += ["## Loading", "", _usage(fmt, files, model.context_length, model.image_mean, model.image_std,
-                                             model.image_size[0])]
+                                             model.image_size[0], model.interpolation)]
 
     lines += ["## Results", ""]
     if rows:

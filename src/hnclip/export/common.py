@@ -41,6 +41,9 @@ class Architecture:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     frozen_positions: int
+    # the resize filter the model's image stores use (its preprocess_cfg, open_clip's name): an export that
+    # said another would feed the model other pixels than it was trained and evaluated on
+    interpolation: str = "bicubic"
 
     @property
     def vision_heads(self) -> int:
@@ -62,6 +65,7 @@ def architecture(model: DualEncoder) -> Architecture:
         text_width=int(text["width"]), text_heads=int(text["heads"]), text_layers=int(text["layers"]),
         text_mlp_ratio=float(text.get("mlp_ratio", 4.0)), text_ls_init_value=text.get("ls_init_value"),
         mean=tuple(model.image_mean), std=tuple(model.image_std), frozen_positions=int(model.frozen_positions),
+        interpolation=model.interpolation,
     )
 
 

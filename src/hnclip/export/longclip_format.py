@@ -61,6 +61,9 @@ def longclip_problems(model) -> list[str]:
     if not _close(arch.mean, OPENAI_DATASET_MEAN) or not _close(arch.std, OPENAI_DATASET_STD):
         problems.append(f"preprocess_cfg mean={list(arch.mean)} std={list(arch.std)} (Long-CLIP's transform "
                         "normalises with OpenAI's mean and std)")
+    if arch.interpolation != "bicubic":  # longclip.load's preprocess is fixed: other pixels than the model's
+        problems.append(f"preprocess_cfg.interpolation={arch.interpolation!r} (Long-CLIP's transform resizes "
+                        "bicubic)")
     return problems
 
 

@@ -6,13 +6,15 @@ state dict with the table joined: nothing to refuse. Loading::
 
     open_clip.add_model_config(folder / f"{name}.json")
     model, _, preprocess = open_clip.create_model_and_transforms(
-        name, pretrained=str(folder / "open_clip_model.safetensors"), image_mean=MEAN, image_std=STD)
+        name, pretrained=str(folder / "open_clip_model.safetensors"), image_mean=MEAN, image_std=STD,
+        image_interpolation=INTERPOLATION)  # the model's own resize filter; open_clip's default is bicubic
     tokenizer = open_clip.get_tokenizer(name)  # CLIP's BPE at the model's context length
 
 A model config file carries no normalisation (open_clip's defaults are OpenAI's, which every registry
 model uses), so ``open_clip_config.json`` beside it records ``model_cfg`` and ``preprocess_cfg`` as open_clip's
 ``local-dir:`` / ``hf-hub:`` loaders read them: ``create_model_and_transforms("local-dir:" + folder)``
-needs no mean/std arguments.
+needs no mean/std/interpolation arguments. The interpolation is the model's own (its ``preprocess_cfg``, what
+its image stores were resized with), not open_clip's bicubic default.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def write_open_clip(model, out_dir: Path, name: str, where: str = "model") -> li
     weights_path = out_dir / OPEN_CLIP_WEIGHTS
     save_weights(openai_state_dict(model), weights_path, metadata={"format": "pt"})
     preprocess = {"size": arch.image_size, "mode": "RGB", "mean": list(arch.mean), "std": list(arch.std),
-                  "interpolation": "bicubic", "resize_mode": "shortest"}
+                  "interpolation": arch.interpolation, "resize_mode": "shortest"}
     hub_path = out_dir / OPEN_CLIP_CONFIG
     write_json_atomic(hub_path, {"model_cfg": config, "preprocess_cfg": preprocess})
     return [config_path, weights_path, hub_path]

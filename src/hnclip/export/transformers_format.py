@@ -30,11 +30,12 @@ CLIP's 49,408 BPE tokens (the tokenizer saved beside it would not fit).
 
 The tokenizer is CLIP's BPE (our :mod:`hnclip.models.tokenizer` uses open_clip's copy of it), written as
 a ``CLIPTokenizer`` from that same vocabulary and merge list with ``model_max_length`` = the model's
-positions; the image processor reproduces our store's geometry (shorter side to the image size, bicubic,
-centre crop) and normalisation. transformers' own ``CLIPImageProcessor`` places an odd crop margin's
-extra pixel on the other side than torchvision (and so open_clip and our store) do. The export ships no
-code of its own (loading it would need ``trust_remote_code``, which this project never asks of anyone):
-the card shows the exact path instead, torchvision's Resize + CenterCrop first, then the processor with
+positions; the image processor reproduces our store's geometry (shorter side to the image size with the
+model's own resize filter, bicubic or bilinear, centre crop) and normalisation. transformers' own
+``CLIPImageProcessor`` places an odd crop margin's extra pixel on the other side than torchvision (and so
+open_clip and our store) do. The export ships no code of its own (loading it would need
+``trust_remote_code``, which this project never asks of anyone): the card shows the exact path instead,
+torchvision's Resize + CenterCrop first (with the model's filter), then the processor with
 ``do_resize=False, do_center_crop=False``.
 """
 
@@ -159,12 +160,17 @@ def clip_tokenizer(context_length: int):
     return tokenizer
 
 
+# PIL's codes, as CLIPImageProcessor.resample stores them (hnclip.models.from_transformers reads them back)
+PIL_RESAMPLE = {"bicubic": 3, "bilinear": 2}
+
+
 def clip_processor(model):
     from transformers import CLIPImageProcessor, CLIPProcessor
 
     arch = architecture(model)
     side = int(arch.image_size)
-    images = CLIPImageProcessor(do_resize=True, size={"shortest_edge": side}, resample=3,  # PIL bicubic
+    images = CLIPImageProcessor(do_resize=True, size={"shortest_edge": side},
+                                resample=PIL_RESAMPLE[arch.interpolation],
                                 do_center_crop=True, crop_size={"height": side, "width": side}, do_rescale=True,
                                 rescale_factor=1 / 255, do_normalize=True, image_mean=list(arch.mean),
                                 image_std=list(arch.std), do_convert_rgb=True)

@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hnclip.losses import caption_similarity
+from hnclip.models.dual_encoder import normalize_tokens
 
 from .base import Framework
 
@@ -174,8 +175,8 @@ class FineLIP(Framework):
         out = model(batch.pixels, batch.tokens, with_tokens=True, normalize_tokens=False)
         out["image_tokens_raw"], out["text_tokens_raw"] = out["image_tokens"], out["text_tokens"]
         # the FILIP token term (token_weight > 0) reads normalised tokens, as for every framework
-        out["image_tokens"] = F.normalize(out["image_tokens_raw"], dim=-1)
-        out["text_tokens"] = F.normalize(out["text_tokens_raw"], dim=-1)
+        out["image_tokens"] = normalize_tokens(out["image_tokens_raw"])
+        out["text_tokens"] = normalize_tokens(out["text_tokens_raw"])
         return out
 
     def ramp(self, batch) -> float:

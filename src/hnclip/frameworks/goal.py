@@ -24,6 +24,10 @@ Choices where GOAL's code is not the reference we follow:
 - a pair whose box lies outside the image store's centre crop, or whose sentence was truncated away
   from a 248-token caption, leaves the patch or text term for that row (mean over the other rows);
   GOAL rescales boxes as if images were resized without cropping and clamps spans to the last tokens;
+- the span is the sentence's own tokens. GOAL's ``get_text_tokens_from_segment`` (commit 2db3d4a)
+  starts it at ``len(processor(text_before).input_ids)``, a count that includes SOT *and* EOT, so its
+  span is one position late (drops the sentence's first token, takes the token after its last); kept
+  as the sentence here: the text term is ~1 % of the auxiliary gradient at the toy scale;
 - the four terms are computed in float32 outside autocast, like the global term.
 
 Settings: :class:`~hnclip.frameworks.settings.GoalSettings` (``train.goal`` in the workflow config).

@@ -38,6 +38,7 @@ class FrameworkEntry:
     settings_cls: type
     products: tuple[str, ...]
     hn_legend: str
+    tuned_rate: str = "lr"
 
     @property
     def section(self) -> str:
@@ -46,7 +47,7 @@ class FrameworkEntry:
 
 
 def register_framework(*, name: str, module: str, settings_cls: type, products: tuple[str, ...] = (),
-                       hn_legend: str) -> FrameworkEntry:
+                       hn_legend: str, tuned_rate: str = "lr") -> FrameworkEntry:
     """Register a framework; the row is what every torch-free reader sees.
 
     Args:
@@ -57,6 +58,9 @@ def register_framework(*, name: str, module: str, settings_cls: type, products: 
         products: cached per-benchmark preprocessing products the run trains on (``"segments"``,
             ``"edges"``); the workflow's train rule takes their files as inputs.
         hn_legend: one line, what a run with gamma > 0 ("+HN") trains (the plug-in table's legend).
+        tuned_rate: the train setting the tuning protocol (:mod:`hnclip.tuning`) searches for this
+            framework: ``lr``, or a rate of its own new modules (FineLIP's ``module_lr``, whose encoders keep
+            the shared ``train.lr``).
     """
     if not _NAME.match(name):
         raise ValueError(f"framework name {name!r}: lower-case letters, digits and _ only")
@@ -74,8 +78,10 @@ def register_framework(*, name: str, module: str, settings_cls: type, products: 
         raise ValueError(f"framework {name!r}: products must be names, got {products!r}")
     if not hn_legend.strip():
         raise ValueError(f"framework {name!r}: hn_legend must say what +HN trains")
+    if tuned_rate not in ("lr", "module_lr"):
+        raise ValueError(f"framework {name!r}: tuned_rate must be lr or module_lr, got {tuned_rate!r}")
     entry = FrameworkEntry(name=name, module=module, settings_cls=settings_cls, products=products,
-                           hn_legend=hn_legend)
+                           hn_legend=hn_legend, tuned_rate=tuned_rate)
     _REGISTRY[name] = entry
     return entry
 

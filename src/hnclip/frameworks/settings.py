@@ -188,7 +188,8 @@ register_framework(
 register_framework(
     name="finelip", module="hnclip.frameworks.finelip", settings_cls=FineLIPSettings,
     hn_legend="FineLIP trains no global term (only its cross-modal hinge), so +HN adds the HN global term "
-              "beside the unchanged hinge")
+              "beside the unchanged hinge",
+    tuned_rate="module_lr")
 register_framework(
     name="goal", module="hnclip.frameworks.goal", settings_cls=GoalSettings, products=("segments",),
     hn_legend="GOAL's global image-caption term becomes the HN objective; segment, patch and text terms unchanged")

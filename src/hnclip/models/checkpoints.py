@@ -71,11 +71,9 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         from .weights_files import load_weights
 
         return load_weights(path)
-    try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise ValueError(f"{path}: not a weights-only torch state dict (TorchScript archives and pickled "
-                         f"models are refused; re-save its state_dict()): {err}") from err
+    from .weights_files import load_torch_weights
+
+    loaded = load_torch_weights(path, "torch state dict")  # TorchScript archives and pickled models: refused
     if isinstance(loaded, dict) and isinstance(loaded.get("state_dict"), dict):
         loaded = loaded["state_dict"]
     if not isinstance(loaded, dict) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):

@@ -44,12 +44,16 @@ def fetch_transformers_model(source: str, download_dir, revision: str | None = N
     """A CLIPModel folder: ``source`` itself when it is one, else the Hub repository ``OWNER/NAME`` fetched
     (:data:`TRANSFORMERS_FILES`) into ``download_dir`` and locked; ``sha256`` pins its weights file."""
     from hnclip.data.weights import fetch_weights
+    from hnclip.model_files import missing_local_source
 
     text = str(source)
     pins = {TRANSFORMERS_WEIGHTS: sha256} if sha256 else None
     folder = Path(text).expanduser()
     if folder.is_dir():
         return fetch_weights(str(folder), download_dir, sha256=pins)
+    missing = missing_local_source(text, "folder")
+    if missing:  # before anything is fetched or a download folder made
+        raise FileNotFoundError(f"{key} {text!r}: {missing}")
     repo = text.removeprefix("hf://")
     if not _HUB_ID.match(repo):
         raise FileNotFoundError(f"{key} {text!r}: neither an existing transformers model folder nor a Hub id OWNER/NAME")

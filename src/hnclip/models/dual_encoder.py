@@ -26,7 +26,7 @@ from torch import nn
 from .registry import check_config, get_model_config
 from .tokenizer import tokenize
 
-__all__ = ["TOKENIZERS", "DualEncoder", "build_clip"]
+__all__ = ["TOKENIZERS", "DualEncoder", "build_clip", "normalize_tokens"]
 
 MAX_LOGIT_SCALE = 100.0
 # the tokenizers a model can name (hnclip.models.tokenizer): CLIP's BPE, lower-cased, zero-padded, EOT last
@@ -43,6 +43,21 @@ def build_clip(config: dict, context_length: int) -> CLIP:
         quick_gelu=bool(config.get("quick_gelu", False)),
         init_logit_scale=math.log(MAX_LOGIT_SCALE),
     )
+
+
+def normalize_tokens(tokens: torch.Tensor) -> torch.Tensor:
+    """L2-normalised token features, in float32 at least whatever autocast made them (float64 stays).
+
+    Padded caption positions are zero vectors (see ``DualEncoder._encode_text``). ``F.normalize`` divides by
+    ``max(norm, 1e-12)``, and 1e-12 underflows to 0 in float16: the zeros become 0/0 = NaN, which the token
+    loss masks in its forward but not in its backward (a NaN times a zero gradient), so under fp16 every
+    step's gradients were non-finite and the gradient scaler skipped them all. float32 keeps the eps;
+    the losses read float32 anyway, at the cost of float32 token tensors ([B, L, D]).
+    """
+    return F.normalize(tokens.to(torch.promote_types(tokens.dtype, torch.float32)), dim=-1)
+
+
+_normalize_tokens = normalize_tokens  # forward's argument of the same name shadows it
 
 
 class DualEncoder(nn.Module):
@@ -182,11 +197,12 @@ class DualEncoder(nn.Module):
             pooled, patches = self._encode_image(images, with_tokens)
             out["image_features"] = F.normalize(pooled, dim=-1)
             if with_tokens:
-                out["image_tokens"] = F.normalize(patches, dim=-1) if normalize_tokens else patches
+                out["image_tokens"] = _normalize_tokens(patches) if normalize_tokens else patches
         if tokens is not None:
             pooled, token_features, mask = self._encode_text(tokens, with_tokens)
             out["text_features"] = F.normalize(pooled, dim=-1)
             if with_tokens:
-                out["text_tokens"] = F.normalize(token_features, dim=-1) if normalize_tokens else token_features
+                out["text_tokens"] = (_normalize_tokens(token_features) if normalize_tokens
+                                      else token_features)
                 out["text_mask"] = mask
         return out

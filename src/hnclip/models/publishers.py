@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from .positional import stretch_positional_embedding, stretched_length
+from .weights_files import load_torch_weights
 
 __all__ = ["FINELIP_KEEP_SCORE_WEIGHT", "LONG_TOKENS", "PUBLISHERS", "finelip_parts", "load_finelip_checkpoint",
            "load_overlay_checkpoint", "overlay_state", "read_publisher_state"]
@@ -59,10 +60,7 @@ PUBLISHERS: dict[str, Callable[[dict], dict]] = {"goal": lambda state: state, "s
 
 def read_publisher_state(path: Path, publisher: str) -> dict[str, torch.Tensor]:
     """The tensors of a publisher's ``.pth`` (``torch.load(weights_only=True)``: never unpickled code)."""
-    try:
-        loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise ValueError(f"{path}: not a weights-only torch file ({err})") from err
+    loaded = load_torch_weights(path, f"{publisher} checkpoint")
     if not isinstance(loaded, dict):
         raise ValueError(f"{path}: expected a state dict, got {type(loaded).__name__}")
     state = PUBLISHERS[publisher](loaded)

@@ -9,16 +9,21 @@ with spaces to the header's length as safetensors pads it: the tensors' bytes ar
 
 Why loads are wrapped: safetensors' own errors (``SafetensorError: ... incomplete metadata``) do not say
 which file; a truncated or foreign weights file given to ``hnclip export`` or ``hnclip evaluate`` is named.
+The same holds for torch's ``.pt``/``.pth`` files (:func:`load_torch_weights`): torch's refusal of a pickle
+ends in several lines of advice, one of them to load it with ``weights_only=False`` (running its code),
+and a job's log shows its last line, which named neither the file nor the refusal.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 import struct
 from pathlib import Path
 
-__all__ = ["WeightsFileError", "canonical_header", "load_weights", "save_weights"]
+__all__ = ["WeightsFileError", "canonical_header", "load_torch_weights", "load_weights", "save_weights"]
 
 _SIZE = struct.Struct("<Q")  # the header's length, little-endian u64, first in the file
 
@@ -82,3 +87,26 @@ def load_weights(path, device: str = "cpu") -> dict:
             f"{path}: cannot be read as safetensors ({type(err).__name__}: {err}); the file is damaged (a copy "
             f"cut short, a full disk) or not a weights file: write it again (rerun the job that made it)"
         ) from err
+
+
+def load_torch_weights(path, what: str = "torch checkpoint"):
+    """``torch.load(path, weights_only=True)`` on the CPU, its errors one line naming the file.
+
+    A pickle that needs code to load (a class, a function: ``GLOBAL print``) is refused and said to be so,
+    with the global it asked for; torch's own message, advice included, is not passed on (``from None``).
+    """
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such {what} file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        needs = f" (it needs the Python object {found.group(1)})" if found else ""
+        raise WeightsFileError(f"{path}: refused: not a weights-only {what}{needs}; hnclip loads tensors only and "
+                               "never runs code from a checkpoint: re-save its state_dict() with torch.save") from None
+    except Exception as error:  # a zip or pickle torch cannot read at all: truncated, or not torch's
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise WeightsFileError(f"{path}: not a readable {what} ({first})") from None

@@ -146,6 +146,8 @@ def experiment_spec(config: dict, name: str) -> dict:
                 group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
                 cells.append(_cell(config, _run(config, pair["train"], m), pair["eval"], method_label[m], group))
     elif name == "fractions":
+        # the backbone every fraction starts from, at fraction 0: what a fraction's fine-tuning adds
+        cells += [_zeroshot_cell(config, b, bench_label[b]) for b in exp["benchmarks"]]
         for m in exp["methods"]:
             for f in exp["fractions"]:
                 for b in exp["benchmarks"]:
@@ -185,7 +187,7 @@ def experiment_spec(config: dict, name: str) -> dict:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
     return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells,
             "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
-            "roles": spec_roles(), "backbone": backbone_origin(config)}
+            "roles": spec_roles(config), "backbone": backbone_origin(config)}
 
 
 def all_evaluations(config: dict) -> list[Evaluation]:

@@ -35,17 +35,18 @@ def dynamics_figure_cells(spec: dict) -> dict[tuple[float, str], dict]:
 
 
 def main_comparison(config: dict, benchmark: str) -> tuple[str, list[dict]] | None:
-    """The main comparison over seeds on ``benchmark`` (regime condition 7): the experiment and its cells
-    of :data:`REFERENCE_METHOD` and :data:`BASELINE_METHOD` evaluated there, from the seeds experiment
-    where it holds both methods (the main table trains the first seed only), else from the main table;
-    None where neither holds both."""
+    """The main comparison over seeds on ``benchmark`` (the headline and regime condition ``power``): the
+    experiment and its cells of :data:`REFERENCE_METHOD`, :data:`BASELINE_METHOD` and the config's
+    ``competitor`` (where configured and trained there) evaluated there, from the seeds experiment where it
+    holds the reference and the baseline (the main table trains the first seed only), else from the main
+    table; None where neither holds both."""
+    wanted = {REFERENCE_METHOD, BASELINE_METHOD} | ({config["competitor"]} if config.get("competitor") else set())
     for experiment in ("seeds", "main"):
         if experiment not in config["experiments"]:
             continue
         cells = [c for c in experiment_spec(config, experiment)["cells"]
-                 if c["eval_benchmark"] == benchmark and c["run"]["method"] in (REFERENCE_METHOD, BASELINE_METHOD)
-                 and not is_zeroshot(c)]
-        if {c["run"]["method"] for c in cells} == {REFERENCE_METHOD, BASELINE_METHOD}:
+                 if c["eval_benchmark"] == benchmark and c["run"]["method"] in wanted and not is_zeroshot(c)]
+        if {REFERENCE_METHOD, BASELINE_METHOD} <= {c["run"]["method"] for c in cells}:
             return experiment, cells
     return None
 

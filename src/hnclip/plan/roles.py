@@ -32,6 +32,8 @@ ABLATION_ROLES = {"infonce": (BASELINE_METHOD, False), "hn": ("longclip_hn", Tru
                   "frozen": (FROZEN_METHOD, True)}
 
 
-def spec_roles() -> dict[str, str]:
-    """The method keys a spec's readers compare (``spec["roles"]``): reference, baseline, frozen."""
-    return {"reference": REFERENCE_METHOD, "baseline": BASELINE_METHOD, "frozen": FROZEN_METHOD}
+def spec_roles(config: dict | None = None) -> dict[str, str | None]:
+    """The method keys a spec's readers compare (``spec["roles"]``): reference, baseline, frozen, and the
+    config's ``competitor`` (the strongest baseline on val, from the tuning record; None when unset)."""
+    return {"reference": REFERENCE_METHOD, "baseline": BASELINE_METHOD, "frozen": FROZEN_METHOD,
+            "competitor": (config or {}).get("competitor")}

@@ -77,6 +77,10 @@ class TrainState:
     plain_step_s: float = 0.0  # seconds of the timed steps without the probe
     plain_timed: int = 0
     epoch_eval_s: float = 0.0  # seconds of the evaluations after each epoch
+    # fp16: optimizer steps the gradient scaler skipped (non-finite scaled gradients), in the run and in the
+    # current epoch; an epoch or a run of nothing but skipped steps stops it (hnclip.train.check_skipped_steps)
+    skipped_steps: int = 0
+    skipped_in_epoch: int = 0
 
 
 def capture_rng_state() -> dict:

@@ -415,35 +415,48 @@ def seeds_for_half_width(half_width: float, seeds: int, target: float = POWER_HA
     return max(int(seeds), math.ceil(seeds * (half_width / target) ** 2 - 1e-9))
 
 
+def seed_average_difference(main_records: Mapping[str, Sequence[tuple[str, Mapping]]], method: str, against: str,
+                            settings: BootstrapSettings) -> dict | None:
+    """``method`` minus ``against`` in average R@1 (mean of both directions, over each one's seeds), with its
+    paired interval (the same seeds paired, both on the same resampled test images): the headline comparison.
+    None when either has no records."""
+    if not (main_records and main_records.get(method) and main_records.get(against)):
+        return None
+    averages = {}
+    for key in (method, against):
+        samples = _samples([(seed, outcomes_of(record)) for seed, record in main_records[key]])
+        parts = []
+        for d in DIRECTIONS:
+            value = float(np.mean([record["metrics"][f"{d}_r1"] for _, record in main_records[key]]))
+            parts.append(Estimate.of(samples, f"{d}_r1", value))
+        averages[key] = (parts[0] + parts[1]) / 2
+    estimate = averages[method] - averages[against]
+    bounds = interval(estimate, settings)
+    return {"method": method, "against": against, "difference": float(estimate),
+            "interval": list(bounds) if bounds is not None else None,
+            "seeds": min(len(main_records[method]), len(main_records[against]))}
+
+
 def power_condition(n_test: int, main_records: Mapping[str, Sequence[tuple[str, Mapping]]] | None,
-                    settings: BootstrapSettings, sources: Iterable[str] = ()) -> dict:
+                    settings: BootstrapSettings, sources: Iterable[str] = (), against: str = BASELINE_METHOD) -> dict:
     """Condition 7: test scenes, seeds of the main comparison and the width of its paired interval.
 
     ``main_records``: method key -> [(seed, evaluation record)] of the main experiment on this benchmark,
-    for :data:`HN_METHOD` and :data:`BASELINE_METHOD` (None or a method missing: not measured)."""
+    for :data:`HN_METHOD` and ``against`` (the strongest competitor where the config names one, else
+    :data:`BASELINE_METHOD`; None or a method missing: not measured)."""
     seeds = half_width = difference = seeds_for_target = None
     bounds = None
-    if main_records and all(main_records.get(m) for m in (HN_METHOD, BASELINE_METHOD)):
-        seeds = min(len(main_records[m]) for m in (HN_METHOD, BASELINE_METHOD))
-        averages = {}
-        for method in (HN_METHOD, BASELINE_METHOD):
-            pairs = [(seed, outcomes_of(record)) for seed, record in main_records[method]]
-            samples = _samples(pairs)
-            parts = []
-            for d in DIRECTIONS:
-                value = float(np.mean([record["metrics"][f"{d}_r1"] for _, record in main_records[method]]))
-                parts.append(Estimate.of(samples, f"{d}_r1", value))
-            averages[method] = (parts[0] + parts[1]) / 2
-        estimate = averages[HN_METHOD] - averages[BASELINE_METHOD]
-        difference = float(estimate)
-        bounds = interval(estimate, settings)
+    compared = seed_average_difference(main_records, HN_METHOD, against, settings)
+    if compared is not None:
+        seeds, difference = compared["seeds"], compared["difference"]
+        bounds = tuple(compared["interval"]) if compared["interval"] is not None else None
         if bounds is not None:
             half_width = (bounds[1] - bounds[0]) / 2
             seeds_for_target = seeds_for_half_width(half_width, seeds)
     values = {"test_scenes": n_test, "seeds": seeds, "half_width": half_width, "difference": difference,
               "seeds_for_target": seeds_for_target}
     ours = (f"{n_test:,} test scenes; {seeds if seeds is not None else '–'} seed(s); "
-            + (f"{HN_METHOD} − {BASELINE_METHOD} {difference:+.2f}{_bracket(bounds)}, half-width {half_width:.2f}"
+            + (f"{HN_METHOD} − {against} {difference:+.2f}{_bracket(bounds)}, half-width {half_width:.2f}"
                if half_width is not None else "no paired interval (main comparison not measured)")
             + (f" (±{POWER_HALF_WIDTH_MAX:g} at ~{seeds_for_target} seeds if it shrinks as 1/√seeds)"
                if seeds_for_target is not None and half_width > POWER_HALF_WIDTH_MAX else ""))
@@ -457,7 +470,7 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
                   train_features: np.ndarray, text_image, main_records=None,
                   settings: BootstrapSettings | None = None, sources: Mapping[str, str] | None = None,
                   agreement: Mapping[str, float] | None = None, logit_scale: float | None = None,
-                  transfer: Mapping[str, tuple[Mapping, str]] | None = None) -> dict:
+                  transfer: Mapping[str, tuple[Mapping, str]] | None = None, competitor: str | None = None) -> dict:
     """The conditions of one benchmark (``results/regime/<benchmark>.json``), in :data:`CONDITION_KEYS` order.
 
     ``plain``: the plain runs with their test ``features``; ``zeroshot``: the backbone's test features
@@ -466,7 +479,9 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
     caption's image index; ``main_records``: see :func:`power_condition`; ``sources``: file paths
     (``zeroshot``, ``train_manifest``, ``backbone``, ``main_spec``) named in the conditions;
     ``logit_scale``: the backbone's, for condition 5's diagnostic (None: not computed); ``transfer``: see
-    :func:`transfer_condition`."""
+    :func:`transfer_condition`; ``competitor``: the config's strongest competitor (the power condition's and
+    the headline's pair with HN-CLIP; None: Long-CLIP FT). ``comparisons``: HN-CLIP minus the competitor and
+    minus Long-CLIP FT (:func:`seed_average_difference`), the summary's two rows."""
     if not plain:
         raise ValueError(f"{benchmark}: the regime conditions need at least one plain fine-tuning run")
     settings = settings or BootstrapSettings()
@@ -490,7 +505,8 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
         learnable_condition(plain, zeroshot, np.arange(zeroshot.images.shape[0]), scene_captions, caption_features,
                             settings, split, sources.get("backbone", ""), near_test),
         power_condition(int(zeroshot.images.shape[0]), main_records, settings,
-                        [sources.get("main_spec", ""), *(p for p in (sources.get("main_evals") or []))]),
+                        [sources.get("main_spec", ""), *(p for p in (sources.get("main_evals") or []))],
+                        against=competitor or BASELINE_METHOD),
         transfer_condition(transfer or {}, settings),
     ]
     for c in conditions:
@@ -503,7 +519,10 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
             "n_test_captions": int(text_image.size), "plain_runs": [r.run_dir for r in plain],
             "statistics": {"confidence": settings.confidence, "resamples": settings.resamples, "seed": settings.seed},
             "met": sum(c["decision"] == "met" for c in conditions),
-            "undecided": sum(c["decision"] == "undecided" for c in conditions), "conditions": conditions}
+            "undecided": sum(c["decision"] == "undecided" for c in conditions), "conditions": conditions,
+            "comparisons": {role: seed_average_difference(main_records, HN_METHOD, method, settings)
+                            for role, method in (("competitor", competitor), ("baseline", BASELINE_METHOD))
+                            if method}}
 
 
 MET_MARKS = {"met": "✓", "not met": "✗", "undecided": "?", "not measured": "–"}

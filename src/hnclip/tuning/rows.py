@@ -1,0 +1,37 @@
+"""The report's tuning section, from a tuning record: per method, val R@1 at the paper-ratio rate and at the
+tuned rate, the tuned rate's curve per epoch, and what the protocol flags (under-trained at the shared
+budget; no rate of the grid above the zero-shot backbone)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["tuning_section"]
+
+
+def _point(entry: Mapping, rate: float) -> Mapping:
+    return next(p for p in entry["points"] if p["rate"] == rate)
+
+
+def tuning_section(record: Mapping, labels: Mapping[str, str], config_problems: list[str] = ()) -> dict:
+    """What the template shows; ``labels``: method key -> display label; ``config_problems``: where the run's
+    rates are not the record's choices (:func:`hnclip.tuning.record.config_disagreements`)."""
+    rows = []
+    for method, entry in record["methods"].items():
+        paper = next((p for p in entry["points"] if p["step"] == 0), None)
+        chosen = _point(entry, entry["chosen"])
+        rows.append({
+            "method": method, "label": labels.get(method, method), "key": entry["key"],
+            "paper_rate": entry["paper_rate"], "paper_score": paper["score"] if paper else None,
+            "rate": entry["chosen"], "score": entry["score"], "gain": entry["score"] - paper["score"] if paper else None,
+            "curve": [e["mean"] for e in chosen["epochs"]], "rise": chosen.get("rise"),
+            "under_trained": entry["under_trained"], "above_zeroshot": entry["above_zeroshot"],
+            "rates": [p["rate"] for p in entry["points"]],
+        })
+    competitor = record.get("competitor")
+    provenance = record.get("provenance") or {}
+    return {"rows": rows, "zeroshot": record["zeroshot"]["mean"], "protocol": record["protocol"],
+            "competitor": labels.get(competitor, competitor) if competitor else None,
+            "not_lifted": [r["label"] for r in rows if not r["above_zeroshot"]],
+            "under_trained": [r["label"] for r in rows if r["under_trained"]],
+            "provenance": provenance, "config_problems": list(config_problems)}

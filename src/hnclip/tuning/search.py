@@ -1,0 +1,169 @@
+"""The search: every tuned method's grid, each point trained as the workflow trains that method's run (the
+same ``hnclip train`` command, the same settings, the first seed) but scored on the val split, then the
+record (:mod:`hnclip.tuning.record`).
+
+Each point is its own ``hnclip train`` process, one after another, in ``<work>/<method>/<rate>/``; a point
+whose ``epochs.csv`` and ``epoch_ranks.csv`` are already there (an interrupted search) is read, not trained
+again. The zero-shot backbone is scored on the same split once, the floor every tuned method is held to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from hnclip import cpu_kernels
+from hnclip.analysis.bootstrap import settings_from_config
+from hnclip.frameworks.registry import framework_entry
+from hnclip.paths import format_number
+from hnclip.tuning import grid, score
+from hnclip.tuning.record import strongest_competitor, tuned_methods, tuned_rate_key
+
+__all__ = ["Split", "protocol_of", "run_search", "train_command"]
+
+RATE_SOURCE = "config/paper.yaml"  # the paper's recipes, whose ratios centre each method's grid
+
+
+class Split:
+    """The prepared files the search reads: the benchmark's train split (and its framework products) and
+    the split it scores on."""
+
+    def __init__(self, data: Path, split: str):
+        self.data, self.split = Path(data), split
+        for name in ("train.csv", "train_images", f"{split}.csv", f"{split}_images"):
+            if not (self.data / name).exists():
+                raise FileNotFoundError(f"hnclip tune: {self.data / name} is missing; prepare the benchmark's "
+                                        f"train and {split} splits first (`snakemake tune` does)")
+
+
+def protocol_of(config: Mapping) -> dict:
+    """What every method shares, as the record states it: where it is scored, the grid rule, the budget."""
+    section = config["tuning"]
+    train = config["train"]
+    return {"benchmark": section["benchmark"], "split": section["split"],
+            "score": "mean of i2t and t2i R@1 on the split after the last epoch",
+            "grid": f"half-decade steps around each method's paper-ratio rate, {section['steps']} on each side, "
+                    f"extended by one step while the best sits on an edge (at most {section['max_extensions']})",
+            "steps": section["steps"], "max_extensions": section["max_extensions"], "base_lr": section["base_lr"],
+            "ratios_from": RATE_SOURCE, "seed": config["seeds"][0],
+            "budget": {k: train.get(k) for k in ("epochs", "micro_batch", "accum_steps", "warmup_steps",
+                                                 "weight_decay", "grad_clip", "schedule")}}
+
+
+def train_command(config: Mapping, method: str, key: str, rate: float, backbone: Path, split: Split,
+                  out: Path, threads: int) -> list[str]:
+    """The ``hnclip train`` command of one grid point: the workflow's settings for ``method``'s first-seed
+    run (:func:`hnclip.plan.train_overrides`), its ``key`` set to ``rate``, evaluated on the split after
+    every epoch, no gradient probe (it never changes the weights)."""
+    from hnclip import plan
+
+    benchmark = config["tuning"]["benchmark"]
+    gamma = config["gamma"] if config["methods"][method].get("hn") else 0.0
+    run = plan.Run(config["benchmarks"][benchmark]["train_set"], method, format_number(gamma),
+                   format_number(1.0), config["seeds"][0])
+    items = [i for i in plan.train_overrides(config, run, probed=set(), epoch_evaluated={run})
+             if not i.startswith((f"{key}=", "eval_every_epoch="))]
+    items += [f"{key}={rate!r}", "eval_every_epoch=true"]
+    data = split.data
+    command = [sys.executable, "-m", "hnclip", "train", "--init", str(backbone),
+               "--manifest", str(data / "train.csv"), "--images", str(data / "train_images"),
+               "--eval-manifest", str(data / f"{split.split}.csv"),
+               "--eval-images", str(data / f"{split.split}_images"), "--eval-benchmark", benchmark,
+               "--out", str(out), "--checkpoint-dir", str(out / "checkpoints"), "--threads", str(threads)]
+    for product in framework_entry(config["methods"][method]["framework"]).products:
+        command += ["--product", f"{product}={data / f'train_{product}'}"]
+    for item in items:
+        command += ["--set", item]
+    return command
+
+
+def _subprocess_trainer(config: Mapping, backbone: Path, split: Split, threads: int, log: Path):
+    env = {**os.environ, cpu_kernels.ENV_SETTING: str(config.get("cpu_kernels", "native"))}
+
+    def train(method: str, key: str, rate: float, out: Path) -> None:
+        command = train_command(config, method, key, rate, backbone, split, out, threads)
+        with open(log, "a", encoding="utf-8") as stream:
+            stream.write(f"\n$ {' '.join(command)}\n")
+            stream.flush()
+            result = subprocess.run(command, stdout=stream, stderr=stream, env=env)
+        if result.returncode:
+            raise RuntimeError(f"hnclip tune: training {method} at {key} {rate:g} failed (exit "
+                               f"{result.returncode}); its log is {log}")
+
+    return train
+
+
+def _zeroshot(backbone: Path, split: Split, benchmark: str, batch_size: int, threads: int, out: Path) -> dict:
+    if not out.exists():
+        subprocess.run([sys.executable, "-m", "hnclip", "evaluate", "--model", str(backbone),
+                        "--manifest", str(split.data / f"{split.split}.csv"),
+                        "--images", str(split.data / f"{split.split}_images"), "--eval-benchmark", benchmark,
+                        "--split", split.split, "--batch-size", str(batch_size), "--threads", str(threads),
+                        "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    metrics = json.loads(out.read_text(encoding="utf-8"))["metrics"]
+    return {"i2t_r1": round(metrics["i2t_r1"], 4), "t2i_r1": round(metrics["t2i_r1"], 4),
+            "mean": round(score.mean_r1(metrics), 4)}
+
+
+def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads: int = 1,
+               methods: list[str] | None = None, trainer: Callable | None = None,
+               progress: Callable[[str], None] = print) -> dict:
+    """Tune ``methods`` (default: :func:`tuned_methods`) and return the record. ``trainer(method, key,
+    rate, out)`` trains one point into ``out`` (default: an ``hnclip train`` process); ``work`` holds the
+    points and the search's log."""
+    from hnclip.analysis.summary import machine_record
+    from hnclip.config.loading import load_config
+    from hnclip.provenance import git_commit
+
+    section = config["tuning"]
+    split = Split(data, section["split"])
+    work.mkdir(parents=True, exist_ok=True)
+    trainer = trainer or _subprocess_trainer(config, backbone, split, threads, work / "search.log")
+    paper = load_config([Path(__file__).resolve().parents[3] / RATE_SOURCE])
+    bootstrap = settings_from_config(config)
+    started, commit = time.monotonic(), git_commit()  # the code the points train with
+    record = {"protocol": protocol_of(config),
+              "zeroshot": _zeroshot(backbone, split, section["benchmark"], config["evaluate"]["batch_size"],
+                                    threads, work / "zeroshot.json"),
+              "methods": {}}
+    progress(f"zero-shot backbone: val R@1 {record['zeroshot']['mean']:.1f}")
+    for method in methods or tuned_methods(config):
+        key = tuned_rate_key(config, method)
+        ratio = grid.paper_ratio(paper, method, key)
+        centre = float(section["base_lr"]) * ratio
+        points: dict[int, dict] = {}
+        pending = grid.start_steps(section["steps"])
+        while pending:
+            for step in pending:
+                rate = grid.rate_at(centre, step)
+                out = work / method / f"{key}{rate:g}"
+                began = time.monotonic()
+                if not ((out / "epochs.csv").exists() and (out / "epoch_ranks.csv").exists()):
+                    progress(f"{method}: {key} {rate:g} (step {step:+d}) training")
+                    trainer(method, key, rate, out)
+                epochs = score.epoch_scores(out / "epochs.csv")
+                points[step] = {"rate": rate, "step": step, "epochs": epochs, "score": epochs[-1]["mean"],
+                                "rise": score.last_rise(out / "epoch_ranks.csv", bootstrap),
+                                "minutes": round((time.monotonic() - began) / 60, 2)}
+                progress(f"{method}: {key} {rate:g}: val R@1 "
+                         + " / ".join(f"{e['mean']:.1f}" for e in epochs))
+            step = grid.next_step({k: p["score"] for k, p in points.items()}, section["steps"],
+                                  section["max_extensions"])
+            pending = [] if step is None else [step]
+        best = grid.choose({k: p["score"] for k, p in points.items()})
+        chosen = points[best]
+        record["methods"][method] = {
+            "key": key, "paper_ratio": ratio, "paper_rate": grid.rate_at(centre, 0), "chosen": chosen["rate"],
+            "score": chosen["score"], "above_zeroshot": chosen["score"] >= record["zeroshot"]["mean"],
+            "under_trained": bool(chosen["rise"] and chosen["rise"]["under_trained"]),
+            "points": [points[k] for k in sorted(points)]}
+        progress(f"{method}: chosen {key} {chosen['rate']:g} (val R@1 {chosen['score']:.1f})")
+    record["competitor"] = strongest_competitor(record["methods"])
+    record["provenance"] = {**machine_record(commit), "cpu_kernels": str(config.get("cpu_kernels", "native")),
+                            "minutes": round((time.monotonic() - started) / 60, 1), "threads": threads}
+    return record

@@ -1,0 +1,36 @@
+# The tuning protocol (hnclip.tuning): every main-table method's rate chosen on the val split by one rule.
+# Not part of `all`: `snakemake tune` (about 25 minutes on 2 cores for the embedded default) writes
+# results/tuning/record.json; shipping it means copying it over the config's tuning.record, whose choices the
+# config's rates must then be (tests/test_tuning.py). Its grid points' runs stay in results/tuning/work/ (not
+# declared outputs, so an interrupted search resumes at the next point).
+
+
+def get_tune_inputs(wildcards):
+    """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
+    frameworks train on."""
+    data = f"results/data/{config['tuning']['benchmark']}"
+    split = config["tuning"]["split"]
+    products = sorted({p for m in config["experiments"]["main"]["methods"]
+                       for p in framework_entry(config["methods"][m]["framework"]).products})
+    return {"model": "results/backbone/model", "manifest": f"{data}/train.csv", "images": f"{data}/train_images",
+            "eval_manifest": f"{data}/{split}.csv", "eval_images": f"{data}/{split}_images",
+            **{p: f"{data}/train_{p}" for p in products}}
+
+
+rule tune:
+    input:
+        unpack(get_tune_inputs),
+        config="results/config.json",
+    output:
+        record="results/tuning/record.json",
+    log:
+        "results/logs/tune.log",
+    conda:
+        "../../envs/train.yaml"
+    threads: workflow.cores
+    params:
+        data=lambda w, input: Path(input.manifest).parent,
+        work="results/tuning/work",
+    shell:
+        "python -m hnclip tune --effective-config {input.config} --backbone {input.model} --data {params.data} "
+        "--work {params.work} --out {output.record} --threads {threads} 2> {log}"
