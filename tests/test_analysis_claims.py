@@ -439,7 +439,7 @@ def test_run_costs_reads_each_main_runs_summary_once(tmp_path):
         run = {"train_set": "docci", "method": method, "gamma": 0.5, "fraction": 1.0, "seed": seed}
         cells += [{"run": run, "run_dir": str(run_dir), "group": g} for g in ("DOCCI", "DCI")]
     cells.append({"run": {}, "zeroshot": True, "group": "DOCCI"})
-    costs = run_costs({"cells": cells})
+    costs = run_costs([{"cells": cells}, {"cells": cells[2:4]}, None])  # a run in two specs counts once
     assert [(c["method"], c["seed"], c["train_time_s"], c["probed_steps"]) for c in costs] == [
         ("hnclip", 0, 80.0, 12), ("hnclip", 1, 70.0, 0), ("goal", 0, 99.0, 0)]  # an older summary: wall time
 

@@ -91,7 +91,7 @@ def test_the_claims_verb_writes_evaluate_claims_verdicts_on_the_same_inputs(work
                    for rs in records.values() for r in rs}.values())
     expected = evaluate_claims(tables, "toy", specs=specs, records=unique, premise=PREMISE,
                                dynamics={"docci/hnclip/g0.5/f1/s0": load_dynamics("results/runs/docci/hnclip/g0.5/f1/s0")},
-                               costs=run_costs(specs["main"]))  # tests/test_analysis_claims.py pins run_costs
+                               costs=run_costs([specs["main"], specs.get("seeds")]))  # tests/test_analysis_claims.py pins run_costs
     notes, reference = power_notes(tables["main"], specs["main"])
 
     assert [c["id"] for c in written["claims"]] == list(CLAIMS)

@@ -90,7 +90,8 @@ def report_run_logs(specs: dict) -> dict[str, list[str]]:
     """The run logs the claims read beside the evaluation records, as the claims rule declares them:
     ``epochs``, the main runs' ``epochs.csv`` (the per-epoch claims), and ``dynamics``, the ``dynamics.csv`` of the
     reference method's runs (``roles.reference``) at the config's gamma (the gradient-ratio peak), found
-    by method key, and ``summaries``, the main runs' ``summary.json`` (their training time). A spec without
+    by method key, and ``summaries``, the ``summary.json`` of the main table's runs and of their other seeds
+    (the seeds experiment): their training time. A spec without
     ``gamma`` (hand-made) takes every gamma > 0."""
     epochs = [f"{c['run_dir']}/epochs.csv" for c in epoch_cells(specs["main"])] if specs.get("main") else []
     dynamics = []
@@ -102,8 +103,9 @@ def report_run_logs(specs: dict) -> dict[str, list[str]]:
             at_gamma = spec.get("gamma") is None or abs(gamma - float(spec["gamma"])) < 1e-12
             if cell["run"]["method"] == reference and gamma > 0 and at_gamma and cell.get("run_dir"):
                 dynamics.append(f"{cell['run_dir']}/dynamics.csv")
-    # the main runs' summary.json: their training time (the speed-up claim, hnclip.analysis.claims.cost)
-    summaries = [f"{c['run_dir']}/summary.json" for c in (specs.get("main") or {}).get("cells", [])
+    # the main table's runs' summary.json, over its seeds (the seeds experiment): their training time (the
+    # speed-up claim, hnclip.analysis.claims.cost)
+    summaries = [f"{c['run_dir']}/summary.json" for name in ("main", "seeds") for c in (specs.get(name) or {}).get("cells", [])
                  if not c.get("zeroshot") and c.get("run_dir")]
     return {"epochs": list(dict.fromkeys(epochs)), "dynamics": list(dict.fromkeys(dynamics)),
             "summaries": list(dict.fromkeys(summaries))}

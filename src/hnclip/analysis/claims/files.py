@@ -79,13 +79,13 @@ def _caption_words(specs: Mapping[str, Mapping], records: Iterable[Mapping]) -> 
             if c["eval_benchmark"] in words and " -> " not in str(c["group"])}
 
 
-def run_costs(spec: Mapping | None) -> list[dict]:
-    """Each main run's training cost, once per run (its cells repeat over benchmarks), from the summary.json
+def run_costs(specs: Iterable[Mapping | None]) -> list[dict]:
+    """Each run's training cost, once per run (cells repeat over benchmarks and experiments), from the summary.json
     in its folder: method, seed, train set, gamma and fraction (the cell's run), ``train_time_s`` (wall time
     less the per-epoch evaluations and the probe's estimated excess; the wall time for an older summary) and
     ``probed_steps`` (0: the run never probed). A run without a summary is left out."""
     out, seen = [], set()
-    for cell in (spec or {}).get("cells", []):
+    for cell in (c for spec in specs for c in (spec or {}).get("cells", [])):
         run_dir = cell.get("run_dir")
         if cell.get("zeroshot") or not run_dir or run_dir in seen or not Path(run_dir, "summary.json").is_file():
             continue
@@ -137,7 +137,7 @@ def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, 
         built["epochs"] = epochs
     claims = evaluate_claims(built, scale, specs=specs, records=records, premise=load_premise(premise),
                              caption_words=_caption_words(specs, records), dynamics=dynamics,
-                             costs=run_costs(specs.get("main")))
+                             costs=run_costs([specs.get("main"), specs.get("seeds")]))
     notes, reference = power_notes(built.get("main"), specs.get("main"))
     return {"claims": claims, "power": {"notes": notes, "reference": reference}}
 
