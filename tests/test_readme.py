@@ -44,12 +44,16 @@ def _fabricated(variant: int) -> dict:
                     "torch": ("2.5.1", "9.9")[variant], "git_commit": ("0123456789abcdef", "fedcba9876543210")[variant],
                     "date": ("2026-01-02", "2030-11-12")[variant]},
         "backbone": {"weights_sha256": ("a" * 64, "b" * 64)[variant], "release": ("one-release", "two")[variant]},
-        "regime": {bench: {"met": (3, 7)[variant], "of": len(CONDITION_KEYS), "conditions": {
+        "regime": {bench: {"met": (3, 7)[variant], "of": len(CONDITION_KEYS), "undecided": (0, 2)[variant], "conditions": {
             key: {"label": LABELS[key], "met": met, "ours": ("12.5", "x y z")[variant], "target": TARGETS[key],
                   "value": (1.0, 2.0)[variant]} for key in CONDITION_KEYS}} for bench in _regime_benchmarks()},
-        # the second variant without a main comparison (rendered as a dash), which a run may lack
-        "main": {bench: ({"difference": 1.25, "interval": [0.5, 2.0], "seeds": 3, "half_width": 1.0}, None)[variant]
-                 for bench in _regime_benchmarks()},
+        # the default's shape: HN-CLIP minus the strongest competitor, then minus Long-CLIP FT
+        "main": {bench: {"difference": (1.25, 3.5)[variant], "interval": ([0.5, 2.0], [2.0, 5.0])[variant],
+                         "seeds": (3, 5)[variant], "half_width": (0.75, 1.5)[variant], "against": "finelip",
+                         "against_label": ("FineLIP", "Other")[variant]} for bench in _regime_benchmarks()},
+        "baseline": {bench: {"difference": (2.5, 0.5)[variant], "interval": ([1.5, 3.5], [-1.0, 2.0])[variant],
+                             "seeds": (3, 5)[variant], "half_width": (1.0, 1.5)[variant], "against": "longclip",
+                             "against_label": ("Long-CLIP FT", "Plain")[variant]} for bench in _regime_benchmarks()},
         "claims": {"tally": {v: (1 + i, 20 + i)[variant] for i, v in enumerate(VERDICTS)}, "verdicts": {}},
     }
 
