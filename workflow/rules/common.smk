@@ -199,9 +199,14 @@ def get_report_inputs():
         "summaries": get_summaries(),
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
         # the tuning record the rates came from, and the config they are checked against
-        **({"tuning": shipped_path(config["tuning"]["record"]), "effective_config": "results/config.json"}
-           if config.get("tuning")
-           else {}),
+        **(
+            {
+                "tuning": shipped_path(config["tuning"]["record"]),
+                "effective_config": "results/config.json",
+            }
+            if config.get("tuning")
+            else {}
+        ),
     }
 
 
@@ -654,4 +659,26 @@ def release_recipe():
         },
         "seed": config["seeds"][0],
         "cpu_kernels": config["cpu_kernels"],
+    }
+
+
+def get_tune_inputs(wildcards):
+    """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
+    frameworks train on."""
+    data = f"results/data/{config['tuning']['benchmark']}"
+    split = config["tuning"]["split"]
+    products = sorted(
+        {
+            p
+            for m in config["experiments"]["main"]["methods"]
+            for p in framework_entry(config["methods"][m]["framework"]).products
+        }
+    )
+    return {
+        "model": "results/backbone/model",
+        "manifest": f"{data}/train.csv",
+        "images": f"{data}/train_images",
+        "eval_manifest": f"{data}/{split}.csv",
+        "eval_images": f"{data}/{split}_images",
+        **{p: f"{data}/train_{p}" for p in products},
     }
