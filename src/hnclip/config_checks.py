@@ -174,6 +174,6 @@ def config_warnings(config: dict) -> list[str]:
     warnings = []
     if backbone.get("source") == "transformers" and backbone.get("model"):
         warnings.append(f"config key backbone.model: {backbone['model']!r} is not used with backbone.source "
-                        f"transformers (the architecture is {backbone.get('checkpoint')!r}'s own config.json); "
+                        f"transformers (the architecture comes from the config.json of {backbone.get('checkpoint')}); "
                         "set backbone.model: null (config/finetune.yaml sets it for its open_clip backbone)")
     return warnings
