@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image
-
 from test_train_support import make_dataset, run_training, small_config
 
 ROOT = Path(__file__).resolve().parents[1]
