@@ -35,6 +35,7 @@ from hnclip import (
 )  # noqa: E402
 from hnclip.data import own  # noqa: E402
 from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
+from hnclip.config_checks import config_warnings  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.config.train import override_items  # noqa: E402
 
@@ -53,6 +54,8 @@ try:
         overrides=workflow.config_settings.config,
     )
     plan.check_config(config)
+    for warning in config_warnings(config):
+        logger.warning(f"hnclip: {warning}")
 except ConfigError as error:
     # raised afresh here, so Snakemake prints the message and this line, not a traceback into src/
     raise ConfigError(str(error)) from None
@@ -550,7 +553,8 @@ def backbone_convert_options():
     backbone = config["backbone"]
     options = [
         ("--source", backbone["checkpoint"]),
-        ("--model", backbone.get("model")),
+        # only open_clip reads an architecture name; a transformers CLIPModel brings its own (config_warnings)
+        ("--model", backbone.get("model") if backbone["source"] == "open_clip" else None),
         ("--revision", backbone["revision"]),
         ("--sha256", backbone["sha256"]),
     ]
