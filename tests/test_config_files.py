@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from checkout import copy_checkout, user_env
 
 from hnclip.config.validation import ConfigError, load_config_file
@@ -66,3 +67,30 @@ def test_snakemake_verbose_names_the_line_of_a_broken_configfile(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Config file is not valid JSON or YAML" in out
     assert f'in "{path}", line 4, column 6' in out
+
+
+def test_a_transformers_backbone_over_finetune_yaml_warns_of_its_leftover_model_name(tmp_path):
+    """config/finetune.yaml's open_clip backbone sets ``model: ViT-B-32``; a layer switching to a transformers
+    CLIPModel folder keeps it (mappings merge), and the name described another model in the report and the
+    conversion record: the config warns naming the key, and says nothing once it is null or for open_clip."""
+    from hnclip.config.loading import load_config
+    from hnclip.config_checks import config_warnings
+
+    folder = tmp_path / "my-clip"
+    folder.mkdir()
+    finetune = Path(__file__).resolve().parents[1] / "config" / "finetune.yaml"
+    data = tmp_path / "captions"
+    data.mkdir()
+    for split in ("train", "test"):
+        (data / f"{split}.csv").write_text("filepath\ttitle\n")
+
+    def layered(backbone: dict) -> dict:
+        overlay = tmp_path / "layer.yaml"
+        overlay.write_text(yaml.safe_dump({"backbone": backbone, "benchmarks": {"my_captions": {"root": str(data)}}}))
+        return load_config([finetune, overlay])
+
+    warnings = config_warnings(layered({"source": "transformers", "checkpoint": str(folder)}))
+    assert len(warnings) == 1 and "backbone.model" in warnings[0] and "'ViT-B-32'" in warnings[0]
+    assert "transformers" in warnings[0] and "null" in warnings[0]
+    assert config_warnings(layered({"source": "transformers", "checkpoint": str(folder), "model": None})) == []
+    assert config_warnings(layered({})) == []

@@ -65,9 +65,8 @@ def test_text_that_is_not_the_wanted_type_stays_text_and_fails_validation():
     ({"trian": {}}, "config key trian: unknown key; did you mean 'train'?"),
     ({"train": {"warmup": 3}}, "config key train.warmup: unknown key; did you mean 'warmup_steps'?"),
     ({"zzz": 1}, "config key zzz: unknown key; known: scale, cpu_kernels, backbone, models, pretrain, benchmarks, train, gamma, "
-                 "token_weight, seeds, methods, experiments, preprocess, evaluate, statistics, export, geometry, report, "
-                 "rehearsal, "
-                 "resources"),
+                 "token_weight, seeds, methods, competitor, tuning, experiments, preprocess, evaluate, statistics, "
+                 "export, geometry, report, rehearsal, resources"),
     ({"scale": "toys"}, "config key scale: 'toys' is not allowed; did you mean 'toy'?"),
     ({"experiments": {"main": {"benchmarks": ["synthetic"]}}},
      "config key experiments.main.methods: required, but missing"),

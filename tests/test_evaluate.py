@@ -153,3 +153,33 @@ def test_evaluation_records_goals_cut_offs_from_the_same_ranking_and_caption_len
     assert with_goal["metrics"]["t2i_r50"] == 100.0  # 30 images: every target ranks within 50
     words = [len(c.split()) for c in captions]
     assert with_goal["mean_caption_words"] == pytest.approx(sum(words) / 30)
+
+
+def test_evaluation_record_counts_the_test_captions_the_text_tower_cut_and_the_sizes_show_them(tmp_path):
+    """A test caption longer than the text tower's positions is scored on its first tokens only, without an
+    error: the record counts them (against open_clip's own BPE, SOT and EOT added) and the sizes line of a
+    report on your own data says how many were cut."""
+    from open_clip.tokenizer import SimpleTokenizer
+
+    from hnclip.cli.common import data_sizes
+    from hnclip.data.manifest import write_manifest
+    from hnclip.models import create_model, save_model
+
+    model_dir = save_model(create_model("micro", seed=1), tmp_path / "model")
+    image_ids = [f"im{i}" for i in range(6)]
+    store_dir = write_store(tmp_path / "store", image_ids, seed=2)
+    captions = make_captions(6, seed=4)
+    captions[1] = " ".join(["red cube left of the ball"] * 20)  # ~100 tokens
+    captions[4] = " ".join(["a"] * 75)  # 75 tokens + SOT + EOT = 77: fits exactly
+    captions[5] = " ".join(["a"] * 76)  # 78 positions: cut
+    write_manifest(pd.DataFrame({"image_id": image_ids, "image_path": [f"/x/{i}.jpg" for i in image_ids],
+                                 "caption": captions}), tmp_path / "test.csv")
+    record = evaluate_checkpoint(model_dir, tmp_path / "test.csv", store_dir, tmp_path / "r.json", {}, "my_captions",
+                                 device="cpu")
+    bpe = SimpleTokenizer()
+    expected = sum(len(bpe.encode(c)) + 2 > 77 for c in captions)
+    assert expected == 2
+    truncated = json.loads((tmp_path / "r.json").read_text())["captions_truncated"]
+    assert (truncated["count"], truncated["captions"], truncated["context_length"]) == (expected, 6, 77)
+    cells = [{"eval_benchmark": "my_captions", "group": "My captions"}]
+    assert data_sizes(cells, [record]) == "My captions: 6 test images, 2 test captions cut at 77 text positions"

@@ -541,6 +541,8 @@ def test_model_card_states_scale_true_context_length_data_limitations_and_licenc
     # the scale heads the card and tags it
     assert text.lstrip().startswith("# hnclip export: synthetic/hnclip (transformers), toy-scale run\n\n**Toy scale.**")
     assert "toy-scale" in card.data.tags and card.data.datasets == ["synthetic"]
+    # a stretched (248-position) model is Long-CLIP-style, and tagged so
+    assert "long-clip" in card.data.tags and "Long-CLIP-style" in text
     # the true context length, read back from the exported weights' position table
     from safetensors.torch import load_file as load_hf
 
@@ -570,6 +572,40 @@ def test_model_card_states_scale_true_context_length_data_limitations_and_licenc
     bare = tmp_path / "exports" / "bare"
     export_model(run_dir / "model", "open_clip", bare, name="hnclip-card-bare")
     assert "**Scale not stated**" in ModelCard.load(bare / "README.md").text
+
+
+def test_model_card_of_an_own_data_plain_fine_tune_names_its_method_and_caption_column(tmp_path):
+    """A plain fine-tune (CLIP's loss, 77 positions) on the user's table of captions is neither called
+    Long-CLIP-style dense-caption retrieval nor tagged long-clip, and the card names the column of the user's
+    files the captions came from (the table adapter's ``caption_key``, ``title`` by default or as set), not the
+    prepared manifest's ``caption``."""
+    from huggingface_hub import ModelCard
+
+    for caption_key, expected in ((None, "title"), ("alt_text", "alt_text")):
+        root = tmp_path / (caption_key or "default")
+        data = root / "results" / "data" / "my_captions"
+        data.mkdir(parents=True)
+        settings = {"files": {"train": "train.csv"}, **({"caption_key": caption_key} if caption_key else {})}
+        (data / "source.json").write_text(json.dumps({"benchmark": "my_captions", "adapter": "table",
+                                                     "caption_column": None, "adapter_settings": settings}))
+        run_dir = root / "results" / "runs" / "my_captions" / "longclip" / "g0" / "f1" / "s0"
+        save_model(_perturb(create_model("micro", seed=0), seed=2), run_dir / "model")
+        summary = {"config": {"framework": "longclip", "gamma": 0.0, "token_weight": 0.0, "caption_column": "caption",
+                              "longclip": {"short_weight": 0.0}},
+                   "framework": "longclip", "n_train": 40, "run": {"train_manifest": str(data / "train.csv")},
+                   "config_hash": "c0ffee" * 10, "seed": 0, "steps": 10, "wall_time_s": 1.0, "samples_per_s": 10.0,
+                   "peak_memory_mb": 1.0, "device": "cpu", "checkpoint_sha256": "ab" * 32, "git_commit": "12" * 20}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        out = root / "exports" / "open_clip"
+        export_model(run_dir / "model", "open_clip", out, name="hnclip-own", scale="own")
+        card = ModelCard.load(out / "README.md")
+        assert "long-clip" not in card.data.tags and "clip" in card.data.tags
+        text = card.text
+        for wrong in ("Long-CLIP-style", "dense-caption", "dense captions", "column `caption`"):
+            assert wrong not in text, wrong
+        assert "plain contrastive fine-tuning" in text and "on your captions (`my_captions`)" in text
+        assert f"captions from column `{expected}`" in _card_section(text, "Training data")
+        assert "on the captions of `my_captions`" in _card_section(text, "Limitations")
 
 
 def test_model_card_refuses_a_record_of_another_run(tmp_path):

@@ -115,3 +115,23 @@ def test_relative_links_point_to_existing_files(doc):
         if not (doc.parent / path).exists():
             broken.append(target)
     assert not broken, f"{doc.relative_to(ROOT)}: links to missing files {broken}"
+
+
+def test_the_readme_names_a_command_that_locates_a_configfile_syntax_error(tmp_path):
+    """Snakemake parses ``--configfile`` before the Snakefile runs and says only "not valid JSON or YAML"; the
+    README points to ``hnclip plan --configfile``, which names the file, the line and the column."""
+    import os
+    import subprocess
+    import sys
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "`.venv/bin/hnclip plan --configfile FILE ...` reads the same files and says which one, at which line " \
+           "and column" in text
+    good = ROOT / "config" / "finetune.yaml"
+    broken = tmp_path / "my-data.yaml"
+    broken.write_text("benchmarks:\n  my_captions:\n    root: /data\n     label: x\n")  # line 4: one space too many
+    done = subprocess.run([sys.executable, "-m", "hnclip", "plan", "--configfile", str(good), str(broken)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert done.returncode != 0
+    assert f"config file {broken}, line 4, column " in done.stderr + done.stdout

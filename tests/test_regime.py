@@ -633,16 +633,18 @@ def test_plain_runs_and_regime_benchmarks_of_the_embedded_default():
         f"synthetic/longclip/g0/f1/s{s}" for s in (0, 1, 2)]
     assert plan.plain_runs(config, "synthetic_shift") == []  # no train set of its own
     assert plan.regime_benchmarks(config) == ["synthetic"]
-    # condition 7 reads the seeds experiment (HN-CLIP, the strongest competitor and Long-CLIP FT, every seed),
-    # else the main table's first seed
-    rival = config["competitor"]
+    # condition 7 and the headline read the seeds experiment (HN-CLIP, Long-CLIP FT and the strongest competitor,
+    # every seed), else the main table's first seed
     experiment, cells = plan.main_comparison(config, "synthetic")
+    assert config["competitor"] == "finelip"
     assert experiment == "seeds" and sorted(c["run_dir"] for c in cells) == sorted(
-        [f"results/runs/synthetic/{m}/f1/s{s}" for m in ("hnclip/g0.5", "longclip/g0", f"{rival}/g0") for s in (0, 1, 2)])
+        [f"results/runs/synthetic/{m}/f1/s{s}" for m in ("hnclip/g0.5", "longclip/g0", "finelip/g0")
+         for s in (0, 1, 2)])
     no_seeds = {**config, "experiments": {k: v for k, v in config["experiments"].items() if k != "seeds"}}
     experiment, cells = plan.main_comparison(no_seeds, "synthetic")
-    assert experiment == "main" and sorted(c["run_dir"] for c in cells) == sorted(
-        f"results/runs/synthetic/{m}/f1/s0" for m in ("hnclip/g0.5", "longclip/g0", f"{rival}/g0"))
+    assert experiment == "main" and sorted(c["run_dir"] for c in cells) == [
+        "results/runs/synthetic/finelip/g0/f1/s0", "results/runs/synthetic/hnclip/g0.5/f1/s0",
+        "results/runs/synthetic/longclip/g0/f1/s0"]
     assert plan.main_comparison(config, "synthetic_shift") is None
 
 

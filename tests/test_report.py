@@ -105,6 +105,26 @@ def test_report_is_self_contained_with_every_table_figure_and_run(outputs):
     assert html.count('class="claim ') == len(CLAIMS)
 
 
+def test_provenance_shows_each_runs_precision_and_fp16_skipped_steps(outputs):
+    """An fp16 run's precision and the steps its gradient scaler skipped (weights unchanged) are in the
+    provenance table beside its device; a summary without a resolved precision reads its config's ``auto``
+    as fp32 on the CPU, and a precision without a scaler shows no skipped steps."""
+    fp16 = next(p for p in outputs["summaries"] if "/hnclip/" in p.as_posix())
+    summary = json.loads(fp16.read_text())
+    fp16.write_text(json.dumps({**summary, "precision": "fp16", "skipped_steps": 3, "grad_scale": 2048.0}))
+    _, html = _render(outputs)
+    header = re.search(r'<table id="table-provenance">.*?<thead>(.*?)</thead>', html, re.S).group(1)
+    columns = re.findall(r"<th[^>]*>([^<]*)</th>", header)
+    rows = re.findall(r'<tr class="provenance-run"><th scope="row" class="text">([^<]*)</th>(.*?)</tr>', html, re.S)
+    assert len(rows) == 4
+    for run, cells in rows:
+        values = dict(zip(columns[1:], re.findall(r"<td[^>]*>([^<]*)</td>", cells), strict=True))
+        if fp16.parent.as_posix().endswith(run.rsplit("results/runs/", 1)[-1]):
+            assert (values["precision"], values["skipped steps"]) == ("fp16", "3 of 40"), run
+        else:
+            assert (values["precision"], values["skipped steps"]) == ("fp32", "–"), run
+
+
 def _claim(html: str, key: str) -> tuple[str, str]:
     """(css class, verdict text) of one claim's list item."""
     item = re.search(rf'<li class="claim (\w+)" id="claim-{key}" data-verdict="([^"]+)">(.*?)</li>', html, re.S)
@@ -118,7 +138,7 @@ def test_report_judges_claims_from_the_records(outputs):
     cls, verdict, text = _claim(html, "a1_columns")
     assert (cls, verdict) == ("holds", "holds")
     assert "best result in 23 of 24 Table 1 columns" in text and "(§3.2 A1)" in text  # the paper's sentence
-    assert "DOCCI I→T R@1: HN-CLIP minus the strongest competitor = 2" in text
+    assert "DOCCI I→T R@1: HN-CLIP minus the best other row = 2" in text
     # gamma 0.5 (42) and 1 (44) beat gamma 0 (40) on the in-domain DOCCI runs
     assert _claim(html, "a4_gamma")[:2] == ("holds", "holds")
     assert _claim(html, "a2_frameworks")[:2] == ("unknown", "no data")

@@ -247,6 +247,23 @@ def _summary(tmp_path, path, wall_s, device="cpu", **extra):
     return d / "summary.json"
 
 
+@pytest.mark.parametrize("scale, runs", [("own", "runs on your data"), ("toy", "toy-scale runs")])
+def test_cost_table_caption_names_its_runs_in_plain_english(tmp_path, scale, runs):
+    """``hnclip table-cost``'s caption is the plural of the scale's label: "runs on your data" on your own
+    data (appending an "s" to "run on your data" gave "datas")."""
+    from hnclip.cli import main
+
+    summary = _summary(tmp_path, "my_captions/longclip/g0/f1/s0", 60.0)
+    tsv = tmp_path / "results/benchmarks/train/my_captions/longclip/g0/f1/s0.tsv"
+    tsv.parent.mkdir(parents=True)
+    tsv.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+                   "60.0\t0:01:00\t100\t200\t90\tNA\t1\t2\t100.0\t60.0\n")
+    assert main(["table-cost", "--summaries", str(summary), "--benchmarks", str(tsv), "--scale", scale,
+                 "--gamma", "0", "--out-prefix", str(tmp_path / "cost")]) in (0, None)
+    written = "".join(p.read_text() for p in tmp_path.glob("cost.*") if p.suffix in (".md", ".html"))
+    assert f"training cost: {runs}" in written and "datas" not in written
+
+
 def test_cost_table_cpu_hours_benchmark_tsv_and_speed_ratio(tmp_path):
     summaries = [
         _summary(tmp_path, "docci/hnclip/g0.5/f1/s0", 3600.0),

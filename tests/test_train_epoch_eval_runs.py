@@ -54,7 +54,7 @@ def test_the_embedded_default_evaluates_its_seven_main_runs_after_every_epoch():
     assert paths == sorted([*(f"synthetic/{m}/g0/f1/s0" for m in ("longclip", "finelip", "goal", "structxlip",
                                                                  "lora", "dora")),
                             "synthetic/hnclip/g0.5/f1/s0"])
-    assert len(plan.all_runs(config)) == 31
+    assert len(plan.all_runs(config)) == 33
 
 
 def test_a_run_nothing_reads_gets_no_eval_split_in_the_train_rule(tmp_path):

@@ -82,6 +82,7 @@ def test_fp16_with_the_token_term_trains_and_tracks_fp32(tmp_path, monkeypatch):
     for precision in ("fp32", "fp16"):
         summary = run_training(paths, tmp_path / precision,
                                small_config(precision=precision, token_weight=0.5, lr=1e-3, epochs=2))
+        assert summary["precision"] == precision  # resolved and recorded for the report's provenance
         weights[precision] = load_file(str(tmp_path / precision / "out" / "model" / "model.safetensors"))
         losses[precision] = [float(r["loss"]) for r in read_csv_rows(tmp_path / precision / "out" / "dynamics.csv")]
     assert summary["skipped_steps"] == 0 and summary["grad_scale"] == 2.0 ** 8

@@ -84,7 +84,6 @@ def _write_ranks(path: Path, epochs: list[tuple[list[int], list[int]]]) -> Path:
 
 
 def test_a_run_still_rising_beyond_its_interval_is_under_trained(tmp_path):
-    n = 400
     # epoch 2: 300 of 400 right both ways (75 %); epoch 3: 360 (90 %): a rise of 15 points, far beyond noise
     e2 = [0] * 300 + [1] * 100
     e3 = [0] * 360 + [1] * 40
@@ -237,7 +236,7 @@ def test_snakemake_tune_is_one_job_on_the_effective_config_outside_the_default_t
     import sys
 
     def dry_run(*targets):
-        return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", *targets,
+        return subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--quiet", "rules",
                                "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile")],
                               capture_output=True, text=True, cwd=tmp_path, timeout=300)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hnclip.config.validation import ConfigError, did_you_mean
 from hnclip.plan.benchmarks import benchmark_splits
 
-__all__ = ["check_config", "fail", "unknown"]
+__all__ = ["check_config", "config_warnings", "fail", "unknown"]
 
 
 def fail(key: str, message: str):
@@ -161,3 +161,19 @@ def _check_preprocess(config: dict, experiments: dict) -> None:
                                           f"{run.method!r} trains on {run.train_set!r} ({adapter})")
         if pre.get("segmenter", "sam") == "sam" and not pre.get("sam_model"):
             fail("preprocess.sam_model", f"method {run.method!r} needs segments: set a SAM folder or hf://OWNER/REPO")
+
+
+def config_warnings(config: dict) -> list[str]:
+    """What a valid config holds that it most likely does not mean, one line each naming the key (the workflow
+    logs them at config time; nothing stops).
+
+    ``backbone.model`` with ``backbone.source: transformers``: a transformers CLIPModel brings its architecture
+    in its own config.json, so the name is not used, and one left over from config/finetune.yaml's open_clip
+    backbone (ViT-B-32) would describe another model than the one converted."""
+    backbone = config.get("backbone") or {}
+    warnings = []
+    if backbone.get("source") == "transformers" and backbone.get("model"):
+        warnings.append(f"config key backbone.model: {backbone['model']!r} is not used with backbone.source "
+                        f"transformers (the architecture comes from the config.json of {backbone.get('checkpoint')}); "
+                        "set backbone.model: null (config/finetune.yaml sets it for its open_clip backbone)")
+    return warnings

@@ -330,6 +330,7 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
     from hnclip.data.manifest import read_manifest
     from hnclip.frameworks import load_framework
     from hnclip.models import load_model
+    from hnclip.models.tokenizer import truncation
 
     started = time.perf_counter()
     device = resolve_device(device)
@@ -351,6 +352,9 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
         "n_images": len(image_ids),
         "n_texts": len(manifest),
         "mean_caption_words": mean_caption_words(manifest["caption"]),
+        # {count, captions, share, context_length, longest}: the test captions the text tower cut (scored on
+        # their first tokens only, without an error); the report's sizes show the count
+        "captions_truncated": truncation(list(manifest["caption"]), model.context_length),
         "ks": sorted({int(k) for k in ks}),
         "metrics": metrics,
         "wall_time_s": time.perf_counter() - started,

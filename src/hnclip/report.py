@@ -495,6 +495,26 @@ def _hn_meanings(provenance: Iterable[Mapping]) -> list[dict]:
     return [{"framework": k, "meaning": v} for k, v in meanings.items()]
 
 
+def _precision_text(summary: Mapping) -> str:
+    """The precision a run trained in: the summary's resolved ``precision``, or for a summary written before it
+    was recorded, its config's, ``auto`` resolved as :func:`hnclip.train.resolve_runtime` does (bf16 on CUDA,
+    fp32 elsewhere)."""
+    if summary.get("precision"):
+        return str(summary["precision"])
+    configured = str((summary.get("config") or {}).get("precision") or "auto")
+    if configured != "auto":
+        return configured
+    return "bf16" if summary.get("device_type") == "cuda" else "fp32"
+
+
+def _skipped_text(summary: Mapping) -> str:
+    """fp16's steps the gradient scaler skipped (``skipped_steps``, weights unchanged) of the run's steps; a
+    dash for the precisions without a scaler, which skip none."""
+    if summary.get("skipped_steps") is None:
+        return "–"
+    return f"{int(summary['skipped_steps'])} of {summary.get('steps', '?')}"
+
+
 def _provenance_rows(provenance: Iterable[Mapping]) -> list[dict]:
     rows = []
     for s in provenance:
@@ -508,6 +528,8 @@ def _provenance_rows(provenance: Iterable[Mapping]) -> list[dict]:
             "steps": s.get("steps", ""),
             "wall_time": _fmt(float(s["wall_time_s"])) + " s" if s.get("wall_time_s") is not None else "",
             "device": s.get("device", ""),
+            "precision": _precision_text(s),
+            "skipped_steps": _skipped_text(s),
             "checkpoint_sha256": str(s.get("checkpoint_sha256", "")),
         })
     return rows

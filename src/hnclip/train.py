@@ -711,6 +711,8 @@ def _finish_run(session: _Session, run_info: dict | None) -> dict:
             "final_loss": state.last_loss,
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "device_type": device.type,
+            # the precision it trained in, "auto" resolved (the report's provenance shows it)
+            "precision": {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(session.amp_dtype, "fp32"),
             "torch_version": torch.__version__,
             # which CPU kernels computed it (the config's cpu_kernels pin, hnclip.cpu_kernels)
             "cpu_kernels": cpu_kernels.describe(),

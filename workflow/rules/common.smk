@@ -35,6 +35,7 @@ from hnclip import (
 )  # noqa: E402
 from hnclip.data import own  # noqa: E402
 from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
+from hnclip.config_checks import config_warnings  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.config.train import override_items  # noqa: E402
 
@@ -53,6 +54,8 @@ try:
         overrides=workflow.config_settings.config,
     )
     plan.check_config(config)
+    for warning in config_warnings(config):
+        logger.warning(f"hnclip: {warning}")
 except ConfigError as error:
     # raised afresh here, so Snakemake prints the message and this line, not a traceback into src/
     raise ConfigError(str(error)) from None
@@ -199,9 +202,14 @@ def get_report_inputs():
         "summaries": get_summaries(),
         "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
         # the tuning record the rates came from, and the config they are checked against
-        **({"tuning": shipped_path(config["tuning"]["record"]), "effective_config": "results/config.json"}
-           if config.get("tuning")
-           else {}),
+        **(
+            {
+                "tuning": shipped_path(config["tuning"]["record"]),
+                "effective_config": "results/config.json",
+            }
+            if config.get("tuning")
+            else {}
+        ),
     }
 
 
@@ -545,7 +553,8 @@ def backbone_convert_options():
     backbone = config["backbone"]
     options = [
         ("--source", backbone["checkpoint"]),
-        ("--model", backbone.get("model")),
+        # only open_clip reads an architecture name; a transformers CLIPModel brings its own (config_warnings)
+        ("--model", backbone.get("model") if backbone["source"] == "open_clip" else None),
         ("--revision", backbone["revision"]),
         ("--sha256", backbone["sha256"]),
     ]
@@ -654,4 +663,26 @@ def release_recipe():
         },
         "seed": config["seeds"][0],
         "cpu_kernels": config["cpu_kernels"],
+    }
+
+
+def get_tune_inputs(wildcards):
+    """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
+    frameworks train on."""
+    data = f"results/data/{config['tuning']['benchmark']}"
+    split = config["tuning"]["split"]
+    products = sorted(
+        {
+            p
+            for m in config["experiments"]["main"]["methods"]
+            for p in framework_entry(config["methods"][m]["framework"]).products
+        }
+    )
+    return {
+        "model": "results/backbone/model",
+        "manifest": f"{data}/train.csv",
+        "images": f"{data}/train_images",
+        "eval_manifest": f"{data}/{split}.csv",
+        "eval_images": f"{data}/{split}_images",
+        **{p: f"{data}/train_{p}" for p in products},
     }

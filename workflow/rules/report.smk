@@ -8,11 +8,17 @@
 rule effective_config:
     output:
         "results/config.json",
+    log:
+        "results/logs/effective_config.log",
     localrule: True
     params:
-        digest=lambda w: hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+        digest=lambda w: hashlib.sha256(
+            json.dumps(config, sort_keys=True).encode()
+        ).hexdigest(),
     run:
-        Path(output[0]).write_text(json.dumps(config, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        Path(output[0]).write_text(
+            json.dumps(config, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
 
 
 rule claims:
@@ -48,7 +54,15 @@ rule report:
         # what the report judges (claims, premise, regime, geometry), or on your own data the backbone it names
         judged=lambda w, input: " ".join(
             f"--{key.replace('_', '-')} {' '.join(str(p) for p in input[key]) if isinstance(input[key], list) else input[key]}"
-            for key in ("claims", "premise", "regime", "geometry", "backbone", "tuning", "effective_config")
+            for key in (
+                "claims",
+                "premise",
+                "regime",
+                "geometry",
+                "backbone",
+                "tuning",
+                "effective_config",
+            )
             if key in input.keys()
         ),
     shell:

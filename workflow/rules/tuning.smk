@@ -5,18 +5,6 @@
 # declared outputs, so an interrupted search resumes at the next point).
 
 
-def get_tune_inputs(wildcards):
-    """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
-    frameworks train on."""
-    data = f"results/data/{config['tuning']['benchmark']}"
-    split = config["tuning"]["split"]
-    products = sorted({p for m in config["experiments"]["main"]["methods"]
-                       for p in framework_entry(config["methods"][m]["framework"]).products})
-    return {"model": "results/backbone/model", "manifest": f"{data}/train.csv", "images": f"{data}/train_images",
-            "eval_manifest": f"{data}/{split}.csv", "eval_images": f"{data}/{split}_images",
-            **{p: f"{data}/train_{p}" for p in products}}
-
-
 rule tune:
     input:
         unpack(get_tune_inputs),

@@ -201,7 +201,7 @@ def compare_summaries(summaries: Sequence[tuple[str, Mapping]]) -> tuple[str, in
         for part in ("main", "baseline"):
             mains = [(s.get(part) or {}).get(bench) for _, s in summaries]
             headlines = [(s.get("main") or {}).get(bench) for _, s in summaries]
-            if part == "baseline" and all(not m or _against(m) == _against(h) for m, h in zip(mains, headlines)):
+            if part == "baseline" and all(not m or _against(m) == _against(h) for m, h in zip(mains, headlines, strict=True)):
                 continue  # the headline already is HN-CLIP minus Long-CLIP FT
             pairs = {_against(m) for m in mains if m}
             outside = len(pairs) > 1 or any(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hnclip.cli.common import SPEC_HELP, add_verb, caption, run_folders, set_threads, verify_stores
-from hnclip.scales import SCALES, scale_label
+from hnclip.scales import SCALES, scale_runs
 
 
 def add_geometry(sub) -> None:
@@ -83,7 +83,7 @@ def cmd_table_cost(args) -> None:
 
     table = build_cost_table([Path(p) for p in args.summaries], [Path(p) for p in args.benchmarks], scale=args.scale,
                              reference_gamma=args.gamma, preprocess=[Path(p) for p in args.preprocess])
-    write_table(table, args.out_prefix, caption=f"training cost: {scale_label(args.scale)}s")
+    write_table(table, args.out_prefix, caption=f"training cost: {scale_runs(args.scale)}")
 
 
 def add_figure(sub) -> None:

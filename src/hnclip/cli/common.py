@@ -78,9 +78,16 @@ def scale_words(spec: dict) -> str:
 def data_sizes(cells, records=(), summaries=None) -> str:
     """Each benchmark of ``cells`` by its label with its sizes: training pairs (from the run summaries'
     ``n_train``, keyed by the runs' train set) and test images and captions (from the evaluation records), e.g.
-    ``My captions: 60 training pairs, 30 test images (45 captions)``. What a run on your own data is, in words."""
+    ``My captions: 60 training pairs, 30 test images (45 captions)``, and the test captions the text tower cut
+    when a record counts any (``captions_truncated``). What a run on your own data is, in words."""
     labels = {c["eval_benchmark"]: c.get("group") or c["eval_benchmark"] for c in cells}
     tests = {r["eval_benchmark"]: (r.get("n_images"), r.get("n_texts")) for r in records if "eval_benchmark" in r}
+    # test captions the text tower cut (the evaluation records' captions_truncated): the most any model cut
+    cut: dict[str, dict] = {}
+    for r in records:
+        found, bench = r.get("captions_truncated") or {}, r.get("eval_benchmark")
+        if bench is not None and found.get("count", 0) > cut.get(bench, {}).get("count", 0):
+            cut[bench] = found
     trained = {}
     for run_dir, summary in (summaries or {}).items():
         # the run's record, else its folder
@@ -96,6 +103,9 @@ def data_sizes(cells, records=(), summaries=None) -> str:
         if tests.get(bench, (None, None))[0] is not None:
             images, texts = tests[bench]
             sizes.append(f"{images:,} test images" + (f" ({texts:,} captions)" if texts != images else ""))
+        if bench in cut:
+            sizes.append(f"{cut[bench]['count']:,} test captions cut at {cut[bench].get('context_length', '?')} "
+                         "text positions")
         parts.append(f"{label}: {', '.join(sizes)}" if sizes else label)
     return "; ".join(parts)
 

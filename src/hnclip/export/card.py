@@ -241,10 +241,10 @@ def _training_data(run: RunInfo, scale: str | None) -> list[str]:
     lines = ["## Training data", ""]
     if not train_set and not summary:
         return lines + ["Unknown: no run summary (summary.json) was given.", ""]
-    caption = (summary.get("config") or {}).get("caption_column")
+    caption = _caption_origin(summary, _source_record(summary))
     count = summary.get("n_train")
     lines.append(f"- fine-tuned on: `{train_set or '?'}`" + (f", {count:,} images" if isinstance(count, int) else "")
-                 + (f", captions from column `{caption}`" if caption else ""))
+                 + (f", {caption}" if caption else ""))
     if (summary.get("run") or {}).get("train_manifest"):
         lines.append(f"- manifest: `{summary['run']['train_manifest']}`")
     truncated = summary.get("captions_truncated") or {}
@@ -261,14 +261,74 @@ def _training_data(run: RunInfo, scale: str | None) -> list[str]:
     return lines + [""]
 
 
-def _limitations(fmt: str, model, scale: str | None) -> list[str]:
+def _source_record(summary: dict) -> dict:
+    """The ``source.json`` that ``hnclip fetch`` wrote beside the run's training manifest (adapter, its settings,
+    caption column), or {} when there is none: what the card can say of where the captions came from."""
+    manifest = (summary.get("run") or {}).get("train_manifest")
+    if not manifest:
+        return {}
+    try:
+        record = json.loads((Path(manifest).parent / "source.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _own_data(source: dict, scale: str | None) -> bool:
+    """Whether the run trained on the user's own files (the ``table``/``webdataset`` adapters, or scale own)."""
+    from hnclip.data.own import ADAPTERS
+
+    return source.get("adapter") in ADAPTERS or scale == "own"
+
+
+def _caption_origin(summary: dict, source: dict) -> str | None:
+    """Where the training captions were read, in the user's terms: the ``table`` adapter's ``caption_key``
+    (open_clip's ``title`` by default), the ``webdataset`` adapter's caption files, else the manifest column.
+    The prepared manifest always calls its column ``caption``, which is not the column of the user's files."""
+    from hnclip.data.own import DEFAULTS
+
+    adapter = source.get("adapter")
+    settings = {**DEFAULTS.get(adapter, {}), **(source.get("adapter_settings") or {})}
+    if adapter == "table":
+        return f"captions from column `{settings['caption_key']}`"
+    if adapter == "webdataset":
+        return f"captions from the shards' `.{settings['caption_ext']}` files"
+    column = source.get("caption_column") or (summary.get("config") or {}).get("caption_column")
+    return f"captions from column `{column}`" if column else None
+
+
+def _long_clip_style(summary: dict, model) -> bool:
+    """Long-CLIP's recipe: a stretched text position table (more than CLIP's 77) or its short-caption term."""
+    longclip = (summary.get("config") or {}).get("longclip") or {}
+    return model.context_length > 77 or float(longclip.get("short_weight") or 0) > 0
+
+
+def _method_phrase(summary: dict, model) -> str:
+    """How the model was fine-tuned, as the run's recorded config says: plain contrastive fine-tuning (the
+    CLIP loss alone, 77 positions) is not called Long-CLIP-style, and HN's margin is named when it was on."""
+    config = summary.get("config") or {}
+    if not config:
+        return "fine-tuned by the hnclip-repro pipeline"
+    gamma, token = float(config.get("gamma") or 0), config.get("token_weight")
+    framework = config.get("framework") or summary.get("framework")
+    if _long_clip_style(summary, model):
+        how = "Long-CLIP-style"
+    elif framework == "longclip" and token is not None and float(token) == 0:
+        how = "plain contrastive fine-tuning, CLIP's loss"
+    else:
+        how = f"the `{framework}` framework"
+    return f"fine-tuned by the hnclip-repro pipeline ({how}" + (f", HN margin gamma {gamma:g})" if gamma else ")")
+
+
+def _limitations(fmt: str, model, scale: str | None, own: bool = False, train_set: str | None = None) -> list[str]:
     lines = ["## Limitations", ""]
     if scale == "toy":
         lines.append("- Synthetic scenes only (coloured shapes on a grid, template captions): it knows nothing of "
                      "natural images or free text.")
     elif scale == "rehearsal":
         lines.append("- A rehearsal's model: not trained to be used.")
-    lines += [f"- Trained and evaluated for image-text retrieval with dense captions; its text tower reads "
+    data = f"on the captions of `{train_set or '?'}`" if own else "with dense captions"
+    lines += [f"- Trained and evaluated for image-text retrieval {data}; its text tower reads "
               f"{model.context_length} positions of CLIP's BPE, a longer caption is cut.",
               "- Measured only on the benchmarks under Results, with one seed: the intervals cover test-image "
               "sampling, not seed-to-seed variation.",
@@ -312,15 +372,18 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     title = f"{run.fields['train_set']}/{run.fields['method']}" if run.fields else spec.get("name") or "model"
     licence, licence_lines = _licence(scale, run)
     train_set = (run.fields or {}).get("train_set")
+    own = _own_data(_source_record(summary), scale)
+    long_style = _long_clip_style(summary, model)
     data = ModelCardData(library_name=_LIBRARY[fmt], license=licence,
-                         tags=["clip", "long-clip", "hnclip", "image-text-retrieval",
+                         tags=["clip", *(["long-clip"] if long_style else []), "hnclip", "image-text-retrieval",
                                *([f"{scale}-scale"] if scale else [])],
                          datasets=[train_set] if train_set else None,
                          pipeline_tag="zero-shot-image-classification" if fmt != "longclip" else None)
     heading = f"# hnclip export: {title} ({fmt})" + (f", {scale}-scale run" if scale else "")
     lines = [heading, "", scale_statement(scale), "",
-             "A dual encoder fine-tuned by the hnclip-repro pipeline for dense-caption retrieval "
-             f"(Long-CLIP-style, {model.context_length} text positions), exported in {_OWNER[fmt]} own format.", ""]
+             f"A dual encoder {_method_phrase(summary, model)} for image-text retrieval "
+             + (f"on your captions (`{train_set or '?'}`)" if own else "with dense captions")
+             + f", {model.context_length} text positions; exported in {_OWNER[fmt]} own format.", ""]
     for note in notes:
         lines += [f"> **Note.** {note}", ""]
     lines += ["## Loading", "", _usage(fmt, files, model.context_length, model.image_mean, model.image_std,
@@ -363,7 +426,7 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
                  if spec.get("config", {}).get("text_cfg", {}).get("context_length") not in (None, model.context_length)
                  else "") + ".", "",
               "```json", json.dumps(card_architecture(model), indent=2, sort_keys=True), "```", ""]
-    lines += _limitations(fmt, model, scale)
+    lines += _limitations(fmt, model, scale, own, train_set)
     lines += licence_lines
 
     ours = Path(model_dir) / MODEL_WEIGHTS

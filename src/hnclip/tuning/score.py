@@ -40,10 +40,11 @@ def _outcomes(row: dict, split: str) -> Outcomes:
     return Outcomes(ints(row["i2t"]), ints(row["t2i"]), ints(row["text_image"]), split)
 
 
-def last_rise(epoch_ranks_csv: Path, settings: BootstrapSettings = BootstrapSettings()) -> dict | None:
+def last_rise(epoch_ranks_csv: Path, settings: BootstrapSettings | None = None) -> dict | None:
     """The change of mean val R@1 from the second-to-last to the last epoch, with its paired percentile
     bootstrap interval over val images (both epochs' outcomes on the same resampled images); None for a
     run of one epoch. ``under_trained``: the interval lies above 0."""
+    settings = settings or BootstrapSettings()
     with open(epoch_ranks_csv, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     if len(rows) < 2:
