@@ -112,8 +112,10 @@ def data_sizes(cells, records=(), summaries=None) -> str:
 
 def caption(spec: dict, records=(), summaries=None) -> str:
     """A table's caption: its experiment and what its numbers are from (on your data: the benchmarks and sizes)."""
-    name = {"released": "released checkpoints beside the retrained ones"}.get(spec.get("experiment"),
-                                                                             spec.get("experiment", ""))
+    name = {"released": "released checkpoints beside the retrained ones, every one scored with this pipeline's "
+                        "resize and centre crop (torchvision), not its authors' (GOAL and StructXLIP crop with "
+                        "transformers' image processor, which rounds odd margins the other way)"}.get(
+        spec.get("experiment"), spec.get("experiment", ""))
     if spec.get("scale") == "own":
         return f"{name}: {scale_words(spec)}, {data_sizes(spec.get('cells', []), records, summaries)}"
     return f"{name}: {scale_words(spec)}"
