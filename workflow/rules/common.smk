@@ -554,7 +554,10 @@ def backbone_convert_options():
     options = [
         ("--source", backbone["checkpoint"]),
         # only open_clip reads an architecture name; a transformers CLIPModel brings its own (config_warnings)
-        ("--model", backbone.get("model") if backbone["source"] == "open_clip" else None),
+        (
+            "--model",
+            backbone.get("model") if backbone["source"] == "open_clip" else None,
+        ),
         ("--revision", backbone["revision"]),
         ("--sha256", backbone["sha256"]),
     ]
