@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -239,6 +240,63 @@ def test_transformers_folder_encodes_as_clipmodel_does(tmp_path):
         out = theirs(**inputs)
         assert _diff(out.image_embeds, model.encode_image(inputs["pixel_values"])) <= ATOL
         assert _diff(out.text_embeds, model.encode_text(ours_tokens)) <= ATOL
+
+
+class _RunsCode:
+    """Unpickling this would call ``Path.touch`` on the marker file: what a malicious checkpoint does."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def _as_torch_pickles(folder, shards: int) -> dict:
+    """``folder``'s model.safetensors replaced by ``shards`` pytorch_model*.bin files (an index when > 1), as
+    older transformers wrote them; returns the state written."""
+    from safetensors.torch import load_file
+
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    keys = sorted(state)
+    if shards == 1:
+        torch.save(state, folder / "pytorch_model.bin")
+        return state
+    names = [f"pytorch_model-{i + 1:05d}-of-{shards:05d}.bin" for i in range(shards)]
+    weight_map = {key: names[i % shards] for i, key in enumerate(keys)}
+    for name in names:
+        torch.save({k: state[k] for k in keys if weight_map[k] == name}, folder / name)
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    (folder / "pytorch_model.bin.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    return state
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_folder_of_torch_pickles_loads_as_clipmodel_does(tmp_path, shards):
+    folder, theirs = _hf_folder(tmp_path)
+    _as_torch_pickles(folder, shards)
+    model = load_model(convert_source("transformers", str(folder), tmp_path / "model"))
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    tokens = model.tokenize(CAPTIONS)
+    with torch.no_grad():
+        out = theirs(pixel_values=pixels, input_ids=tokens)
+        assert _diff(out.image_embeds, model.encode_image(pixels)) <= ATOL
+        assert _diff(out.text_embeds, model.encode_text(tokens)) <= ATOL
+
+
+def test_a_torch_pickle_that_needs_code_in_a_transformers_folder_is_refused_in_one_line(tmp_path):
+    folder, _ = _hf_folder(tmp_path)
+    state = _as_torch_pickles(folder, 1)
+    marker = tmp_path / "code-ran"
+    torch.save({**state, "payload": _RunsCode(marker)}, folder / "pytorch_model.bin")
+    with pytest.raises(ValueError) as error:
+        convert_source("transformers", str(folder), tmp_path / "model")
+    text = str(error.value)
+    assert text.startswith(f"{folder / 'pytorch_model.bin'}: refused: not a weights-only") and "\n" not in text
+    assert "weights_only=False" not in text and "documentation of torch.load" not in text
+    assert not marker.exists() and not (tmp_path / "model").exists()
 
 
 def test_a_bare_save_pretrained_and_a_hub_id_pinned(tmp_path, hub_cache):

@@ -229,6 +229,38 @@ def check_hf_tokenizer(folder: Path | None, vocab_size: int, where: str) -> None
                              f"({list(other[:n])} vs {mine[:n]}); only CLIP's tokenizer is supported")
 
 
+def pickled_weights(folder: Path) -> dict | None:
+    """The folder's ``pytorch_model.bin`` weights (one file or the shards its index names), loaded weights-only by
+    :func:`hnclip.models.weights_files.load_torch_weights`; None when it has safetensors (which transformers
+    prefers) or no torch pickle.
+
+    transformers' own ``torch.load`` of a pickle that needs code raises torch's message, whose last lines
+    advise ``weights_only=False`` and name neither the file nor the refusal; loading it here first gives the
+    one-line refusal every other checkpoint gets, and the weights are passed on (``state_dict=``), not read twice.
+    """
+    import json
+
+    from .weights_files import load_torch_weights
+
+    if (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file():
+        return None
+    index = folder / "pytorch_model.bin.index.json"
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{index}: not a transformers weights index (a JSON object with a weight_map of "
+                             f"shard files): {type(err).__name__}: {err}") from None
+    elif (folder / "pytorch_model.bin").is_file():
+        shards = ["pytorch_model.bin"]
+    else:
+        return None
+    state: dict = {}
+    for shard in shards:
+        state.update(load_torch_weights(folder / shard, "transformers weights file"))
+    return state
+
+
 def load_transformers_folder(folder, frozen_positions: int = 0, name: str | None = None,
                              state_override=None) -> DualEncoder:
     """The ``CLIPModel.save_pretrained`` folder ``folder`` as a DualEncoder, its preprocessing and tokenizer
@@ -243,7 +275,11 @@ def load_transformers_folder(folder, frozen_positions: int = 0, name: str | None
     hf_config = CLIPConfig.from_pretrained(str(folder))
     if hf_config.model_type != "clip":
         raise ValueError(f"{folder}/config.json: model_type {hf_config.model_type!r}, expected 'clip' (CLIPModel)")
-    hf_model = CLIPModel.from_pretrained(str(folder), dtype=torch.float32, trust_remote_code=False)
+    pickled = pickled_weights(folder)  # loaded here, so a refused pickle is named in one line (not torch's advice)
+    if pickled is None:
+        hf_model = CLIPModel.from_pretrained(str(folder), dtype=torch.float32, trust_remote_code=False)
+    else:  # transformers takes a state_dict only without a folder name
+        hf_model = CLIPModel.from_pretrained(None, config=hf_config, state_dict=pickled, dtype=torch.float32)
     state = {k: v for k, v in hf_model.state_dict().items()}
     del hf_model
     config = hf_config.to_dict()
