@@ -32,6 +32,78 @@ def _hold_and_die(directory: str, ready) -> None:
     os.kill(os.getpid(), signal.SIGKILL)  # a crash: nothing is released by Python
 
 
+_FORKS_AND_DIES = """
+import os, signal, sys, time
+from hnclip.run_lock import RunLock
+RunLock(sys.argv[1]).acquire()
+children = []
+for _ in range(2):  # as a DataLoader with num_workers=2 forks its workers: no exec
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # not the test's pipe: it waits for the parent's output alone
+        os.dup2(devnull, 2)
+        time.sleep(60)
+        os._exit(0)
+    children.append(pid)
+print(" ".join(map(str, children)), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_trainer_killed_while_its_forked_workers_live_leaves_its_run_free_at_once(tmp_path):
+    # after kill -9 the orphaned workers live on (a DataLoader worker notices its parent gone within ~5 s);
+    # they must not keep the run locked: the restart takes it over at once, without waiting
+    proc = subprocess.run([sys.executable, "-c", _FORKS_AND_DIES, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    children = [int(pid) for pid in proc.stdout.split()]
+    try:
+        assert proc.returncode == -signal.SIGKILL and len(children) == 2, proc.stderr
+        assert all(_alive(pid) for pid in children)  # the workers still run
+        with RunLock(tmp_path):
+            assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+_FORKS_A_CHILD_THAT_EXITS = """
+import os, sys, time
+from hnclip.run_lock import RunLock
+with RunLock(sys.argv[1]):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)  # its copy of the lock file was closed at fork; exiting must not unlock the parent's
+    os.waitpid(pid, 0)
+    print("child gone", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_forked_child_ending_leaves_its_parents_lock_held(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", _FORKS_A_CHILD_THAT_EXITS, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "child gone"
+        assert live_holder(tmp_path)["pid"] == holder.pid
+        with pytest.raises(RunLockedError, match=f"PID {holder.pid}"):
+            RunLock(tmp_path).acquire()
+    finally:
+        holder.kill()
+        holder.wait(60)
+
+
 def test_a_second_holder_is_refused_naming_the_first_pid_host_and_since(tmp_path):
     ready, done = _CTX.Event(), _CTX.Event()
     holder = _CTX.Process(target=_hold, args=(str(tmp_path), ready, done))

@@ -18,6 +18,13 @@ cancelled on one node resumes on another (the README's requeue); the shared file
 holds it and is not taken over. On a filesystem with node-local locks only (Lustre ``localflock``), two
 nodes cannot see each other's flock, and only Snakemake's own directory lock keeps them apart.
 
+A process forked from the holder (a DataLoader worker with ``num_workers > 0``, which forks without exec)
+shares the holder's open lock file, and a flock lives while any copy of it is open: after ``kill -9`` of the
+trainer its orphaned workers kept the run locked until they noticed (about 5 s), and a restart was refused
+naming a dead PID. The forked child therefore closes its copy at once (``os.register_at_fork``): the lock
+stays the parent's alone, held while the parent lives and dropped when it dies. (Closing a copy never
+unlocks; only ``LOCK_UN`` or closing the last copy does.)
+
 A trainer's lock cannot protect its run from a second Snakemake: Snakemake deletes a job's declared
 outputs and its log before the job's command starts, so the second trainer's refusal comes after the
 damage. :func:`refuse_held_folders` is therefore asked by the workflow's ``onstart`` (before any job) for
@@ -135,6 +142,22 @@ def refuse_held_folders(folders: Iterable) -> None:
             f"end, or stop it, then run again (its lock: <folder>/{LOCK_NAME})")
 
 
+# the descriptors of the lock files this process holds: a forked child closes its copies (module docstring)
+_HELD_FDS: set[int] = set()
+
+
+def _close_in_forked_child() -> None:
+    for fd in _HELD_FDS:
+        try:
+            os.close(fd)  # the child's copy only: the parent's flock stays
+        except OSError:
+            pass
+    _HELD_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_forked_child)
+
+
 class _FolderLock:
     """The flock'd ``run.lock`` of one folder (module docstring)."""
 
@@ -142,6 +165,7 @@ class _FolderLock:
         self.directory = Path(directory)
         self.path = self.directory / LOCK_NAME
         self._fd: int | None = None
+        self._pid: int | None = None  # the process that took it
 
     def acquire(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -175,15 +199,17 @@ class _FolderLock:
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(mine, sort_keys=True) + "\n").encode())
         os.fsync(fd)
-        self._fd = fd
+        self._fd, self._pid = fd, os.getpid()
+        _HELD_FDS.add(fd)
         log.info("holding %s as PID %d on host %s", self.path, mine["pid"], host)
 
     def release(self) -> None:
-        if self._fd is None:
+        if self._fd is None or self._pid != os.getpid():  # a forked child holds nothing (closed at fork)
             return
         try:
             self.path.unlink(missing_ok=True)  # before closing, so a waiting trainer re-checks the inode
         finally:
+            _HELD_FDS.discard(self._fd)
             os.close(self._fd)
             self._fd = None
 
