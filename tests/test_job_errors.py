@@ -55,3 +55,24 @@ def test_each_failed_jobs_last_line_is_printed_under_its_rule(tmp_path):
         "rule two_logs (logs/a.log): ValueError: a.log's error",
         "rule two_logs (logs/b.log): (the log is empty)",
     ]
+
+
+def test_a_job_killed_while_drawing_a_progress_bar_is_said_to_be_so_not_shown_as_the_bar(tmp_path):
+    from hnclip.job_errors import last_line
+
+    cases = {
+        "INFO epoch 1\nencode images:  40%|####      | 2/5 [00:01<00:02,  1.5it/s]":
+            "during 'encode images' at 40%",
+        "INFO loading\rLoading weights:  17%|#7": "during 'Loading weights' at 17%",  # cut mid-bar
+        "dci annotations: 12file [00:03, 3.9file/s]": "during 'dci annotations' without",
+        " 60%|######    | 3/5": "stopped at 60% without",
+    }
+    for i, (text, where) in enumerate(cases.items()):
+        log = tmp_path / f"{i}.log"
+        log.write_text(text)
+        line = last_line(log)
+        assert line.startswith("(no error line: the job stopped") and where in line and "killed" in line, line
+    for text in ("ValueError: 40% of the captions are empty | check the split",  # an error that has a % and |
+                 "hnclip train: terminated by SIGTERM at step 3/12"):
+        (tmp_path / "error.log").write_text(f"encode images:  40%|####\n{text}\n")
+        assert last_line(tmp_path / "error.log") == text

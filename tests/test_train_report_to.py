@@ -285,3 +285,41 @@ def test_every_other_verb_prints_a_heartbeat_and_plan_prints_none(monkeypatch, c
         with cli._heartbeat(argparse.Namespace(verb=verb)):
             time.sleep(0.2)
     assert capsys.readouterr().out == ""
+
+
+def test_a_trainer_sent_sigterm_stops_saying_so_and_leaves_its_run_free(tmp_path):
+    """``kill`` (SIGTERM, also a scheduler's time limit): the job unwinds instead of dying mid-line; its
+    progress line says where it stopped, the log's last line (what onerror shows) says it was terminated,
+    exit status 143, and the run's folders are free for the restart."""
+    import signal
+
+    import hnclip
+    from hnclip.job_errors import last_line
+    from hnclip.run_lock import LOCK_NAME, live_holder
+
+    paths = make_dataset(tmp_path / "data", n=24)
+    out, ckpt = tmp_path / "run" / "out", tmp_path / "ckpt"
+    env = dict(os.environ, PYTHONPATH=str(Path(hnclip.__file__).resolve().parents[1]))
+    command = [sys.executable, "-m", "hnclip", "train", "--init", str(paths["init_model_dir"]),
+               "--manifest", str(paths["train_manifest"]), "--images", str(paths["store_dir"]), "--out", str(out),
+               "--checkpoint-dir", str(ckpt), "--threads", "1"]
+    for item in ("micro_batch=4", "accum_steps=2", "epochs=200", "device=cpu", "dynamics_every=1",
+                 "progress_every=0.2"):
+        command += ["--set", item]
+    log = tmp_path / "train.log"
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        lines = []
+        for line in proc.stdout:  # wait until it trains
+            lines.append(line.rstrip("\n"))
+            if re.match(r"^hnclip train \S+: step [1-9]\d*/600 ", lines[-1]):
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+    lines += rest.splitlines()
+    assert proc.returncode == 143, log.read_text()[-3000:]
+    assert re.match(rf"^hnclip train {re.escape(str(out))}: terminated by SIGTERM at step \d+/600 after \S+$",
+                    lines[-1]), lines[-3:]
+    assert last_line(log) == "hnclip train: terminated by SIGTERM (kill, a time limit or a cancelled job)"
+    assert "Traceback" not in log.read_text()
+    assert live_holder(out) is None and not (out / LOCK_NAME).exists() and not (ckpt / LOCK_NAME).exists()

@@ -6,6 +6,11 @@ stays one ``cat`` away. ``onerror`` receives Snakemake's own log file (the docum
 "Error in rule" blocks list each failed job's log files; the last line of each is the job's error (the
 ``hnclip VERB: ...`` line of a refusal, the exception's line of a traceback), printed under the rule's
 name. Reads only; a log that is missing or empty is said to be so.
+
+A job killed from outside (``kill -9``, the kernel's out-of-memory killer, a scheduler's time limit) writes
+no error line: its log ends in whatever it was drawing, often half a progress bar ("encode images:
+40%|████"). Such a bar is not passed off as the job's error: the line says the job stopped without a
+message, where it was (the bar's label and share), and the likely causes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ __all__ = ["failed_job_logs", "job_error_lines", "last_line"]
 _RULE = re.compile(r"^Error in rule (\S+?):\s*$")
 _LOG = re.compile(r"^\s+log: (.+?) \(check log file\(s\) for error details\)\s*$")
 _MAX_CHARS = 2000  # one line of a log can be a progress bar's whole history
+# a tqdm bar as drawn in a log: "label: 40%|####      | 2/5 [00:01<00:02, 1.5it/s]" (cut anywhere after the
+# "%|"), or a bar without a total: "label: 12it [00:03, 3.9it/s]"
+_BAR = re.compile(r"^(?:(?P<label>[^|]*?):\s*)?(?:(?P<share>\d{1,3})%\|.*|\d+(?:\.\d+)?[kMG]?[A-Za-z/]* \[\d+:\d\d.*)$")
 
 
 def failed_job_logs(snakemake_log: str) -> list[tuple[str, list[str]]]:
@@ -53,7 +61,13 @@ def last_line(path: Path) -> str:
     lines = [line for line in lines if line]
     if not lines:
         return "(the log is empty)"
-    return lines[-1][-_MAX_CHARS:]
+    bar = _BAR.match(lines[-1])
+    if bar is None:
+        return lines[-1][-_MAX_CHARS:]
+    where = f" during {bar.group('label')!r}" if bar.group("label") else ""
+    share = f" at {bar.group('share')}%" if bar.group("share") else ""
+    return (f"(no error line: the job stopped{where}{share} without a message; killed from outside? a signal "
+            "(kill -9, a time limit) or the out-of-memory killer)")
 
 
 def job_error_lines(snakemake_logs: Iterable, workdir=".") -> list[str]:

@@ -22,11 +22,54 @@ thread without the loop's numbers (:func:`hnclip.cli.main`): ``hnclip evaluate r
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 import threading
 import time
 
-__all__ = ["Progress", "format_duration"]
+__all__ = ["Progress", "Terminated", "close_progress_bars", "format_duration", "stop_on_sigterm"]
+
+
+class Terminated(SystemExit):
+    """The process got SIGTERM (``kill``, a scheduler's time limit or cancel, torchrun stopping its ranks).
+
+    Raised in the main thread by :func:`stop_on_sigterm`'s handler, so the job unwinds as from an error: the
+    run lock is released, the progress line says where it stopped, and the verb's last line (its log's, which
+    the workflow's ``onerror`` shows) says it was terminated, instead of the half-drawn progress bar a
+    default SIGTERM leaves. A ``SystemExit`` (not an ``Exception``): no ``except Exception`` swallows it.
+    Exit status 143 (128 + 15), what a shell reports for a process SIGTERM ended.
+    """
+
+    def __init__(self):
+        super().__init__(128 + signal.SIGTERM)
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def stop_on_sigterm():
+    """Inside: SIGTERM raises :class:`Terminated` in the main thread (elsewhere, and after: as before)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def close_progress_bars() -> None:
+    """Close the tqdm bars still open (a job stopping mid-bar), so its next line starts on a line of its own."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
 
 
 def format_duration(seconds: float) -> str:
@@ -77,7 +120,8 @@ class Progress:
         self._stop.set()
         self._thread.join()
         if self.printed:
-            self._print(self.final_line(failed=kind is not None))
+            terminated = kind is not None and issubclass(kind, Terminated)
+            self._print(self.final_line(failed=kind is not None, terminated=terminated))
 
     # ---------------------------------------------------------------------------------- the loop's side
     def set_phase(self, phase: str) -> None:
@@ -113,9 +157,11 @@ class Progress:
         return (f"{head}{where}, loss {self.loss:.4f}, {rate * self.samples_per_step:.1f} samples/s, {elapsed}, "
                 f"ETA {format_duration(eta)}")
 
-    def final_line(self, failed: bool = False) -> str:
+    def final_line(self, failed: bool = False, terminated: bool = False) -> str:
         took = format_duration(self.clock() - self.started)
         where = f"step {self.step}/{self.total_steps}" if self._loop_start is not None else ""
+        if terminated:
+            return f"{self.name}: terminated by SIGTERM{' at ' + where if where else ''} after {took}"
         if failed:
             return f"{self.name}: stopped with an error{' at ' + where if where else ''} after {took} " \
                    "(its log has the traceback)"

@@ -69,16 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from hnclip.config.validation import ConfigError
+    from hnclip.progress import Terminated, close_progress_bars, stop_on_sigterm
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        with _heartbeat(args):
+        with stop_on_sigterm(), _heartbeat(args):
             args.func(args)
     except ConfigError as error:  # `hnclip plan` on a bad config: the key and the problem, no traceback
         print(f"hnclip {args.verb}: {error}", file=sys.stderr)
         return 2
+    except Terminated as stop:  # its last line (the log's, which onerror shows) says so, not a half-drawn bar
+        close_progress_bars()
+        print(f"hnclip {args.verb}: terminated by SIGTERM (kill, a time limit or a cancelled job)", file=sys.stderr)
+        return stop.code
     return 0
 
 
