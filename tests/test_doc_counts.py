@@ -174,3 +174,22 @@ def test_a_count_edited_wrong_is_caught():
         f"docs/rehearsal.md: states runs {actual['runs'] - 9}, paper has {actual['runs']}"]
     with pytest.raises(AssertionError, match="0 sentences match"):
         stated(claim, text.replace(sentence, sentence.replace("paper grid's", "paper's grid")))
+
+
+def test_released_yaml_is_the_layer_the_readme_says_it_is():
+    """README: config/released.yaml holds only `models:` and runs layered over another config, never alone."""
+    import yaml
+
+    from hnclip.config.loading import load_config
+    from hnclip.config.validation import ConfigError
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    assert ("`config/released.yaml`, a layer holding only released checkpoints (`models:`) that is never run "
+            "alone: `--configfile config/paper.yaml config/released.yaml`") in text
+    released = REPO / "config/released.yaml"
+    assert set(yaml.safe_load(released.read_text())) == {"models"}
+    with pytest.raises(ConfigError, match="config key benchmarks: required"):
+        load_config([released])
+    models = yaml.safe_load(released.read_text())["models"]
+    layered = load_config([REPO / PAPER, released])["models"]  # the schema fills in the defaults
+    assert {name: {k: layered[name][k] for k in models.get(name, {})} for name in layered} == models
