@@ -144,46 +144,74 @@ def test_each_checklist_step_names_a_test_that_exists():
         assert steps and all("::test_" in step for step in steps), (heading, [s[:40] for s in steps])
 
 
-def test_every_registered_framework_has_a_method_in_the_default_and_the_paper_config():
-    """Framework step 4: ``methods.<m>.framework`` names it in config/config.yaml and config/paper.yaml, and
-    the main experiment trains that method."""
+def frameworks_without_a_main_method() -> list[str]:
+    """Registered frameworks that config/config.yaml's or config/paper.yaml's main experiment does not train."""
+    missing = []
     for name in ("config.yaml", "paper.yaml"):
         config = yaml.safe_load((REPO / "config" / name).read_text())
-        main = config["experiments"]["main"]["methods"]
-        trained = {config["methods"][m]["framework"] for m in main}
-        assert set(framework_names()) <= trained, (name, sorted(set(framework_names()) - trained))
+        trained = {config["methods"][m]["framework"] for m in config["experiments"]["main"]["methods"]}
+        missing += [f"{name}: {f}" for f in framework_names() if f not in trained]
+    return missing
 
 
-def test_every_registered_framework_has_its_own_tests():
-    """Framework step 5: each framework is named (built, parametrised) in a tests/test_frameworks_*.py."""
-    texts = [p.read_text() for p in (REPO / "tests").glob("test_frameworks_*.py")]
-    untested = [name for name in framework_names() if not any(f'"{name}"' in text for text in texts)]
-    assert not untested, f"frameworks no tests/test_frameworks_*.py names: {untested}"
+def unnamed_in(names, pattern: str) -> list[str]:
+    """``names`` that no tests/``pattern`` file writes as a string literal."""
+    texts = [p.read_text() for p in (REPO / "tests").glob(pattern)]
+    return [name for name in names if not any(f'"{name}"' in text for text in texts)]
 
 
-def test_every_registered_adapter_has_its_own_tests():
-    """Adapter step 5: each adapter is named in a tests/test_data_*.py (records in the publisher's layout)."""
-    texts = [p.read_text() for p in (REPO / "tests").glob("test_data_*.py")]
-    untested = [name for name in data.ADAPTERS if not any(f'"{name}"' in text for text in texts)]
-    assert not untested, f"adapters no tests/test_data_*.py names: {untested}"
-
-
-def test_every_claims_module_that_registers_a_claim_is_a_section():
-    """Claim step 1: a section module left out of ``SECTIONS`` (and the package's imports) registers nothing
-    in the report; importing every module of the package shows it."""
+def claims_modules_outside_sections() -> set[str]:
+    """Modules of hnclip.analysis.claims that register a claim but are not in ``SECTIONS`` (every module of
+    the package imported first: one left out of the package's imports registers nothing otherwise)."""
     from hnclip.analysis import claims
     from hnclip.analysis.claims.base import REGISTRY
 
     for module in pkgutil.iter_modules(claims.__path__):
         importlib.import_module(f"hnclip.analysis.claims.{module.name}")
-    registering = {entry.judge.__module__.rsplit(".", 1)[-1] for entry in REGISTRY.values()}
-    assert registering == set(claims.SECTIONS)
+    return {entry.judge.__module__.rsplit(".", 1)[-1] for entry in REGISTRY.values()} - set(claims.SECTIONS)
+
+
+def test_every_registered_framework_has_a_method_in_the_default_and_the_paper_config():
+    """Framework step 4: ``methods.<m>.framework`` names it in config/config.yaml and config/paper.yaml, and
+    the main experiment trains that method."""
+    assert frameworks_without_a_main_method() == []
+
+
+def test_every_registered_framework_has_its_own_tests():
+    """Framework step 5: each framework is named (built, parametrised) in a tests/test_frameworks_*.py."""
+    assert unnamed_in(framework_names(), "test_frameworks_*.py") == []
+
+
+def test_every_registered_adapter_has_its_own_tests():
+    """Adapter step 5: each adapter is named in a tests/test_data_*.py (records in the publisher's layout)."""
+    assert unnamed_in(data.ADAPTERS, "test_data_*.py") == []
+
+
+def test_every_claims_module_that_registers_a_claim_is_a_section():
+    """Claim step 1: a section module left out of ``SECTIONS`` registers nothing in the report."""
+    assert claims_modules_outside_sections() == set()
 
 
 def test_every_registered_claim_has_a_verdict_test():
     """Claim step 3: each claim id is judged in tests/test_analysis_claims*.py."""
     from hnclip.analysis.claims.base import REGISTRY
 
-    text = "".join(p.read_text() for p in (REPO / "tests").glob("test_analysis_claims*.py"))
-    untested = [claim_id for claim_id in REGISTRY if f'"{claim_id}"' not in text]
-    assert not untested, f"claims no tests/test_analysis_claims*.py names: {untested}"
+    assert unnamed_in(REGISTRY, "test_analysis_claims*.py") == []
+
+
+def test_the_step_checks_catch_a_skipped_step(dummy_adapter, monkeypatch):
+    """A framework, an adapter or a claims section registered with its later steps skipped is reported."""
+    from test_config_docs import DummySettings
+
+    from hnclip.analysis import claims
+    from hnclip.frameworks import registry
+
+    assert unnamed_in(data.ADAPTERS, "test_data_*.py") == [dummy_adapter]
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register_framework(name="dummy", module="tests.no_such_module", settings_cls=DummySettings,
+                                hn_legend="unused")
+    assert frameworks_without_a_main_method() == ["config.yaml: dummy", "paper.yaml: dummy"]
+    assert unnamed_in(framework_names(), "test_frameworks_*.py") == ["dummy"]
+    monkeypatch.setattr(claims, "SECTIONS", tuple(s for s in claims.SECTIONS if s != "cost"))
+    assert claims_modules_outside_sections() == {"cost"}
+    assert unnamed_in(["a_claim_no_test_names"], "test_analysis_claims*.py") == ["a_claim_no_test_names"]
