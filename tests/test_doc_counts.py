@@ -1,4 +1,4 @@
-"""Every count a doc states about a DAG (training runs, evaluations, zero-shot evaluations, protocol-variant
+"""Every count a doc states about a DAG (training runs and those that probe, evaluations, zero-shot evaluations,
 evaluations, jobs, the regime's conditions, the disk a grid keeps) checked against its source: the job
 counts of ``snakemake -n`` of the config the sentence talks about, the regime's condition registry, and one
 stated per-run size.
@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from test_workflow_dag import dry_run, job_counts
 
+from hnclip import plan
 from hnclip.analysis.regime import CONDITION_KEYS
+from hnclip.config.loading import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER, REHEARSAL, REHEARSAL_CI = "config/paper.yaml", "config/rehearsal.yaml", "config/rehearsal-ci.yaml"
@@ -53,7 +55,7 @@ CLAIMS = [
     Claim("README.md", "default", r"three quarters of it the (?P<runs>\d+) fine-tuning runs"),
     Claim("docs/paper-scale.md", "paper", r"Long-DCI and Urban-1K: (?P<runs>\d+) training runs and "
           r"(?P<evaluations>\d+) evaluations of them, (?P<zeroshot>\d+) of the zero-shot backbone"),
-    Claim("docs/paper-scale.md", "paper", r"the paper grid: \d+ of its (?P<runs>\d+) runs probe"),
+    Claim("docs/paper-scale.md", "paper", r"the paper grid: (?P<probed>\d+) of its (?P<runs>\d+) runs probe"),
     Claim("docs/rehearsal.md", "rehearsal", r"(?P<runs>\d+) training runs, (?P<evaluations>\d+) evaluations of "
           r"runs, (?P<zeroshot>\d+) of the zero-shot backbone and (?P<protocol>\d+) on the protocol"),
     Claim("docs/rehearsal.md", "paper", r"instead of the paper grid's (?P<runs>\d+), (?P<evaluations>\d+), "
@@ -115,7 +117,8 @@ def mismatches(claim: Claim, numbers: dict[str, str], actual: dict[str, int]) ->
 
 @pytest.fixture(scope="module")
 def dag_measures(tmp_path_factory):
-    """config name -> :func:`measures` of its dry run, each config dry-run once, when first asked for."""
+    """config name -> :func:`measures` of its dry run and its probed runs (``probed``), each config dry-run
+    once, when first asked for."""
     cache: dict[str, dict[str, int]] = {}
 
     def get(config: str) -> dict[str, int]:
@@ -125,7 +128,9 @@ def dag_measures(tmp_path_factory):
             assert proc.returncode == 0, proc.stderr[-3000:]
             counts = job_counts(proc.stdout + proc.stderr)
             total = re.findall(r"^total\s+(\d+)$", proc.stdout + proc.stderr, re.M)
-            cache[config] = measures({**counts, "total": int(total[-1])})
+            # the runs that probe (train.probe_runs) are the plan's choice, not a rule of their own
+            probed = len(plan.probed_runs(load_config(files or [str(REPO / "config/config.yaml")])))
+            cache[config] = {**measures({**counts, "total": int(total[-1])}), "probed": probed}
         return cache[config]
 
     return get
@@ -180,7 +185,6 @@ def test_released_yaml_is_the_layer_the_readme_says_it_is():
     """README: config/released.yaml holds only `models:` and runs layered over another config, never alone."""
     import yaml
 
-    from hnclip.config.loading import load_config
     from hnclip.config.validation import ConfigError
 
     text = " ".join((REPO / "README.md").read_text().split())
