@@ -1,7 +1,7 @@
-"""Every count a doc states about a DAG (training runs and those that probe, evaluations, zero-shot evaluations,
-evaluations, jobs, the regime's conditions, the disk a grid keeps) checked against its source: the job
-counts of ``snakemake -n`` of the config the sentence talks about, the regime's condition registry, and one
-stated per-run size.
+"""Every count a doc states about a DAG (training runs and those that probe, evaluations, zero-shot and
+protocol-variant evaluations, jobs, the regime's conditions, the disk a grid keeps) checked against its
+source: the job counts of ``snakemake -n`` of the config the sentence talks about (the plan's probed runs),
+the regime's condition registry, and one stated per-run size.
 
 Each :class:`Claim` finds its sentence with a regex anchored on the words around the numbers (it must match
 exactly once, so a reworded sentence fails here instead of going unchecked) and names the measure each
