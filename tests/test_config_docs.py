@@ -3,6 +3,7 @@ framework registry and the settings dataclasses (workflow/scripts/config_docs.py
 
 import dataclasses
 import importlib.util
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -171,3 +172,45 @@ def test_registering_a_name_twice_or_an_unknown_name_says_what_is_known(dummy_fr
         registry.framework_entry("dummy2")
     with pytest.raises(ValueError, match="is not one of longclip, .*, dummy"):
         TrainConfig(framework="dummy2")
+
+
+def test_config_readme_is_generated_reference_with_its_guides_in_docs():
+    """config/README.md holds the generated key table (its markers alone on their lines, once each) and
+    reference notes; a guide (with its worked examples in code blocks) lives in docs/."""
+    text = (REPO / "config/README.md").read_text()
+    docs = load_config_docs()
+    assert [line for line in text.splitlines() if line in (docs.BEGIN, docs.END)] == [docs.BEGIN, docs.END]
+    assert "```" not in text, "config/README.md holds a code block: a guide's example belongs in docs/"
+    with pytest.raises(ValueError, match="needs one"):
+        docs.updated_readme(text.replace(f"\n{docs.END}\n", "\n"), yaml.safe_load(SCHEMA.read_text()))
+
+
+# a pointer to a section of a Markdown page: `FILE.md ("Section", "Other")`, `FILE.md, "Section"`,
+# `[text](FILE.md) ("Section")` or `(FILE.md, Section)`; sentences folded onto one line first
+QUOTED = re.compile(r'(?P<file>[\w./-]*\.md)`?(?:\]\([^)\s]*\))?`?\)?,? \(?(?P<sections>"[^"]+"(?:,? (?:and )?"[^"]+")*)')
+BARE = re.compile(r'\((?P<file>[\w./-]+\.md), (?P<sections>[A-Z][^)"]*)\)')
+POINTING = ["README.md", "CONTRIBUTING.md", "docs/*.md", "config/*.yaml", "config/README.md", "benchmarks/README.md",
+            "src/**/*.py", "workflow/**/*.smk", "workflow/**/*.py", "workflow/schemas/*.yaml", ".ci/run"]
+
+
+def section_pointers():
+    for path in sorted({p for pattern in POINTING for p in REPO.glob(pattern)}):
+        text = re.sub(r"[ \t]*\n[ \t]*(#[ \t]*)?", " ", path.read_text())
+        for m in [*QUOTED.finditer(text), *BARE.finditer(text)]:
+            names = re.findall(r'"([^"]+)"', m.group("sections")) or [m.group("sections")]
+            yield path, m.group("file"), names
+
+
+def test_every_section_a_pointer_names_is_a_heading_of_its_page():
+    """Moving a section (config/README.md's guides went to docs/own-data.md) fails here until every pointer
+    to it follows: a heading (or a paragraph's bold lead) of the named page starts with the section's name."""
+    pointers = list(section_pointers())
+    assert len(pointers) > 10
+    broken = []
+    for path, target, names in pointers:
+        page = next((p for p in (path.parent / target, REPO / target) if p.is_file()), None)
+        text = page.read_text() if page else ""
+        leads = [re.sub(r"`", "", heading or bold) for heading, bold in re.findall(r"^#+ (.+)$|^\*\*([^*]+)\*\*", text, re.M)]
+        broken += [f"{path.relative_to(REPO)}: {target} \"{name}\"" for name in names
+                   if not any(lead.startswith(name) for lead in leads)]
+    assert not broken, "pointers to no such section:\n" + "\n".join(broken)

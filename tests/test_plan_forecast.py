@@ -16,6 +16,7 @@ from hnclip import plan, protocols
 from hnclip.cli.plan import print_plan
 from hnclip.config.loading import load_config
 from hnclip.cost import DEFAULT_SAMPLES_PER_S, run_samples
+from hnclip.frameworks.registry import framework_names
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"
@@ -481,7 +482,7 @@ def test_paper_plan_prints_each_frameworks_memory_from_the_committed_measurement
     _, out = run_plan(PAPER, tmp_path, samples_per_s=150.0, job_cost=committed)
     assert f"per-job needs, measured by benchmarks/job_cost.py ({committed}) on {cost['date'][:10]}" in out
     lines = {line.split("  ")[0]: line for line in out.splitlines() if line.startswith(("train ", "evaluate "))}
-    for label in ("longclip", "hnclip", "lora", "dora", "finelip", "goal", "structxlip"):
+    for label in (*framework_names(), "hnclip"):  # every registered framework is measured, and HN-CLIP
         points = {m["micro_batch"]: m["peak_rss_mb"] for m in cost["frameworks"][label]["measured"]}
         if 16 in points:
             expected = points[16]

@@ -20,6 +20,7 @@ from test_train_probe_runs import effective, load  # the configs as validated, a
 from test_train_support import make_dataset, read_csv_rows, run_training, small_config
 
 from hnclip import plan
+from hnclip.frameworks.registry import framework_names
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,12 +49,12 @@ def test_exactly_the_main_runs_evaluate_after_every_epoch(name):
     assert not any(effective(nothing, r).eval_every_epoch for r in runs)
 
 
-def test_the_embedded_default_evaluates_its_seven_main_runs_after_every_epoch():
+def test_the_embedded_default_evaluates_its_main_runs_after_every_epoch():
+    """Main's runs: one plain method per registered framework (the embedded default names each after its
+    framework, CONTRIBUTING's step "a method using it") and HN-CLIP."""
     config = load("config.yaml")
     paths = sorted(r.path for r in plan.epoch_evaluated_runs(config))
-    assert paths == sorted([*(f"synthetic/{m}/g0/f1/s0" for m in ("longclip", "finelip", "goal", "structxlip",
-                                                                 "lora", "dora")),
-                            "synthetic/hnclip/g0.5/f1/s0"])
+    assert paths == sorted([*(f"synthetic/{m}/g0/f1/s0" for m in framework_names()), "synthetic/hnclip/g0.5/f1/s0"])
     assert len(plan.all_runs(config)) == 33
 
 

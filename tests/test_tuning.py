@@ -14,6 +14,7 @@ import pytest
 from test_train_support import make_dataset
 
 from hnclip.config.loading import load_config
+from hnclip.frameworks.registry import framework_names
 from hnclip.tuning import grid
 from hnclip.tuning.record import (
     config_disagreements,
@@ -114,11 +115,12 @@ def test_the_rise_interval_matches_an_independent_paired_bootstrap(tmp_path):
 # -------------------------------------------------------------------------- which rate each method takes
 def test_plug_in_variants_train_at_their_plain_rate_and_frozen_g_at_hn_clips(default_config):
     c = default_config
-    assert tuned_methods(c) == ["longclip", "finelip", "goal", "structxlip", "lora", "dora", "hnclip"]
-    assert {m: rate_source(c, m) for m in ("longclip_hn", "lora_hn", "dora_hn", "finelip_hn", "goal_hn",
-                                           "structxlip_hn", "hnclip_frozen", "hnclip")} == {
-        "longclip_hn": "longclip", "lora_hn": "lora", "dora_hn": "dora", "finelip_hn": "finelip",
-        "goal_hn": "goal", "structxlip_hn": "structxlip", "hnclip_frozen": "hnclip", "hnclip": "hnclip"}
+    # the embedded default's main table: one plain method per registered framework (named after it), then
+    # HN-CLIP; its plug-in pairs: each framework's "<name>_hn"
+    assert tuned_methods(c) == sorted(framework_names(), key=tuned_methods(c).index) + ["hnclip"]
+    variants = {f"{name}_hn": name for name in framework_names()}
+    assert {m: rate_source(c, m) for m in [*variants, "hnclip_frozen", "hnclip"]} == {
+        **variants, "hnclip_frozen": "hnclip", "hnclip": "hnclip"}
     assert tuned_rate_key(c, "finelip") == "module_lr" and tuned_rate_key(c, "goal") == "lr"
 
 

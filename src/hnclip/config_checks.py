@@ -35,7 +35,7 @@ def _check_own_captions(name: str, bench: dict) -> None:
     if not files:
         fail(f"{key}.{_OWN_FILES[adapter]}", f"required for adapter {adapter}: each split's "
                                               f"{'table file' if adapter == 'table' else 'shards'}, "
-                                              "e.g. {train: ..., test: ...} (config/README.md, Your own captions)")
+                                              "e.g. {train: ..., test: ...} (docs/own-data.md, Your own captions)")
     splits = benchmark_splits(bench)
     for split in splits:
         if split not in files:

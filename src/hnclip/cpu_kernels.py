@@ -32,7 +32,7 @@ ATen), because oneDNN has no portable path to ask for. torch has no variable for
 Xeon VM (2026-12-04, benchmarks/README.md, "kernel_hash.py"): 1.9x the pin's time on the toy backbone's
 steps. Whether two CPUs give the same weights under it is not yet measured (each setting's weights on
 one machine only); it is there to be compared, not the default.
-The cost of the pin on this machine: benchmarks/README.md ("cpu_kernels").
+The cost of the pin on this machine: benchmarks/README.md ("kernel_hash.py").
 
 The workflow exports the setting as :data:`ENV_SETTING` for every job (workflow/rules/common.smk), and
 ``python -m hnclip`` applies it (:func:`apply`) before anything imports torch: each variable is read when

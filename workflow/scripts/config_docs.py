@@ -4,9 +4,12 @@ One source per fact: the framework registration rows (hnclip.frameworks.registry
 settings dataclass (hnclip.frameworks.settings: every default, range and help text) are the source of the
 schema's ``framework`` enum and its ``train.<section>`` sections, written between the schema's
 ``# begin generated (...)`` / ``# end generated (...)`` markers. The other name lists the schema repeats
-come from their registries (:data:`ENUMS`): on each line ending in ``# generated (<name> enum)`` the
+come from their registries (:func:`enums`): on each line ending in ``# generated (<name> enum)`` the
 line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export and convert
-formats). The schema is the source of README's table, which lists each enum's names.
+formats). The schema is the source of config/README.md's key table, which lists each enum's names and is
+written between that page's ``<!-- keys:begin -->`` and ``<!-- keys:end -->`` lines (each alone on its line,
+once). The rest of config/README.md is hand-written and kept as it is: its introduction and reference notes
+on keys a table row cannot hold. It is reference only; guides live in docs/ (tests/test_config_docs.py).
 
     .venv/bin/python workflow/scripts/config_docs.py          # rewrites the generated parts
     .venv/bin/python workflow/scripts/config_docs.py --check  # exit 1 naming the files that are stale
@@ -172,8 +175,12 @@ def rows(schema: dict) -> list[str]:
 
 
 def updated_readme(text: str, schema: dict) -> str:
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
+    """``text`` with the key table between its marker lines written from ``schema``; the hand-written rest
+    unchanged (a marker named in prose, not alone on its line, is not a marker)."""
+    parts = re.split(rf"^({re.escape(BEGIN)}|{re.escape(END)})$", text, flags=re.M)
+    if parts[1::2] != [BEGIN, END]:
+        raise ValueError(f"{README.name}: needs one '{BEGIN}' line and one '{END}' line after it")
+    head, tail = parts[0], parts[4]
     table = "| key | type | default | meaning |\n| --- | --- | --- | --- |\n" + "\n".join(rows(schema))
     return f"{head}{BEGIN}\n{table}\n{END}{tail}"
 

@@ -24,7 +24,8 @@ SYNTHETIC_ADAPTERS = tuple(name for name, module in ADAPTERS.items() if module =
 
 
 def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict, files_of: dict | None = None) -> dict:
-    """The source record of ``benchmark`` (its config block ``settings``), its files made to exist first.
+    """The source record of ``benchmark`` (its config block ``settings``, as the schema fills it in), its files
+    made to exist first.
 
     ``files_of``: the source record of the benchmark named by ``settings["files_from"]``, whose files this
     one reads: nothing is rendered or downloaded again (a second render of one root could race the
@@ -46,13 +47,10 @@ def fetch_benchmark(benchmark: str, adapter: str, root: Path, settings: dict, fi
     elif adapter in SYNTHETIC_ADAPTERS:
         from hnclip.data.synthetic import generate_synthetic
 
-        gen = settings.get("synthetic", {})
-        generate_synthetic(root, family=adapter, n_train=gen.get("n_train", 1024), n_test=gen.get("n_test", 256),
-                           image_size=gen.get("image_size", 96), seed=gen.get("seed", 0),
-                           cluster_size=gen.get("cluster_size", 1), max_changes=gen.get("max_changes", 2),
-                           n_val=gen.get("n_val", 0), inventory=gen.get("inventory", 0),
-                           backgrounds=gen.get("backgrounds", 0), objects=gen.get("objects"),
-                           patterns=gen.get("patterns"), root_key=root_key(benchmark))
+        # the generator settings as the schema filled them in (benchmarks.<name>.synthetic: every key, its
+        # defaults declared there once), passed on whole
+        gen = settings["synthetic"]
+        generate_synthetic(root, family=adapter, **gen, root_key=root_key(benchmark))
         origin = {"kind": "rendered", "settings": gen}
     else:
         from hnclip.data.download import LOCK_FILE, download_benchmark

@@ -6,7 +6,7 @@ the benchmark's ``root``. hnclip never writes into that root; ``hnclip fetch`` o
 are there and records them, and the images of WebDataset shards are unpacked under the prepared split's
 folder (``results/data/<name>/<split>_images/originals/``).
 
-Rules both adapters follow (config/README.md, "Your own captions"):
+Rules both adapters follow (docs/own-data.md, "Your own captions"):
 
 - every row is one (image, caption) pair and nothing is dropped: a missing column or field, a missing,
   unreadable or undecodable image, an empty caption, a shard member without its pair stops the prepare
