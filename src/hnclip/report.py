@@ -8,6 +8,8 @@ The file is self-contained (figures embedded as base64 PNG, CSS inline, no scrip
 so it can be mailed, archived or opened offline on a phone; tables scroll sideways instead of shrinking.
 Every number carries its scale: the banner, each table caption and the "ours" column say whether it is a
 toy-scale or a paper-scale run, because a toy number read as the paper's is the one mistake to prevent.
+
+This module renders; the paper-vs-ours rows it shows are found by :mod:`hnclip.analysis.published`.
 """
 
 from __future__ import annotations
@@ -155,8 +157,8 @@ def _hn_meanings(provenance: Iterable[Mapping]) -> list[dict]:
 
 def _precision_text(summary: Mapping) -> str:
     """The precision a run trained in: the summary's resolved ``precision``, or for a summary written before it
-    was recorded, its config's, ``auto`` resolved as :func:`hnclip.train.resolve_runtime` does (bf16 on CUDA,
-    fp32 elsewhere)."""
+    was recorded, its config's, ``auto`` resolved as :func:`hnclip.training.runtime.resolve_runtime` does
+    (bf16 on CUDA, fp32 elsewhere)."""
     if summary.get("precision"):
         return str(summary["precision"])
     configured = str((summary.get("config") or {}).get("precision") or "auto")

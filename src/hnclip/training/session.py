@@ -87,9 +87,10 @@ class Session:
         self.state.wall_time_s = self.wall_time()
         self.checkpoint.save(self.state, self.parts, self.state.step >= self.total_steps, self.cfg.accum_steps)
 
+
 def start_session(context: DistributedContext, device: torch.device, amp_dtype, cfg: TrainConfig, model,
-                   data: TrainingSet, store, out_dir, checkpoint_dir, eval_data, data_fingerprint,
-                   products, progress: Progress | None = None) -> Session:
+                  data: TrainingSet, store, out_dir, checkpoint_dir, eval_data, data_fingerprint,
+                  products, progress: Progress | None = None) -> Session:
     """Everything up to the first step: the framework, its data, the optimizer, and a checkpoint resumed.
 
     The order of what draws random numbers is fixed (new modules, adapters, then the RNG streams of a
