@@ -77,23 +77,6 @@ def _progress(cfg: TrainConfig, out_dir) -> Progress:
     return Progress(f"hnclip train {out_dir}", cfg.progress_every if _is_main_process() else 0)
 
 
-def _is_main_process() -> bool:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank() == 0
-    return read_launch_env().is_main
-
-
-def _hold_run(out_dir, checkpoint_dir):
-    """One trainer per run (hnclip.run_lock): rank 0 holds the output and the checkpoint folder
-    for all ranks, before any log or checkpoint is touched; the other ranks hold nothing."""
-    return RunLock(out_dir, checkpoint_dir) if _is_main_process() else contextlib.nullcontext()
-
-
-def _progress(cfg: TrainConfig, out_dir) -> Progress:
-    """The job's progress lines on stdout (rank 0; ``cfg.progress_every`` seconds apart, 0: none)."""
-    return Progress(f"hnclip train {out_dir}", cfg.progress_every if _is_main_process() else 0)
-
-
 def _train_held(cfg: TrainConfig, model, data: TrainingSet, store, out_dir, checkpoint_dir, eval_data,
                 data_fingerprint, run_info, products, progress: Progress | None = None) -> dict:
     """:func:`train_model` once the run's folders are held."""
