@@ -35,7 +35,7 @@ from hnclip.models import create_model, save_model, stretch_model
 from hnclip.preprocess.edges import build_edges
 from hnclip.preprocess.oracle import synthetic_mask_generator
 from hnclip.preprocess.segments import build_segments, load_mask_generator, save_random_sam
-from hnclip.train import load_training_set
+from hnclip.training.inputs import load_training_set
 
 from step_setup import VARIANTS, training_parts
 

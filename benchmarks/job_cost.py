@@ -122,8 +122,9 @@ def measure_train(root: Path, label: str, micro_batch: int, repeats: int, device
     from hnclip.data.image_store import ImageStore, to_model_input
     from hnclip.frameworks import Batch
     from hnclip.models import load_model
-    from hnclip.train import compute_objective, load_training_set
     from hnclip.training.dynamics import GradientProbe, sparse_embeddings
+    from hnclip.training.inputs import load_training_set
+    from hnclip.training.objective import compute_objective
 
     from step_setup import training_parts
 

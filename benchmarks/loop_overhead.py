@@ -133,10 +133,10 @@ def make_rows(root: Path, n: int, image_size: int) -> tuple:
 # ------------------------------------------------------------------------------------------- variants
 @contextlib.contextmanager
 def timed_loop(record: dict):
-    """Time ``hnclip.train._run_epochs`` (the step loop) of the train_model call inside this block."""
-    import hnclip.train as train_module
+    """Time :func:`hnclip.training.loop.run_epochs` (the step loop) of the train_model call inside this block."""
+    import hnclip.training.loop as loop_module
 
-    real = train_module._run_epochs
+    real = loop_module.run_epochs
 
     def timed(session):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -145,11 +145,11 @@ def timed_loop(record: dict):
         record.update(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu,
                       samples=session.state.samples_seen)
 
-    train_module._run_epochs = timed
+    loop_module.run_epochs = timed
     try:
         yield
     finally:
-        train_module._run_epochs = real
+        loop_module.run_epochs = real
 
 
 def sync(device) -> None:
@@ -158,7 +158,8 @@ def sync(device) -> None:
 
 
 def run_ours(make_model, manifest, store, cfg, root: Path) -> dict:
-    from hnclip.train import load_training_set, train_model
+    from hnclip.train import train_model
+    from hnclip.training.inputs import load_training_set
 
     data = load_training_set(manifest, store, cfg.caption_column, "loop_overhead rows")
     record: dict = {}

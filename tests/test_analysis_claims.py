@@ -15,9 +15,9 @@ import pytest
 
 from hnclip.analysis.claims import CLAIMS, PREMISE_KEYS, VERDICTS, check_premise, evaluate_claims
 from hnclip.analysis.margins import measure_gradient_ratio
+from hnclip.analysis.published import load_published
 from hnclip.analysis.tables import build_epochs_table, build_table
 from hnclip.plan import ZEROSHOT_ROW
-from hnclip.report import load_published
 
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 BENCH = {"DOCCI": "docci", "DCI": "dci", "Long-DCI": "long_dci", "Urban-1K": "urban1k", "Synthetic": "synthetic"}

@@ -161,7 +161,7 @@ def test_evaluation_record_counts_the_test_captions_the_text_tower_cut_and_the_s
     report on your own data says how many were cut."""
     from open_clip.tokenizer import SimpleTokenizer
 
-    from hnclip.cli.common import data_sizes
+    from hnclip.analysis.data_sizes import data_sizes
     from hnclip.data.manifest import write_manifest
     from hnclip.models import create_model, save_model
 

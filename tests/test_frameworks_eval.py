@@ -112,7 +112,7 @@ def test_framework_files_round_trip_and_fail_naming_the_file(tmp_path):
 
 
 def test_training_set_keeps_the_subset_rows_of_the_manifest_for_frameworks():
-    from hnclip.train import load_training_set
+    from hnclip.training.inputs import load_training_set
 
     class Store:
         def row(self, image_id):

@@ -225,7 +225,8 @@ def test_train_model_runs_goal_and_saves_it(products, tmp_path):
     from hnclip.config.train import TrainConfig
     from hnclip.data.image_store import ImageStore
     from hnclip.models import load_model
-    from hnclip.train import load_training_set, train_model
+    from hnclip.train import train_model
+    from hnclip.training.inputs import load_training_set
 
     manifest, store_dir, model_dir, segments_dir, _ = products
     cfg = TrainConfig(framework="goal", gamma=0.5, device="cpu", micro_batch=4, accum_steps=1, max_steps=2,

@@ -277,7 +277,8 @@ def test_train_model_runs_structxlip(products, tmp_path):
     from hnclip.config.train import TrainConfig
     from hnclip.data.image_store import ImageStore
     from hnclip.models import load_model
-    from hnclip.train import load_training_set, train_model
+    from hnclip.train import train_model
+    from hnclip.training.inputs import load_training_set
 
     manifest, store_dir, model_dir, segments_dir, edges_dir = products
     cfg = TrainConfig(framework="structxlip", device="cpu", micro_batch=4, accum_steps=2, epochs=2,

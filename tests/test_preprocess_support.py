@@ -108,7 +108,7 @@ def prepared_framework(products, **overrides):
     from hnclip.data.image_store import ImageStore
     from hnclip.frameworks import build_framework
     from hnclip.models import load_model
-    from hnclip.train import load_training_set
+    from hnclip.training.inputs import load_training_set
 
     manifest, store_dir, model_dir, segments_dir, edges_dir = products
     cfg = TrainConfig(**{"device": "cpu", "micro_batch": 4, "accum_steps": 1, **overrides})

@@ -174,17 +174,17 @@ def test_the_dynamics_log_of_an_older_loop_is_kept_with_the_new_column_empty(tmp
 def test_rebuilt_micro_batches_and_logged_losses_are_the_trainers_own(tmp_path, monkeypatch):
     """18 rows in effective batches of 4 x 2: two steps per epoch, two rows dropped each epoch; two epochs
     cut short by max_steps = 3. The rows come from the trainer's own forward calls."""
-    import hnclip.train as T
+    from hnclip.training.objective import TrainStep
 
     seen = []
-    forward = T._TrainStep.forward
+    forward = TrainStep.forward
 
     def spy(self, batch, margin, standard_with_grad):
         loss, standard, scale, features = forward(self, batch, margin, standard_with_grad)
         seen.append((batch.epoch, batch.positions.tolist(), float(standard.detach())))
         return loss, standard, scale, features
 
-    monkeypatch.setattr(T._TrainStep, "forward", spy)
+    monkeypatch.setattr(TrainStep, "forward", spy)
     paths = make_dataset(tmp_path, n=18)
     summary = run_training(paths, tmp_path, small_config(gamma=0.0, token_weight=0.0, epochs=2, max_steps=3))
     batches = R.run_micro_batches(summary, n_train=18)

@@ -20,9 +20,10 @@ from PIL import Image
 
 from hnclip.analysis.claims import CLAIMS
 from hnclip.analysis.geometry import caption_geometry
+from hnclip.analysis.published import load_published
 from hnclip.analysis.table_format import write_table
 from hnclip.analysis.tables import build_table
-from hnclip.report import DEFAULT_PUBLISHED, load_published, render_report, render_report_from_files
+from hnclip.report import DEFAULT_PUBLISHED, render_report, render_report_from_files
 
 METRICS = ("i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -244,7 +245,7 @@ def test_report_renders_in_headless_chromium_on_a_phone(outputs, tmp_path):
 
 
 def test_every_published_number_is_well_formed_with_a_compare_kind_the_report_reads():
-    from hnclip.report import COMPARE_KINDS
+    from hnclip.analysis.published import COMPARE_KINDS
 
     entries = load_published(DEFAULT_PUBLISHED)
     by_key = {e["key"]: e for e in entries}
@@ -422,7 +423,7 @@ def test_paper_vs_ours_gives_our_intervals_and_no_reproduction_a_claim_does_not_
 
 
 def test_a_range_over_decades_is_compared_as_a_factor():
-    from hnclip.report import _difference
+    from hnclip.analysis.published import _difference
 
     entry = {"range": [1e5, 1e8]}
     assert _difference(entry, 250.0) == "0.0025x the low end"  # not "-1e+05 below"

@@ -326,7 +326,7 @@ def test_cost_ratios_compare_training_time_without_probes_and_with_preprocessing
     assert df.loc[structxlip, ("time vs hnclip with preprocessing", "mean")] == pytest.approx(3.6)
     assert df.loc[("docci", "goal", "0", "0.2"), ("time vs hnclip", "mean")] == pytest.approx(2.5)
     # the paper-vs-ours row finds the full-data ratios among several fractions, each labelled
-    from hnclip.report import _ours
+    from hnclip.analysis.published import _ours
 
     paths = write_table(df, tmp_path / "cost", caption="cost")
     entry = {"compare": {"kind": "table", "table": "cost", "select": {

@@ -46,10 +46,11 @@ from pathlib import Path
 import torch
 torch.set_num_threads(1)  # two ranks share a small CPU
 import hnclip.train as T
+import hnclip.training.objective as O
 from hnclip.config.train import TrainConfig
 args = json.loads(sys.argv[1])
 rank = int(os.environ["RANK"])
-real_objective = T.compute_objective
+real_objective = O.compute_objective
 for job in args["jobs"]:
     calls = [0]
 
@@ -58,7 +59,7 @@ for job in args["jobs"]:
         loss, standard = real_objective(*a, **k)
         return (loss * float("nan") if calls[0] == poison else loss), standard
 
-    T.compute_objective = objective
+    O.compute_objective = objective
     try:
         report = {"summary": T.train(TrainConfig(**job["config"]), **{k: Path(v) for k, v in job["paths"][rank].items()})}
     except Exception as error:

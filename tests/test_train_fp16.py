@@ -19,22 +19,24 @@ import torch
 from safetensors.torch import load_file
 from test_train_support import assert_same_run, make_dataset, read_csv_rows, run_training, small_config
 
-import hnclip.train as T
+import hnclip.training.objective as objective_module
+import hnclip.training.runtime as runtime_module
 from hnclip.config.train import TrainConfig
 from hnclip.models import load_model
+from hnclip.training.step import SkippedStepsError
 
 
 def _scaler(monkeypatch, **kwargs):
     """Every fp16 run in the test gets a GradScaler with these settings (the loop's own otherwise)."""
-    monkeypatch.setattr(T, "grad_scaler", lambda cfg, device: (torch.amp.GradScaler(device.type, **kwargs)
+    monkeypatch.setattr(runtime_module, "grad_scaler", lambda cfg, device: (torch.amp.GradScaler(device.type, **kwargs)
                                                                if cfg.precision == "fp16" else None))
 
 
 def test_fp16_autocasts_to_float16_and_is_allowed_on_the_cpu():
-    device, dtype = T.resolve_runtime(TrainConfig(precision="fp16", device="cpu"))
+    device, dtype = runtime_module.resolve_runtime(TrainConfig(precision="fp16", device="cpu"))
     assert (device.type, dtype) == ("cpu", torch.float16)
-    assert T.grad_scaler(TrainConfig(precision="fp16"), device) is not None
-    assert T.grad_scaler(TrainConfig(precision="fp32"), device) is None
+    assert runtime_module.grad_scaler(TrainConfig(precision="fp16"), device) is not None
+    assert runtime_module.grad_scaler(TrainConfig(precision="fp32"), device) is None
 
 
 def test_steps_whose_scaled_gradients_overflow_are_skipped_and_halve_the_scale(tmp_path, monkeypatch):
@@ -42,7 +44,7 @@ def test_steps_whose_scaled_gradients_overflow_are_skipped_and_halve_the_scale(t
     # run that skipped every step trained nothing, so it stops instead of saving the initial weights
     _scaler(monkeypatch, init_scale=2.0 ** 100)
     paths = make_dataset(tmp_path / "data", n=16)  # 2 steps
-    with pytest.raises(T.SkippedStepsError, match="skipped all 2 optimizer steps of the run"):
+    with pytest.raises(SkippedStepsError, match="skipped all 2 optimizer steps of the run"):
         run_training(paths, tmp_path / "run", small_config(precision="fp16"))
     saved = torch.load(tmp_path / "run" / "ckpt" / "last.pt", weights_only=True)
     assert saved["state"]["step"] == 2 and saved["state"]["skipped_steps"] == 2
@@ -57,16 +59,16 @@ def test_an_epoch_of_non_finite_gradients_stops_the_run_at_its_end(tmp_path, mon
     # NaN gradients overflow at any scale: from 2.0, the epoch's two skips take it to 0.5 (< 1, no longer
     # a calibration) and the run stops after epoch 1 of 3
     _scaler(monkeypatch, init_scale=2.0)
-    real_objective = T.compute_objective
+    real_objective = objective_module.compute_objective
 
     def nan_objective(*args, **kwargs):  # a finite loss whose gradients are NaN, as the float16 padding's were
         loss, standard = real_objective(*args, **kwargs)
         loss.register_hook(lambda grad: grad * float("nan"))
         return loss, standard
 
-    monkeypatch.setattr(T, "compute_objective", nan_objective)
+    monkeypatch.setattr(objective_module, "compute_objective", nan_objective)
     paths = make_dataset(tmp_path / "data", n=16)
-    with pytest.raises(T.SkippedStepsError, match=r"skipped all 2 optimizer steps of epoch 1 .*scale fell to 0\.5"):
+    with pytest.raises(SkippedStepsError, match=r"skipped all 2 optimizer steps of epoch 1 .*scale fell to 0\.5"):
         run_training(paths, tmp_path / "run", small_config(precision="fp16", epochs=3))
 
 
@@ -121,7 +123,7 @@ def test_fp16_resume_continues_the_scalers_state_bit_for_bit(tmp_path, monkeypat
     # some of the 9 steps skipped (the scale halved), others clean (it doubled again)
     assert reference["grad_scale"] != 2.0 ** 15 and 0 < reference["skipped_steps"] < reference["steps"] == 9
 
-    real_objective, calls = T.compute_objective, [0]
+    real_objective, calls = objective_module.compute_objective, [0]
 
     def dies_in_step_6(*args, **kwargs):  # the 11th micro-batch: inside step 6, checkpoint at step 4
         calls[0] += 1
@@ -129,12 +131,12 @@ def test_fp16_resume_continues_the_scalers_state_bit_for_bit(tmp_path, monkeypat
             raise KeyboardInterrupt("killed")
         return real_objective(*args, **kwargs)
 
-    monkeypatch.setattr(T, "compute_objective", dies_in_step_6)
+    monkeypatch.setattr(objective_module, "compute_objective", dies_in_step_6)
     with pytest.raises(KeyboardInterrupt):
         run_training(paths, tmp_path / "resumed", cfg)
     saved = torch.load(tmp_path / "resumed" / "ckpt" / "last.pt", weights_only=True)
     assert saved["state"]["step"] == 4 and set(saved["scaler"]) >= {"scale", "_growth_tracker"}
-    monkeypatch.setattr(T, "compute_objective", real_objective)
+    monkeypatch.setattr(objective_module, "compute_objective", real_objective)
     resumed = run_training(paths, tmp_path / "resumed", cfg)
     assert (resumed["grad_scale"], resumed["skipped_steps"]) == (reference["grad_scale"], reference["skipped_steps"])
     assert_same_run(tmp_path / "reference" / "out", tmp_path / "resumed" / "out")

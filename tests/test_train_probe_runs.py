@@ -18,7 +18,7 @@ from snakemake.utils import validate
 from test_train_run import unfinished_run
 from test_train_support import make_dataset, read_csv_rows, run_training, small_config
 
-import hnclip.train as train_module
+import hnclip.training.objective as objective_module
 from hnclip import plan
 from hnclip.analysis.premise import run_role
 from hnclip.config.train import TrainConfig
@@ -113,7 +113,7 @@ def test_a_finished_probed_run_is_rebuilt_without_training_when_its_probe_is_tur
     paths = make_dataset(tmp_path / "data", n=16)
     run_training(paths, tmp_path, small_config(**SETTINGS))
     dynamics = (tmp_path / "out/dynamics.csv").read_text()
-    monkeypatch.setattr(train_module, "compute_objective", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(objective_module, "compute_objective", lambda *a, **k: pytest.fail("trained again"))
     run_training(paths, tmp_path, small_config(dynamics_probe=False, **SETTINGS))
     assert (tmp_path / "out/dynamics.csv").read_text() == dynamics  # the log keeps the columns it has
 

@@ -13,15 +13,16 @@ import torch
 from safetensors.torch import load_file
 from test_train_support import make_dataset, read_csv_rows, run_training, small_config
 
-import hnclip.train as train_module
+import hnclip.training.objective as objective_module
 from hnclip.data.manifest import read_manifest
 from hnclip.data.subsets import write_subset
 from hnclip.models import DualEncoder, load_model
+from hnclip.training.evaluation import EPOCH_COLUMNS
 
 
 def test_nan_loss_names_step_epoch_and_micro_batch_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     paths = make_dataset(tmp_path, n=32)  # 4 steps per epoch
-    real_objective = train_module.compute_objective
+    real_objective = objective_module.compute_objective
     calls = [0]
 
     def poisoned(*args, **kwargs):
@@ -31,7 +32,7 @@ def test_nan_loss_names_step_epoch_and_micro_batch_and_keeps_the_last_good_check
             loss = loss * float("nan")
         return loss, standard
 
-    monkeypatch.setattr(train_module, "compute_objective", poisoned)
+    monkeypatch.setattr(objective_module, "compute_objective", poisoned)
     with pytest.raises(FloatingPointError, match=r"step 3 \(epoch 1, micro-batch 2 of 2") as error:
         run_training(paths, tmp_path, small_config(checkpoint_every=2))
     assert "last.pt is kept" in str(error.value)
@@ -43,7 +44,7 @@ def test_nan_loss_names_step_epoch_and_micro_batch_and_keeps_the_last_good_check
 
 def unfinished_run(paths, root, cfg, monkeypatch) -> None:
     """A run that dies on a NaN in step 2, after its step-1 checkpoint: an unfinished run on disk."""
-    real_objective = train_module.compute_objective
+    real_objective = objective_module.compute_objective
     calls = [0]
 
     def poisoned(*args, **kwargs):
@@ -52,7 +53,7 @@ def unfinished_run(paths, root, cfg, monkeypatch) -> None:
         return (loss * float("nan") if calls[0] == cfg.accum_steps + 1 else loss), standard
 
     with monkeypatch.context() as patch:
-        patch.setattr(train_module, "compute_objective", poisoned)
+        patch.setattr(objective_module, "compute_objective", poisoned)
         with pytest.raises(FloatingPointError):
             run_training(paths, root, cfg)
     assert torch.load(root / "ckpt" / "last.pt", weights_only=True)["finished"] is False
@@ -106,7 +107,7 @@ def test_keep_checkpoint_decides_what_a_finished_run_leaves_and_what_a_rerun_cos
         # the outputs are gone (Snakemake deleted them): the same config rebuilds them without a training step
         for name in ("summary.json", "dynamics.csv", "epochs.csv"):
             (tmp_path / "out" / name).unlink()
-        monkeypatch.setattr(train_module, "compute_objective", lambda *a, **k: pytest.fail("trained again"))
+        monkeypatch.setattr(objective_module, "compute_objective", lambda *a, **k: pytest.fail("trained again"))
     again = run_training(paths, tmp_path, small_config(epochs=2, checkpoint_every=1, keep_checkpoint=keep))
     assert again["checkpoint_sha256"] == first["checkpoint_sha256"] and again["steps"] == 4
     assert (tmp_path / "out" / "dynamics.csv").read_text() == dynamics
@@ -158,7 +159,7 @@ def test_lora_run_on_a_subset_writes_merged_model_logs_and_summary(tmp_path):
                                                       strict=True))
     epochs = pd.read_csv(out / "epochs.csv")
     assert list(epochs["epoch"]) == [1] and list(epochs["step"]) == [2]
-    assert list(epochs.columns) == list(train_module.EPOCH_COLUMNS)
+    assert list(epochs.columns) == list(EPOCH_COLUMNS)
     dynamics_rows = read_csv_rows(out / "dynamics.csv")
     assert [int(r["epoch"]) for r in dynamics_rows] == [1, 1, 2]
     assert [bool(r["grad_norm_boosted"]) for r in dynamics_rows] == [True, False, True]

@@ -78,10 +78,11 @@ import torch
 args = json.loads(sys.argv[1])
 torch.set_num_threads(args["threads"])
 import hnclip.train as T
+import hnclip.training.objective as O
 import hnclip.training.checkpoint as C
 from hnclip.config.train import TrainConfig
 pause = args.get("pause") or {}
-real_save, real_objective, calls = C.save_checkpoint, T.compute_objective, [0]
+real_save, real_objective, calls = C.save_checkpoint, O.compute_objective, [0]
 
 def save(path, payload):
     real_save(path, payload)
@@ -97,7 +98,7 @@ def objective(*a, **k):
         time.sleep(600)
     return real_objective(*a, **k)
 
-C.save_checkpoint, T.compute_objective = save, objective
+C.save_checkpoint, O.compute_objective = save, objective
 T.train(TrainConfig(**args["config"]), **{k: Path(v) for k, v in args["paths"].items()})
 print("DONE", flush=True)
 '''

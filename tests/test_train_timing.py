@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from test_train_support import make_dataset, run_training, small_config
 
-from hnclip.train import step_timing
 from hnclip.training.checkpoint import TrainState
+from hnclip.training.timing import step_timing
 
 
 def test_step_timing_takes_the_probes_excess_and_the_evaluations_out_of_the_wall_time():

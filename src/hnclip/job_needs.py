@@ -296,7 +296,7 @@ class DiagnosticsCost:
 
 
 def _probed_steps(steps: int, every: int) -> int:
-    """Steps 1, 1 + k, 1 + 2k, ... of ``steps`` (hnclip.train.probes_step)."""
+    """Steps 1, 1 + k, 1 + 2k, ... of ``steps`` (hnclip.training.step.probes_step)."""
     return -(-steps // every) if every > 0 else 0
 
 

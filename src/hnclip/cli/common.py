@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hnclip import paths
+from hnclip.analysis.data_sizes import data_sizes
 
 WEIGHTS_DIR = "resources/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
 SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
@@ -73,41 +73,6 @@ def scale_words(spec: dict) -> str:
         return f"paper-scale run ({backbone_words(spec['backbone'])})"
     return {"rehearsal": "rehearsal-scale run (paper configuration, random weights, stand-in data)",
             "own": "run on your data"}.get(spec.get("scale"), "paper-scale run")
-
-
-def data_sizes(cells, records=(), summaries=None) -> str:
-    """Each benchmark of ``cells`` by its label with its sizes: training pairs (from the run summaries'
-    ``n_train``, keyed by the runs' train set) and test images and captions (from the evaluation records), e.g.
-    ``My captions: 60 training pairs, 30 test images (45 captions)``, and the test captions the text tower cut
-    when a record counts any (``captions_truncated``). What a run on your own data is, in words."""
-    labels = {c["eval_benchmark"]: c.get("group") or c["eval_benchmark"] for c in cells}
-    tests = {r["eval_benchmark"]: (r.get("n_images"), r.get("n_texts")) for r in records if "eval_benchmark" in r}
-    # test captions the text tower cut (the evaluation records' captions_truncated): the most any model cut
-    cut: dict[str, dict] = {}
-    for r in records:
-        found, bench = r.get("captions_truncated") or {}, r.get("eval_benchmark")
-        if bench is not None and found.get("count", 0) > cut.get(bench, {}).get("count", 0):
-            cut[bench] = found
-    trained = {}
-    for run_dir, summary in (summaries or {}).items():
-        # the run's record, else its folder
-        train_set = ((summary.get("run") or {}).get("train_set")
-                     or paths.train_set_of_dir(summary.get("run_dir") or run_dir))
-        if train_set and summary.get("n_train") is not None:
-            trained[train_set] = summary["n_train"]
-    parts = []
-    for bench, label in labels.items():
-        sizes = []
-        if bench in trained:
-            sizes.append(f"{trained[bench]:,} training pairs")
-        if tests.get(bench, (None, None))[0] is not None:
-            images, texts = tests[bench]
-            sizes.append(f"{images:,} test images" + (f" ({texts:,} captions)" if texts != images else ""))
-        if bench in cut:
-            sizes.append(f"{cut[bench]['count']:,} test captions cut at {cut[bench].get('context_length', '?')} "
-                         "text positions")
-        parts.append(f"{label}: {', '.join(sizes)}" if sizes else label)
-    return "; ".join(parts)
 
 
 def caption(spec: dict, records=(), summaries=None) -> str:

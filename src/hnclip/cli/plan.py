@@ -169,7 +169,8 @@ def format_speed(rows: list[dict]) -> str:
     each ratio beside the paper's number (report/published_numbers.yaml); empty when neither is trained."""
     if not rows:
         return ""
-    from hnclip.report import DEFAULT_PUBLISHED, load_published
+    from hnclip.analysis.published import load_published
+    from hnclip.report import DEFAULT_PUBLISHED
 
     paper = {e["key"]: e.get("value") for e in load_published(DEFAULT_PUBLISHED)}
     out = ["", "the paper's cost claim (abstract; D.1): training time per sample against HN-CLIP's, from the job "

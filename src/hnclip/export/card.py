@@ -365,8 +365,6 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     ``scale``: the workflow config's, None when not given)."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    from hnclip.models.io import MODEL_WEIGHTS
-
     summary = run.summary
     spec = model.spec
     title = f"{run.fields['train_set']}/{run.fields['method']}" if run.fields else spec.get("name") or "model"
@@ -389,37 +387,9 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     lines += ["## Loading", "", _usage(fmt, files, model.context_length, model.image_mean, model.image_std,
                                              model.image_size[0], model.interpolation)]
 
-    lines += ["## Results", ""]
-    if rows:
-        level = f"{100 * settings.confidence:g} %"
-        lines += [f"Recall@K in percent; interval: {level} percentile bootstrap over test images (their captions "
-                  f"resampled with them), {settings.resamples} resamples, seed {settings.seed}; one seed, so "
-                  "seed-to-seed variation is not in it.", "",
-                  f"| benchmark | split | direction | K | R@K | {level} interval | images | captions |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for row in rows:
-            direction, k = _METRIC.match(row.metric).groups()
-            ci = f"[{_fmt(row.interval[0])}, {_fmt(row.interval[1])}]" if row.interval else "n/a (no ranks)"
-            lines.append(f"| {row.benchmark} | {row.split} | {_DIRECTION[direction]} | {k} | {_fmt(row.value)} "
-                         f"| {ci} | {row.n_images} | {row.n_texts} |")
-        lines.append("")
-    else:
-        lines += ["No evaluation records were given for this model.", ""]
-
+    lines += _results_lines(rows, settings)
     lines += _training_data(run, scale)
-    lines += ["## Recipe", ""]
-    if summary:
-        head = {k: summary.get(k) for k in ("framework", "hn_plugin", "seed", "steps", "epochs", "samples_seen",
-                                            "n_train", "world_size", "device", "torch_version") if k in summary}
-        lines += [f"- run: `{json.dumps(run.fields, sort_keys=True)}`" if run.fields else "- run: (not a results/runs/ folder)"]
-        if summary.get("run"):
-            lines.append(f"- inputs: `{json.dumps(summary['run'], sort_keys=True)}`")
-        lines += [f"- {k}: `{v}`" for k, v in head.items()]
-        lines += ["", "```json", json.dumps(summary.get("recipe", {}), indent=2, sort_keys=True), "```", "",
-                  "<details><summary>full training config</summary>", "", "```json",
-                  json.dumps(summary.get("config", {}), indent=2, sort_keys=True), "```", "", "</details>", ""]
-    else:
-        lines += ["No run summary (summary.json) was given: recipe and provenance unknown.", ""]
+    lines += _recipe_lines(run)
 
     lines += ["## Architecture", "", f"Text positions: {model.context_length}"
               + (f" (the base architecture's {spec['config']['text_cfg']['context_length']}, stretched)"
@@ -429,6 +399,53 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
     lines += _limitations(fmt, model, scale, own, train_set)
     lines += licence_lines
 
+    lines += _provenance_lines(run, model_dir, files)
+    content = f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)
+    return ModelCard(content)
+
+
+def _results_lines(rows: Sequence[ResultRow], settings) -> list[str]:
+    """The card's Results section: one Markdown row per recall with its bootstrap interval, or why none."""
+    lines = ["## Results", ""]
+    if not rows:
+        return lines + ["No evaluation records were given for this model.", ""]
+    level = f"{100 * settings.confidence:g} %"
+    lines += [f"Recall@K in percent; interval: {level} percentile bootstrap over test images (their captions "
+              f"resampled with them), {settings.resamples} resamples, seed {settings.seed}; one seed, so "
+              "seed-to-seed variation is not in it.", "",
+              f"| benchmark | split | direction | K | R@K | {level} interval | images | captions |",
+              "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        direction, k = _METRIC.match(row.metric).groups()
+        ci = f"[{_fmt(row.interval[0])}, {_fmt(row.interval[1])}]" if row.interval else "n/a (no ranks)"
+        lines.append(f"| {row.benchmark} | {row.split} | {_DIRECTION[direction]} | {k} | {_fmt(row.value)} "
+                     f"| {ci} | {row.n_images} | {row.n_texts} |")
+    return lines + [""]
+
+
+def _recipe_lines(run: RunInfo) -> list[str]:
+    """The card's Recipe section from the run summary: the run, its inputs, the headline settings, the
+    recipe and the full training config; or that no summary was given."""
+    summary = run.summary
+    lines = ["## Recipe", ""]
+    if not summary:
+        return lines + ["No run summary (summary.json) was given: recipe and provenance unknown.", ""]
+    head = {k: summary.get(k) for k in ("framework", "hn_plugin", "seed", "steps", "epochs", "samples_seen",
+                                        "n_train", "world_size", "device", "torch_version") if k in summary}
+    lines += [f"- run: `{json.dumps(run.fields, sort_keys=True)}`" if run.fields else "- run: (not a results/runs/ folder)"]
+    if summary.get("run"):
+        lines.append(f"- inputs: `{json.dumps(summary['run'], sort_keys=True)}`")
+    lines += [f"- {k}: `{v}`" for k, v in head.items()]
+    return lines + ["", "```json", json.dumps(summary.get("recipe", {}), indent=2, sort_keys=True), "```", "",
+                    "<details><summary>full training config</summary>", "", "```json",
+                    json.dumps(summary.get("config", {}), indent=2, sort_keys=True), "```", "", "</details>", ""]
+
+
+def _provenance_lines(run: RunInfo, model_dir: Path, files: Sequence[Path]) -> list[str]:
+    """The card's Provenance section: the run's hashes and commits, the weights' sha256 and each exported file's."""
+    from hnclip.models.io import MODEL_WEIGHTS
+
+    summary = run.summary
     ours = Path(model_dir) / MODEL_WEIGHTS
     provenance = {
         "config_hash": summary.get("config_hash"),
@@ -439,10 +456,8 @@ def build_model_card(fmt: str, files: Sequence[Path], model, run: RunInfo, rows:
         f"sha256 of {ours}": _sha256(ours) if ours.is_file() else None,
         "run summary": str(run.path) if run.path else None,
     }
-    lines += ["## Provenance", "", "| | |", "|---|---|"]
+    lines = ["## Provenance", "", "| | |", "|---|---|"]
     lines += [f"| {k} | `{v}` |" for k, v in provenance.items()]
     lines += ["", "Exported files:", "", "| file | sha256 |", "|---|---|"]
     lines += [f"| {f.name} | `{_sha256(f)}` |" for f in sorted(files)]
-    lines.append("")
-    content = f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)
-    return ModelCard(content)
+    return lines + [""]

@@ -86,47 +86,13 @@ def resolve_open_clip_weights(model: str, checkpoint: str | None, *, revision: s
     """The weights ``model`` + ``checkpoint`` name, fetched by open_clip's own functions and checked (module
     docstring). Errors name the value that is wrong."""
     open_clip = open_clip_with_integrations()
-    from open_clip.pretrained import (
-        download_pretrained_from_hf,
-        download_pretrained_from_url,
-        get_pretrained_cfg,
-    )
+    from open_clip.pretrained import get_pretrained_cfg
 
     cache_dir = cache_dir or os.environ.get("HF_HUB_CACHE") or None  # read at call time, as hnclip's Hub reads
     if model.startswith(LOCAL_DIR):
-        if checkpoint or revision:
-            raise ValueError(f"{model}: a local-dir: model takes its weights from the folder; leave checkpoint and "
-                             "revision unset")
-        folder = Path(model[len(LOCAL_DIR):]).expanduser()
-        config_path = folder / _CONFIG_FILE
-        if not config_path.is_file():
-            raise FileNotFoundError(f"{model}: {config_path} does not exist (an open_clip local-dir: folder holds "
-                                    f"{_CONFIG_FILE} and the weights)")
-        from open_clip.factory import _find_checkpoint_in_dir  # the file open_clip's local-dir: loader picks
-
-        found = _find_checkpoint_in_dir(folder)
-        if found is None:
-            raise FileNotFoundError(f"{model}: no weights file (*.safetensors, *.bin, *.pth) in {folder}")
-        _check_local(Path(found), sha256)
-        config = json.loads(config_path.read_text())
-        return OpenClipWeights(model, None, Path(found), config.get("model_cfg", {}), None, model, None, model)
+        return _local_dir_weights(model, checkpoint, revision, sha256)
     if model.startswith(HF_HUB):
-        if checkpoint:
-            raise ValueError(f"{model}: an hf-hub: model takes its weights from the repository; leave checkpoint unset")
-        repo = model[len(HF_HUB):]
-        config_path = Path(download_pretrained_from_hf(repo, filename=_CONFIG_FILE, revision=revision,
-                                                       cache_dir=cache_dir))
-        weights = Path(download_pretrained_from_hf(repo, revision=revision, cache_dir=cache_dir))
-        commit = _commit_of(weights)
-        _lock(weights, f"open_clip--{repo}", f"hf://models/{repo}@{commit or 'unknown'}/{weights.name}",
-              sha256, commit, download_dir)
-        # open_clip's local-dir: loader reads exactly these two files (the snapshot may hold other weights)
-        staging = Path(tempfile.mkdtemp(prefix="hnclip-open-clip-"))
-        (staging / _CONFIG_FILE).symlink_to(config_path.resolve())
-        (staging / weights.name).symlink_to(weights.resolve())
-        config = json.loads(config_path.read_text())
-        return OpenClipWeights(LOCAL_DIR + str(staging), None, weights, config.get("model_cfg", {}), None,
-                               f"{model}@{commit}" if commit else model, commit, LOCAL_DIR + str(staging))
+        return _hub_repo_weights(model, checkpoint, revision, sha256, download_dir, cache_dir)
     config = open_clip.get_model_config(model)
     if config is None:
         raise ValueError(f"{model!r} is not an architecture open_clip knows (open_clip.list_models()), nor "
@@ -137,23 +103,7 @@ def resolve_open_clip_weights(model: str, checkpoint: str | None, *, revision: s
                          "weights file): a random open_clip model is not a backbone to start from")
     tag = get_pretrained_cfg(model, checkpoint)
     if tag:
-        preprocess = {k: tag[k] for k in _PREPROCESS_KEYS if k in tag}
-        if tag.get("hf_hub"):
-            repo, filename = os.path.split(tag["hf_hub"])
-            weights = Path(download_pretrained_from_hf(repo, filename=filename or None, revision=revision,
-                                                       cache_dir=cache_dir))
-            commit = _commit_of(weights)
-            source = f"hf://models/{repo}@{commit or 'unknown'}/{weights.name}"
-        elif tag.get("url"):
-            if revision:
-                raise ValueError(f"{model} {checkpoint}: open_clip fetches this tag from a URL ({tag['url']}); a "
-                                 "Hub revision cannot pin it (pin its sha256)")
-            weights, commit, source = Path(download_pretrained_from_url(tag["url"], cache_dir=cache_dir)), None, tag["url"]
-        else:
-            raise ValueError(f"{model} {checkpoint}: open_clip's tag names no hf_hub or url to fetch")
-        _lock(weights, f"open_clip--{model}--{checkpoint}", source, sha256, commit, download_dir)
-        return OpenClipWeights(model, str(weights), weights, config, preprocess, f"{model} {checkpoint} ({source})",
-                               commit, model)
+        return _tagged_weights(model, checkpoint, tag, config, revision, sha256, download_dir, cache_dir)
     from hnclip.data.weights import fetch_weights
 
     if not str(checkpoint).startswith("hf://") and not Path(checkpoint).expanduser().is_file():
@@ -162,6 +112,72 @@ def resolve_open_clip_weights(model: str, checkpoint: str | None, *, revision: s
                                 f"({', '.join(tags) or 'none'}) nor an existing weights file")
     weights = Path(fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256))
     return OpenClipWeights(model, str(weights), weights, config, None, f"{model} {checkpoint}", revision, model)
+
+
+def _local_dir_weights(model: str, checkpoint, revision, sha256) -> OpenClipWeights:
+    """A ``local-dir:FOLDER`` model: the config and the weights file open_clip's local-dir: loader picks there."""
+    if checkpoint or revision:
+        raise ValueError(f"{model}: a local-dir: model takes its weights from the folder; leave checkpoint and "
+                         "revision unset")
+    folder = Path(model[len(LOCAL_DIR):]).expanduser()
+    config_path = folder / _CONFIG_FILE
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{model}: {config_path} does not exist (an open_clip local-dir: folder holds "
+                                f"{_CONFIG_FILE} and the weights)")
+    from open_clip.factory import _find_checkpoint_in_dir  # the file open_clip's local-dir: loader picks
+
+    found = _find_checkpoint_in_dir(folder)
+    if found is None:
+        raise FileNotFoundError(f"{model}: no weights file (*.safetensors, *.bin, *.pth) in {folder}")
+    _check_local(Path(found), sha256)
+    config = json.loads(config_path.read_text())
+    return OpenClipWeights(model, None, Path(found), config.get("model_cfg", {}), None, model, None, model)
+
+
+def _hub_repo_weights(model: str, checkpoint, revision, sha256, download_dir, cache_dir) -> OpenClipWeights:
+    """An ``hf-hub:ORG/REPO`` model: its config and weights from the Hub, locked, staged as a local-dir: folder."""
+    from open_clip.pretrained import download_pretrained_from_hf
+
+    if checkpoint:
+        raise ValueError(f"{model}: an hf-hub: model takes its weights from the repository; leave checkpoint unset")
+    repo = model[len(HF_HUB):]
+    config_path = Path(download_pretrained_from_hf(repo, filename=_CONFIG_FILE, revision=revision,
+                                                   cache_dir=cache_dir))
+    weights = Path(download_pretrained_from_hf(repo, revision=revision, cache_dir=cache_dir))
+    commit = _commit_of(weights)
+    _lock(weights, f"open_clip--{repo}", f"hf://models/{repo}@{commit or 'unknown'}/{weights.name}",
+          sha256, commit, download_dir)
+    # open_clip's local-dir: loader reads exactly these two files (the snapshot may hold other weights)
+    staging = Path(tempfile.mkdtemp(prefix="hnclip-open-clip-"))
+    (staging / _CONFIG_FILE).symlink_to(config_path.resolve())
+    (staging / weights.name).symlink_to(weights.resolve())
+    config = json.loads(config_path.read_text())
+    return OpenClipWeights(LOCAL_DIR + str(staging), None, weights, config.get("model_cfg", {}), None,
+                           f"{model}@{commit}" if commit else model, commit, LOCAL_DIR + str(staging))
+
+
+def _tagged_weights(model: str, checkpoint: str, tag: dict, config: dict, revision, sha256, download_dir,
+                    cache_dir) -> OpenClipWeights:
+    """An architecture with one of open_clip's pretrained tags: the weights its tag names (Hub file or URL), locked."""
+    from open_clip.pretrained import download_pretrained_from_hf, download_pretrained_from_url
+
+    preprocess = {k: tag[k] for k in _PREPROCESS_KEYS if k in tag}
+    if tag.get("hf_hub"):
+        repo, filename = os.path.split(tag["hf_hub"])
+        weights = Path(download_pretrained_from_hf(repo, filename=filename or None, revision=revision,
+                                                   cache_dir=cache_dir))
+        commit = _commit_of(weights)
+        source = f"hf://models/{repo}@{commit or 'unknown'}/{weights.name}"
+    elif tag.get("url"):
+        if revision:
+            raise ValueError(f"{model} {checkpoint}: open_clip fetches this tag from a URL ({tag['url']}); a "
+                             "Hub revision cannot pin it (pin its sha256)")
+        weights, commit, source = Path(download_pretrained_from_url(tag["url"], cache_dir=cache_dir)), None, tag["url"]
+    else:
+        raise ValueError(f"{model} {checkpoint}: open_clip's tag names no hf_hub or url to fetch")
+    _lock(weights, f"open_clip--{model}--{checkpoint}", source, sha256, commit, download_dir)
+    return OpenClipWeights(model, str(weights), weights, config, preprocess, f"{model} {checkpoint} ({source})",
+                           commit, model)
 
 
 def dual_encoder_from_open_clip(oc_model, config: dict, tokenizer, where: str, name: str | None = None,

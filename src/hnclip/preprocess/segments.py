@@ -324,11 +324,7 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
                 line = json.dumps(record, ensure_ascii=False) + "\n"
                 records.write(line)
                 digest.update(line.encode("utf-8"))
-                stats["images"] += 1
-                stats["pairs"] += len(record["pairs"])
-                stats["images_rematched"] += how == "rematched"
-                stats["images_without_segments"] += how == "whole_image"
-                stats["sentences_matched_to_whole_image"] += to_whole
+                _tally(stats, record, how, to_whole)
         _raw_to_npy(tmp_raw, out_dir / CROPS_FILE, (n_crops, image_size, image_size, 3))
         os.replace(tmp_records, out_dir / RECORDS_FILE)
     finally:
@@ -345,6 +341,15 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
     tmp_index.write_text(json.dumps(index, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp_index, out_dir / INDEX_FILE)
     return index
+
+
+def _tally(stats: dict, record: dict, how: str, to_whole: int) -> None:
+    """Add one image's record to the product's counts: its pairs, how its sentences were matched."""
+    stats["images"] += 1
+    stats["pairs"] += len(record["pairs"])
+    stats["images_rematched"] += how == "rematched"
+    stats["images_without_segments"] += how == "whole_image"
+    stats["sentences_matched_to_whole_image"] += to_whole
 
 
 def _open_rgb(path, image_id) -> Image.Image:

@@ -1,5 +1,14 @@
 """Parts of the training loop in :mod:`hnclip.train`, one job per module.
 
+- :mod:`.runtime` device, autocast dtype, fp16's gradient scaler, seeds, repeatable kernels, peak memory.
+- :mod:`.inputs` the training set read from a manifest and store, the evaluated splits, the resume fingerprint.
+- :mod:`.objective` one micro-batch's objective beside plain InfoNCE, the DDP-wrapped step module, the
+  frozen-margin caption features, the logit-scale clamp.
+- :mod:`.session` everything up to the first step (framework, optimizer, logs, a checkpoint resumed).
+- :mod:`.step` one optimizer step (micro-batches, fp16 scaling, probe, clip, AdamW) and the fp16 skip check.
+- :mod:`.timing` where the wall time goes (plain vs probed steps, evaluations).
+- :mod:`.evaluation` the evaluation after each epoch and the columns of its logs.
+- :mod:`.loop` the step loop over epochs; :mod:`.finish` the exported model and ``summary.json``.
 - :mod:`.batches` the training set in memory, per-epoch order, micro-batch image reading.
 - :mod:`.schedule` AdamW parameter groups and the warmup + cosine schedule.
 - :mod:`.dynamics` standard vs boosted gradient probe (the dynamics.csv columns).

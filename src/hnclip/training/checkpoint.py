@@ -69,8 +69,8 @@ class TrainState:
     samples_seen: int = 0
     last_loss: float = math.nan
     wall_time_s: float = 0.0  # summed over all sessions of the run
-    # where the wall time went (hnclip.train.step_timing): the cost table compares methods on training
-    # time alone, whichever runs probe or evaluate after each epoch (a checkpoint without them: zeros)
+    # where the wall time went (hnclip.training.timing.step_timing): the cost table compares methods on
+    # training time alone, whichever runs probe or evaluate after each epoch (a checkpoint without them: zeros)
     probed_steps: int = 0  # optimizer steps that ran the gradient probe
     probed_step_s: float = 0.0  # seconds of the timed probed steps (each session's first step untimed)
     probed_timed: int = 0
@@ -78,7 +78,8 @@ class TrainState:
     plain_timed: int = 0
     epoch_eval_s: float = 0.0  # seconds of the evaluations after each epoch
     # fp16: optimizer steps the gradient scaler skipped (non-finite scaled gradients), in the run and in the
-    # current epoch; an epoch or a run of nothing but skipped steps stops it (hnclip.train.check_skipped_steps)
+    # current epoch; an epoch or a run of nothing but skipped steps stops it
+    # (hnclip.training.step.check_skipped_steps)
     skipped_steps: int = 0
     skipped_in_epoch: int = 0
 

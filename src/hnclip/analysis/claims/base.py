@@ -126,35 +126,13 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     section, quote, title = entry.section, entry.quote, entry.title
     evidence = dict(evidence or {})
     settings = _SETTINGS
-    conditions, unsampled, kinds = [], 0, []
     if missing is not None:
         holds, margins = None, None
-    if margins:
-        for i, (margin, ties) in enumerate(margins):
-            given = bounds[i] if bounds is not None else None
-            kinds.append(interval_kind if given is not None else "paired bootstrap interval")
-            if given is None and not (isinstance(margin, Estimate) and margin.has_interval):
-                # a measurement with no resampling unit (premise figures), or cells whose records predate
-                # per-query outcomes: judged on the value, and shown without an interval
-                value = float(margin)
-                given = (value, value)
-                unsampled += 1
-            conditions.append((judge(margin, ties, settings, given), margin))
+    conditions, unsampled, kinds = _judge_margins(margins, bounds, interval_kind, settings)
     statuses = [c.status for c, _ in conditions] + ["undecided"] * (0 if missing is not None else len(unjudged))
     if unjudged and missing is None:
         evidence["not measurable here (undecided)"] = "; ".join(unjudged)
-    if missing is not None:
-        verdict = "no data"
-    elif holds is not None and not statuses:
-        verdict = "holds" if holds else "does not hold"
-    elif not statuses:
-        verdict, holds = "no data", None
-    elif "failed" in statuses:
-        verdict, holds = "does not hold", False
-    elif "undecided" in statuses:
-        verdict, holds = "inconclusive", None
-    else:
-        verdict, holds = "holds", True
+    verdict, holds = _overall(statuses, holds, missing)
     if unsampled:
         evidence["conditions judged on their value (no per-query outcomes behind them)"] = \
             f"{unsampled} of {len(conditions)}"
@@ -163,16 +141,7 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
         evidence["on the edge (a bound within its Monte Carlo error of 0 at "
                  f"{max(c.resamples for c in edges):,} resamples: left undecided, its side is the resampling "
                  "seed's)"] = f"{len(edges)} of {len(conditions)}"
-    deciding = _deciding(conditions)
-    decision = None
-    if deciding is not None:
-        condition, margin = deciding
-        kind = kinds[next(i for i, c in enumerate(conditions) if c is deciding)]
-        decision = {"margin": round_margin(condition.value),
-                    "ci_low": round_margin(condition.low) if _sampled(margin, bounds) else None,
-                    "ci_high": round_margin(condition.high) if _sampled(margin, bounds) else None,
-                    "resolution": maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
-                    "status": condition.status, "edge": condition.edge, "kind": kind}
+    decision = _decision(conditions, kinds, bounds, settings)
     decided = sum(s != "undecided" for s in statuses)
     n_conditions = len(statuses)
     return {"id": key, "section": section, "quote": quote, "claim": title, "criterion": criterion,
@@ -188,6 +157,52 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
             "decided": f"{decided} of {n_conditions} conditions decided "
                        f"({statuses.count('met')} met, {statuses.count('failed')} refuted)" if statuses else None,
             "interval": decision, "confidence": settings.confidence, "edge": len(edges)}
+
+
+def _judge_margins(margins, bounds, interval_kind: str, settings) -> tuple[list, int, list[str]]:
+    """(conditions as (judged, margin) pairs, how many were judged on their value alone, each one's interval kind)."""
+    conditions, unsampled, kinds = [], 0, []
+    for i, (margin, ties) in enumerate(margins or []):
+        given = bounds[i] if bounds is not None else None
+        kinds.append(interval_kind if given is not None else "paired bootstrap interval")
+        if given is None and not (isinstance(margin, Estimate) and margin.has_interval):
+            # a measurement with no resampling unit (premise figures), or cells whose records predate
+            # per-query outcomes: judged on the value, and shown without an interval
+            value = float(margin)
+            given = (value, value)
+            unsampled += 1
+        conditions.append((judge(margin, ties, settings, given), margin))
+    return conditions, unsampled, kinds
+
+
+def _overall(statuses: list[str], holds: bool | None, missing: str | None) -> tuple[str, bool | None]:
+    """(verdict, holds) from the conditions' statuses: any refuted fails the claim, any undecided leaves it
+    inconclusive; with no condition a given ``holds`` decides, and missing data is "no data"."""
+    if missing is not None:
+        return "no data", holds
+    if holds is not None and not statuses:
+        return ("holds" if holds else "does not hold"), holds
+    if not statuses:
+        return "no data", None
+    if "failed" in statuses:
+        return "does not hold", False
+    if "undecided" in statuses:
+        return "inconclusive", None
+    return "holds", True
+
+
+def _decision(conditions: list, kinds: list[str], bounds, settings) -> dict | None:
+    """The deciding condition (:func:`_deciding`) with its interval, resolution and interval kind; None if none."""
+    deciding = _deciding(conditions)
+    if deciding is None:
+        return None
+    condition, margin = deciding
+    kind = kinds[next(i for i, c in enumerate(conditions) if c is deciding)]
+    return {"margin": round_margin(condition.value),
+            "ci_low": round_margin(condition.low) if _sampled(margin, bounds) else None,
+            "ci_high": round_margin(condition.high) if _sampled(margin, bounds) else None,
+            "resolution": maybe_round(resolution(margin, settings)) if isinstance(margin, Estimate) else None,
+            "status": condition.status, "edge": condition.edge, "kind": kind}
 
 def _deciding(conditions: list) -> tuple | None:
     """The condition a reader should look at: a refuted one, else an undecided one, else the closest call

@@ -3,7 +3,7 @@
 Why a claim of its own, read from the main table's runs. The paper's speed-ups compare training at one
 budget (D.1, Table A3), so ours compares the runs the main table already trained and their other seeds
 (the seeds experiment), at full data on one train set, each run's training time its wall time less the evaluations after each epoch
-(``summary["timing"]["train_time_s"]``, :func:`hnclip.train.step_timing`). Runs that ran the gradient probe
+(``summary["timing"]["train_time_s"]``, :func:`hnclip.training.timing.step_timing`). Runs that ran the gradient probe
 are left out rather than corrected: the probe's cost is subtracted by an estimate, and a run without it
 needs none (HN-CLIP's seed 0 probes for the premise figures; its other seeds do not).
 
