@@ -120,3 +120,78 @@ def log_path(job: str, name: str) -> str:
 def benchmark_path(job: str, name: str) -> str:
     """A job's Snakemake benchmark TSV: ``results/benchmarks/<job>/<name>.tsv``."""
     return f"{RESULTS}/benchmarks/{job}/{name}.tsv"
+
+
+# ------------------------------------------------------------------------ the backbone and the prepared data
+# Every argument defaults to its Snakemake wildcard, as above; help texts pass placeholders ("<benchmark>").
+BACKBONE_MODEL = f"{RESULTS}/backbone/model"  # the model every run fine-tunes and the zero-shot row scores
+PRETRAINED_MODEL = f"{RESULTS}/pretrain/long/model"  # the DAG's own pretrained backbone (backbone.source pretrain)
+DATA_DIR = f"{RESULTS}/data"  # one folder per benchmark: its source record, manifests, image stores, subsets
+
+
+def data_dir(benchmark: str = "{benchmark}") -> str:
+    """A benchmark's prepared data: ``source.json``, ``<split>.csv``, ``<split>_images/``, ``subsets/``."""
+    return f"{DATA_DIR}/{benchmark}"
+
+
+def source_record_path(benchmark: str = "{benchmark}") -> str:
+    """What the fetch step found for a benchmark (its files and checksums)."""
+    return f"{data_dir(benchmark)}/source.json"
+
+
+def manifest_path(benchmark: str = "{benchmark}", split: str = "{split}") -> str:
+    """A split's manifest: one row per caption."""
+    return f"{data_dir(benchmark)}/{split}.csv"
+
+
+def images_dir(benchmark: str = "{benchmark}", split: str = "{split}") -> str:
+    """A split's image store, at the backbone's geometry."""
+    return f"{data_dir(benchmark)}/{split}_images"
+
+
+def product_dir(train_set: str = "{train_set}", product: str = "{product}") -> str:
+    """A train set's cached preprocessing for a framework (``segments``, ``edges``)."""
+    return f"{data_dir(train_set)}/train_{product}"
+
+
+def subset_path(benchmark: str = "{benchmark}", fraction: str = "{fraction}", seed: str = "{seed}") -> str:
+    """The ids of a nested fraction subset of a train set's training manifest, one a line."""
+    return f"{data_dir(benchmark)}/subsets/f{fraction}_s{seed}.txt"
+
+
+# ------------------------------------------------------------------------ what the analysis and the report read
+REPORT = f"{RESULTS}/report.html"
+SUMMARY_MD = f"{RESULTS}/summary.md"
+CLAIMS = f"{RESULTS}/claims.json"  # the paper's claims judged (hnclip claims)
+PREMISE = f"{RESULTS}/premise.json"  # the premise measurements from the plain and HN-only runs
+EFFECTIVE_CONFIG = f"{RESULTS}/config.json"  # the config as Snakemake validated it, defaults filled in
+TUNING_RECORD = f"{RESULTS}/tuning/record.json"  # what `snakemake tune` found
+
+
+def spec_path(experiment: str = "{experiment}") -> str:
+    """An experiment's spec: its cells as the tables, figures and report read them (hnclip.plan.write_spec)."""
+    return f"{RESULTS}/specs/{experiment}.json"
+
+
+def table_path(name: str = "{experiment}", ext: str = "csv") -> str:
+    return f"{RESULTS}/tables/{name}.{ext}"
+
+
+def figure_path(name: str, ext: str = "png") -> str:
+    return f"{RESULTS}/figures/{name}.{ext}"
+
+
+def geometry_path(benchmark: str = "{benchmark}") -> str:
+    """A benchmark's embedding geometry (hnclip geometry)."""
+    return f"{RESULTS}/geometry/{benchmark}.json"
+
+
+def regime_path(benchmark: str = "{benchmark}") -> str:
+    """A benchmark's regime conditions (hnclip regime)."""
+    return f"{RESULTS}/regime/{benchmark}.json"
+
+
+__all__ += ["BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_CONFIG", "PREMISE", "PRETRAINED_MODEL", "REPORT",
+            "SUMMARY_MD", "TUNING_RECORD", "data_dir", "figure_path", "geometry_path", "images_dir",
+            "manifest_path", "product_dir", "regime_path", "source_record_path", "spec_path", "subset_path",
+            "table_path"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from hnclip import paths
 
 WEIGHTS_DIR = "resources/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
-SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
+SPEC_HELP = f"experiment spec file ({paths.spec_path('<experiment>')}, written by hnclip.plan.write_spec)"
 
 
 def add_verb(sub, name: str, func, help_text: str) -> argparse.ArgumentParser:

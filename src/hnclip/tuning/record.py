@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.frameworks.registry import framework_entry
 from hnclip.plan.roles import REFERENCE_METHOD
 
@@ -71,7 +72,7 @@ def load_record(path: str | Path) -> dict:
         record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"tuning record {path} is missing: run `snakemake tune` and copy its "
-                                "results/tuning/record.json there (docs/toy-design.md, 'Tuning')") from None
+                                f"{paths.TUNING_RECORD} there (docs/toy-design.md, 'Tuning')") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"tuning record {path} is not JSON: {error}") from None
     if not isinstance(record, dict) or not isinstance(record.get("methods"), dict):
