@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hnclip import paths
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "workflow/scripts/slurm_cluster.sh"
 PROFILE = REPO / "profiles/slurm"
@@ -39,7 +41,7 @@ SMALL_CPUS = 1
 # every kind of job that goes to the cluster, plus local rules: the main table's runs, a geometry, a subset
 # (the main table's evaluations are its training jobs'; a transfer evaluation is an evaluate job)
 MAIN_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json",
-                "results/data/synthetic/subsets/f0.5_s0.txt",
+                paths.subset_path("synthetic", "0.5", "0"),
                 "results/evals/synthetic/longclip/g0/f1/s0/synthetic_shift.json"]
 REFERENCE_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json"]
 # rules these targets send to the cluster whatever methods the micro config lists (frameworks add more)
