@@ -201,7 +201,7 @@ def copy_inputs(src: Path, dst: Path) -> None:
 def main_table_runs() -> tuple[set[str], set[str]]:
     """Run folders and evaluation files of the micro config's main table, from hnclip.plan."""
     from hnclip import plan
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     cells = plan.experiment_spec(load_config(MICRO), "main")["cells"]
     # the zero-shot row is evaluated but has no run folder

@@ -124,12 +124,12 @@ def caption(spec: dict, records=(), summaries=None) -> str:
 def workflow_config(configfiles, effective: Path | None = None) -> dict:
     """The workflow config a verb reads: the effective config the workflow wrote (``results/config.json``,
     already validated and filled by Snakemake, read as it is), else config files layered and validated as
-    Snakemake layers them (:func:`hnclip.config.loading.load_config`)."""
+    Snakemake layers them (:func:`hnclip.workflow_config.load_config`)."""
     if effective is not None:
         try:
             return json.loads(Path(effective).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as error:
             raise SystemExit(f"{effective}: not the workflow's effective config ({error})") from None
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     return load_config(configfiles)

@@ -46,7 +46,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     the backbone's earlier runs in ``results_dir``, else a line saying there is no measurement (``job_cost``
     False: leave all of it out); return its rows."""
     from hnclip import plan
-    from hnclip.config.loading import job_resources, load_config, profile_train_resources
+    from hnclip.config.loading import job_resources, profile_train_resources
     from hnclip.cost import build_plan, planned_backbone, resolve_throughput, train_set_sizes
     from hnclip.job_needs import (
         diagnostics_cost,
@@ -57,6 +57,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
         run_needs,
         speed_against_reference,
     )
+    from hnclip.workflow_config import load_config
 
     config = load_config(configfile)
     runs = plan.all_runs(config)

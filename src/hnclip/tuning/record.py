@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hnclip import paths
 from hnclip.frameworks.registry import framework_entry
+from hnclip.plan import Run, run_settings
 from hnclip.plan.roles import REFERENCE_METHOD
 
 __all__ = ["config_disagreements", "load_record", "rate_source", "strongest_competitor", "tuned_methods",
@@ -81,10 +82,11 @@ def load_record(path: str | Path) -> dict:
 
 
 def _configured_rate(config: Mapping, method: str, key: str) -> float:
-    """The rate ``key`` a run of ``method`` trains at: the method's recipe over the shared train section."""
-    recipe = {**config["train"], **{k: v for k, v in (config["methods"][method].get("train") or {}).items()
-                                    if v is not None}}
-    return float(recipe[key])
+    """The rate ``key`` a run of ``method`` trains at, as the plan gives it to every run of the method
+    (:func:`hnclip.plan.run_settings`: its recipe over the shared train section); the run's other fields do
+    not enter a rate, so any run of the method stands for them all."""
+    run = Run(train_set="", method=method, gamma=str(config["gamma"]), fraction="1", seed=0)
+    return float(run_settings(dict(config), run)[key])
 
 
 def config_disagreements(config: Mapping, record: Mapping) -> list[str]:
