@@ -52,11 +52,12 @@ def test_the_rules_declare_the_paths_the_python_code_builds():
 
 # ------------------------------------------------------------------------------ the one home of results/
 SRC = Path(__file__).resolve().parents[1] / "src" / "hnclip"
-# a path below results/ (or the results folder itself), spelled in a string or an f-string's text
-RESULTS_PATH = re.compile(rf"(?<![\w.-]){re.escape(paths.RESULTS)}(/|$)")
+# a path below results/ (or the results folder itself) or resources/, spelled in a string or an f-string's text
+RESULTS_PATH = re.compile(rf"(?<![\w.-])({re.escape(paths.RESULTS)}(/|$)|{re.escape(paths.RESOURCES)}/)")
 # Modules other helpers of issue 55 are converting at the same time (empty this list once they are merged):
-# released.py's evaluation and model folders of a released checkpoint (the checkpoint-format registry).
-ALLOWED = {"released.py"}
+# released.py's evaluation and model folders of a released checkpoint, and models/convert.py's default
+# download folder (paths.WEIGHTS_DIR), both in the checkpoint-format registry's work.
+ALLOWED = {"released.py", "models/convert.py"}
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -82,14 +83,15 @@ def results_literals(source: str) -> list[tuple[int, str]]:
 def test_the_scan_finds_a_results_path_in_code_and_not_in_a_docstring():
     source = ('"""Writes results/runs/x."""\n'
               'def f(run):\n    """results/evals/<run>."""\n    return f"results/evals/{run}/docci.json"\n'
-              'HELP = "a finished results/ folder"\nNAME = "results"\nOTHER = "my_results/x", "--results"\n')
-    assert [line for line, _ in results_literals(source)] == [4, 5, 6]
+              'HELP = "a finished results/ folder"\nNAME = "results"\nOTHER = "my_results/x", "--results"\n'
+              'WEIGHTS = "resources/checkpoints"\nKEY = config.get("resources"), "default-resources"\n')
+    assert [line for line, _ in results_literals(source)] == [4, 5, 6, 8]
 
 
-def test_src_spells_results_paths_only_in_paths_py():
+def test_src_spells_results_and_resources_paths_only_in_paths_py():
     offenders = [f"{file.relative_to(SRC)}:{line}: {text!r}"
                  for file in sorted(SRC.rglob("*.py")) if file.name != "paths.py"
                  and str(file.relative_to(SRC)) not in ALLOWED
                  for line, text in results_literals(file.read_text(encoding="utf-8"))]
-    assert not offenders, ("results/ paths spelled outside hnclip.paths (build them with its functions):\n"
+    assert not offenders, ("results/ and resources/ paths spelled outside hnclip.paths (build them with its functions):\n"
                            + "\n".join(offenders))

@@ -191,7 +191,13 @@ def regime_path(benchmark: str = "{benchmark}") -> str:
     return f"{RESULTS}/regime/{benchmark}.json"
 
 
-__all__ += ["BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_CONFIG", "PREMISE", "PRETRAINED_MODEL", "REPORT",
-            "SUMMARY_MD", "TUNING_RECORD", "data_dir", "figure_path", "geometry_path", "images_dir",
-            "manifest_path", "product_dir", "regime_path", "source_record_path", "spec_path", "subset_path",
-            "table_path"]
+# ------------------------------------------------------------------------ resources/: what the checkout pins
+RESOURCES = "resources"
+WEIGHTS_DIR = f"{RESOURCES}/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
+BACKBONES_DIR = f"{RESOURCES}/backbones"  # the released backbones the repository ships, one model folder each
+
+
+__all__ += ["BACKBONES_DIR", "BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_CONFIG", "PREMISE", "PRETRAINED_MODEL",
+            "REPORT", "RESOURCES", "SUMMARY_MD", "TUNING_RECORD", "WEIGHTS_DIR", "data_dir", "figure_path",
+            "geometry_path", "images_dir", "manifest_path", "product_dir", "regime_path", "source_record_path",
+            "spec_path", "subset_path", "table_path"]

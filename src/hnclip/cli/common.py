@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hnclip import paths
 
-WEIGHTS_DIR = "resources/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
+WEIGHTS_DIR = paths.WEIGHTS_DIR  # Hub weights, one locked folder per source (hnclip.data.weights)
 SPEC_HELP = f"experiment spec file ({paths.spec_path('<experiment>')}, written by hnclip.plan.write_spec)"
 
 
