@@ -34,6 +34,13 @@ def test_the_backbone_and_a_benchmarks_data_lie_where_written_by_hand():
     assert paths.table_path("cost") == "results/tables/cost.csv"
     assert paths.regime_path("<benchmark>") == "results/regime/<benchmark>.json"
 
+    assert paths.WEIGHTS_DIR == "resources/checkpoints"
+
+
+def test_a_results_path_moves_into_another_results_folder():
+    assert paths.in_results("/tmp/old/results", paths.RUNS_DIR) == Path("/tmp/old/results/runs")
+    assert paths.in_results("elsewhere", paths.regime_path("docci")) == Path("elsewhere/regime/docci.json")
+
 
 # the rules keep their own output literals (the DAG's declaration); each is the path function's wildcard form
 RULE_OUTPUTS = {

@@ -191,6 +191,12 @@ def regime_path(benchmark: str = "{benchmark}") -> str:
     return f"{RESULTS}/regime/{benchmark}.json"
 
 
+def in_results(results_dir, path: str) -> Path:
+    """``path`` (one of this module's, below results/) in another results folder ``results_dir``: where
+    ``hnclip plan --results`` and the premise printout find a finished run's files."""
+    return Path(results_dir) / Path(path).relative_to(RESULTS)
+
+
 # ------------------------------------------------------------------------ resources/: what the checkout pins
 RESOURCES = "resources"
 WEIGHTS_DIR = f"{RESOURCES}/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
@@ -199,5 +205,5 @@ BACKBONES_DIR = f"{RESOURCES}/backbones"  # the released backbones the repositor
 
 __all__ += ["BACKBONES_DIR", "BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_CONFIG", "PREMISE", "PRETRAINED_MODEL",
             "REPORT", "RESOURCES", "SUMMARY_MD", "TUNING_RECORD", "WEIGHTS_DIR", "data_dir", "figure_path",
-            "geometry_path", "images_dir", "manifest_path", "product_dir", "regime_path", "source_record_path",
+            "geometry_path", "images_dir", "in_results", "manifest_path", "product_dir", "regime_path", "source_record_path",
             "spec_path", "subset_path", "table_path"]

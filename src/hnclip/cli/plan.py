@@ -91,7 +91,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
                  f"{backbone!r}" if cost is not None else "no hnclip/job_cost.json")
         needs = run_needs(config, results_dir, sizes, train_limits)
         if needs:
-            text += "\n" + format_run_needs(needs, backbone, Path(results_dir) / "runs", other)
+            text += "\n" + format_run_needs(needs, backbone, paths.in_results(results_dir, paths.RUNS_DIR), other)
         else:
             text += (f"\nper-job needs: none measured for backbone {backbone!r} ({other}; no run of it in "
                      f"{Path(results_dir) / 'runs'}): train one run and plan again, or measure it with "
