@@ -7,6 +7,11 @@ arguments default to Snakemake wildcards, so a rule's path is the same call as a
 ``paths.eval_path()`` is ``results/evals/{train_set}/.../s{seed}/{eval_benchmark}.json`` and
 ``paths.eval_path(run.path, "docci")`` one run's record. Numbers are written as their callers pass them;
 :func:`format_number` is the canonical text of a gamma, fraction or seed.
+
+Beside the runs: the backbone and each benchmark's prepared data, the specs, tables, figures and report files,
+and the ``resources/`` folders the checkout pins. Rules keep their input/output literals (the DAG's
+declaration; tests/test_paths.py checks them against these functions); Python code, the rules' input
+functions and help texts build every such path here (the same test scans src/ for one spelled elsewhere).
 """
 
 from __future__ import annotations
