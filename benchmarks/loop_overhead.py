@@ -70,12 +70,15 @@ def pipeline_settings(configfile: Path) -> tuple[dict, dict, str]:
     from hnclip import plan
 
     try:
-        from hnclip.config.loading import load_config
-    except ImportError:  # a source tree from before the hnclip.config package (--src)
+        from hnclip.workflow_config import load_config
+    except ImportError:  # a source tree from before hnclip.workflow_config (--src)
         try:
-            from hnclip.config_loading import load_config
-        except ImportError:  # ... or from before hnclip.config_loading
-            from hnclip.plan_cli import load_config
+            from hnclip.config.loading import load_config
+        except ImportError:  # ... or from before the hnclip.config package
+            try:
+                from hnclip.config_loading import load_config
+            except ImportError:  # ... or from before hnclip.config_loading
+                from hnclip.plan_cli import load_config
 
     config = load_config(configfile)
     if not hasattr(plan, "probed_runs"):  # a source tree from before train.probe_runs: every run probes

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hnclip.config.loading import load_config
 from hnclip.frameworks import framework_names  # torch-free: the registration rows
+from hnclip.workflow_config import load_config
 
 PAPER_CONFIG = Path(__file__).resolve().parents[1] / "config" / "paper.yaml"
 
 
 def paper_hn_settings() -> dict:
     """HN-CLIP's gamma and token weight as config/paper.yaml sets them (the config is their one home), read
-    as the workflow reads it (hnclip.config.loading: validated, schema defaults filled in)."""
+    as the workflow reads it (hnclip.workflow_config: validated, schema defaults filled in, cross-checked)."""
     config = load_config(PAPER_CONFIG)
     return {"gamma": float(config["gamma"]), "token_weight": float(config["token_weight"])}
 

@@ -19,7 +19,9 @@ import pytest
 import yaml
 from checkout import REPO, copy_checkout, user_env
 
-TARGETS = ["results/data/synthetic/subsets/f0.5_s0.txt", "results/pretrain/init"]
+from hnclip import paths
+
+TARGETS = [paths.subset_path("synthetic", "0.5", "0"), "results/pretrain/init"]
 # what the report env's verbs import (table, table-epochs, table-cost, figure, claims, report): checked
 # directly, since running them needs trained runs
 REPORT_IMPORTS = ("import hnclip.cli, hnclip.analysis.tables, hnclip.analysis.figures, hnclip.analysis.claims.files, "

@@ -73,8 +73,8 @@ def test_a_transformers_backbone_over_finetune_yaml_warns_of_its_leftover_model_
     """config/finetune.yaml's open_clip backbone sets ``model: ViT-B-32``; a layer switching to a transformers
     CLIPModel folder keeps it (mappings merge), and the name described another model in the report and the
     conversion record: the config warns naming the key, and says nothing once it is null or for open_clip."""
-    from hnclip.config.loading import load_config
     from hnclip.config_checks import config_warnings
+    from hnclip.workflow_config import load_config
 
     folder = tmp_path / "my-clip"
     folder.mkdir()

@@ -19,7 +19,7 @@ from test_workflow_dag import dry_run, job_counts
 
 from hnclip import plan
 from hnclip.analysis.regime import CONDITION_KEYS
-from hnclip.config.loading import load_config
+from hnclip.workflow_config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER, REHEARSAL, REHEARSAL_CI = "config/paper.yaml", "config/rehearsal.yaml", "config/rehearsal-ci.yaml"

@@ -14,9 +14,9 @@ import yaml
 
 from hnclip import plan, protocols
 from hnclip.cli.plan import print_plan
-from hnclip.config.loading import load_config
 from hnclip.cost import DEFAULT_SAMPLES_PER_S, run_samples
 from hnclip.frameworks.registry import framework_names
+from hnclip.workflow_config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = REPO / "config/paper.yaml"

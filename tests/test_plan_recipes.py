@@ -113,7 +113,7 @@ def test_specs_carry_gamma_and_roles_and_the_report_declares_the_run_logs_it_rea
 
 
 def test_the_train_sets_whose_runs_their_training_jobs_evaluate_are_those_with_their_own_test_split():
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     repo = Path(__file__).resolve().parents[1]
     # the embedded default: the synthetic benchmark trains and holds its test split; synthetic_short and

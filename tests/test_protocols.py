@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from hnclip import plan, protocols
-from hnclip.config.loading import load_config
+from hnclip.workflow_config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

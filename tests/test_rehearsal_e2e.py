@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip.config.loading import load_config
 from hnclip.frameworks import framework_names
+from hnclip.workflow_config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER, REHEARSAL = REPO / "config/paper.yaml", REPO / "config/rehearsal.yaml"

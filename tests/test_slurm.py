@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hnclip import paths
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "workflow/scripts/slurm_cluster.sh"
 PROFILE = REPO / "profiles/slurm"
@@ -39,7 +41,7 @@ SMALL_CPUS = 1
 # every kind of job that goes to the cluster, plus local rules: the main table's runs, a geometry, a subset
 # (the main table's evaluations are its training jobs'; a transfer evaluation is an evaluate job)
 MAIN_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json",
-                "results/data/synthetic/subsets/f0.5_s0.txt",
+                paths.subset_path("synthetic", "0.5", "0"),
                 "results/evals/synthetic/longclip/g0/f1/s0/synthetic_shift.json"]
 REFERENCE_TARGETS = ["results/tables/main.csv", "results/geometry/synthetic.json"]
 # rules these targets send to the cluster whatever methods the micro config lists (frameworks add more)
@@ -199,7 +201,7 @@ def copy_inputs(src: Path, dst: Path) -> None:
 def main_table_runs() -> tuple[set[str], set[str]]:
     """Run folders and evaluation files of the micro config's main table, from hnclip.plan."""
     from hnclip import plan
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     cells = plan.experiment_spec(load_config(MICRO), "main")["cells"]
     # the zero-shot row is evaluated but has no run folder

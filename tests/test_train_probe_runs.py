@@ -19,7 +19,7 @@ from test_train_run import unfinished_run
 from test_train_support import make_dataset, read_csv_rows, run_training, small_config
 
 import hnclip.training.objective as objective_module
-from hnclip import plan
+from hnclip import paths, plan
 from hnclip.analysis.premise import run_role
 from hnclip.config.train import TrainConfig
 from hnclip.dynamics_log import CHEAP_COLUMNS, PROBE_COLUMNS, PROBE_ROLES
@@ -40,7 +40,7 @@ def effective(config: dict, run: plan.Run) -> TrainConfig:
 
 def summary_of(config: dict, run: plan.Run) -> dict:
     """The parts of the summary.json ``run_role`` reads, as ``hnclip train`` will write them."""
-    subset = None if float(run.fraction) == 1 else f"results/data/{run.train_set}/subsets/f{run.fraction}.txt"
+    subset = None if float(run.fraction) == 1 else paths.subset_path(run.train_set, run.fraction, run.seed)
     return {"config": effective(config, run).to_dict(), "run": {"subset_path": subset}}
 
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from test_train_support import make_dataset
 
-from hnclip.config.loading import load_config
 from hnclip.frameworks.registry import framework_names
 from hnclip.tuning import grid
 from hnclip.tuning.record import (
@@ -26,6 +25,7 @@ from hnclip.tuning.record import (
 )
 from hnclip.tuning.score import last_rise
 from hnclip.tuning.search import run_search
+from hnclip.workflow_config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -294,7 +294,7 @@ def test_no_job_carries_a_spec_or_config_as_json_on_its_command_line(tmp_path):
 
 def test_rule_all_asks_for_every_evaluation_and_run_summary(tmp_path):
     from hnclip import plan
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     config = load_config(MICRO)
     proc = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(MICRO))
@@ -367,7 +367,7 @@ def test_exports_target_exports_the_main_models_in_the_configured_formats_and_is
 
 def test_the_claims_rule_declares_every_file_hnclip_claims_reads_and_the_report_renders_its_output(tmp_path):
     from hnclip import plan
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     config = load_config(MICRO)
     proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "results/report.html", "--configfile", str(MICRO))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from hnclip import paths
+
 __all__ = ["fingerprint_files", "fingerprint_tree", "sha256_file", "weights_digest"]
 
 CHUNK = 1 << 20
@@ -72,7 +74,7 @@ def weights_digest(model_dir) -> str:
     path = Path(model_dir) / "model.safetensors"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no model.safetensors in {model_dir} (a saved model's folder, e.g. "
-                                "results/backbone/model)")
+                                f"{paths.BACKBONE_MODEL})")
     tensors = load_file(str(path))
     digest = hashlib.sha256()
     for name in sorted(tensors):

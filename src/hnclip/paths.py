@@ -7,6 +7,11 @@ arguments default to Snakemake wildcards, so a rule's path is the same call as a
 ``paths.eval_path()`` is ``results/evals/{train_set}/.../s{seed}/{eval_benchmark}.json`` and
 ``paths.eval_path(run.path, "docci")`` one run's record. Numbers are written as their callers pass them;
 :func:`format_number` is the canonical text of a gamma, fraction or seed.
+
+Beside the runs: the backbone and each benchmark's prepared data, the specs, tables, figures and report files,
+and the ``resources/`` folders the checkout pins. Rules keep their input/output literals (the DAG's
+declaration; tests/test_paths.py checks them against these functions); Python code, the rules' input
+functions and help texts build every such path here (the same test scans src/ for one spelled elsewhere).
 """
 
 from __future__ import annotations
@@ -120,3 +125,90 @@ def log_path(job: str, name: str) -> str:
 def benchmark_path(job: str, name: str) -> str:
     """A job's Snakemake benchmark TSV: ``results/benchmarks/<job>/<name>.tsv``."""
     return f"{RESULTS}/benchmarks/{job}/{name}.tsv"
+
+
+# ------------------------------------------------------------------------ the backbone and the prepared data
+# Every argument defaults to its Snakemake wildcard, as above; help texts pass placeholders ("<benchmark>").
+BACKBONE_MODEL = f"{RESULTS}/backbone/model"  # the model every run fine-tunes and the zero-shot row scores
+PRETRAINED_MODEL = f"{RESULTS}/pretrain/long/model"  # the DAG's own pretrained backbone (backbone.source pretrain)
+DATA_DIR = f"{RESULTS}/data"  # one folder per benchmark: its source record, manifests, image stores, subsets
+
+
+def data_dir(benchmark: str = "{benchmark}") -> str:
+    """A benchmark's prepared data: ``source.json``, ``<split>.csv``, ``<split>_images/``, ``subsets/``."""
+    return f"{DATA_DIR}/{benchmark}"
+
+
+def source_record_path(benchmark: str = "{benchmark}") -> str:
+    """What the fetch step found for a benchmark (its files and checksums)."""
+    return f"{data_dir(benchmark)}/source.json"
+
+
+def manifest_path(benchmark: str = "{benchmark}", split: str = "{split}") -> str:
+    """A split's manifest: one row per caption."""
+    return f"{data_dir(benchmark)}/{split}.csv"
+
+
+def images_dir(benchmark: str = "{benchmark}", split: str = "{split}") -> str:
+    """A split's image store, at the backbone's geometry."""
+    return f"{data_dir(benchmark)}/{split}_images"
+
+
+def product_dir(train_set: str = "{train_set}", product: str = "{product}") -> str:
+    """A train set's cached preprocessing for a framework (``segments``, ``edges``)."""
+    return f"{data_dir(train_set)}/train_{product}"
+
+
+def subset_path(benchmark: str = "{benchmark}", fraction: str = "{fraction}", seed: str = "{seed}") -> str:
+    """The ids of a nested fraction subset of a train set's training manifest, one a line."""
+    return f"{data_dir(benchmark)}/subsets/f{fraction}_s{seed}.txt"
+
+
+# ------------------------------------------------------------------------ what the analysis and the report read
+REPORT = f"{RESULTS}/report.html"
+SUMMARY_MD = f"{RESULTS}/summary.md"
+CLAIMS = f"{RESULTS}/claims.json"  # the paper's claims judged (hnclip claims)
+PREMISE = f"{RESULTS}/premise.json"  # the premise measurements from the plain and HN-only runs
+EFFECTIVE_CONFIG = f"{RESULTS}/config.json"  # the config as Snakemake validated it, defaults filled in
+TUNING_RECORD = f"{RESULTS}/tuning/record.json"  # what `snakemake tune` found
+
+
+def spec_path(experiment: str = "{experiment}") -> str:
+    """An experiment's spec: its cells as the tables, figures and report read them (hnclip.plan.write_spec)."""
+    return f"{RESULTS}/specs/{experiment}.json"
+
+
+def table_path(name: str = "{experiment}", ext: str = "csv") -> str:
+    return f"{RESULTS}/tables/{name}.{ext}"
+
+
+def figure_path(name: str, ext: str = "png") -> str:
+    return f"{RESULTS}/figures/{name}.{ext}"
+
+
+def geometry_path(benchmark: str = "{benchmark}") -> str:
+    """A benchmark's embedding geometry (hnclip geometry)."""
+    return f"{RESULTS}/geometry/{benchmark}.json"
+
+
+def regime_path(benchmark: str = "{benchmark}") -> str:
+    """A benchmark's regime conditions (hnclip regime)."""
+    return f"{RESULTS}/regime/{benchmark}.json"
+
+
+def in_results(results_dir, path: str) -> Path:
+    """``path`` (one of this module's, below results/) in another results folder ``results_dir``: where
+    ``hnclip plan --results`` and the premise printout find a finished run's files."""
+    return Path(results_dir) / Path(path).relative_to(RESULTS)
+
+
+# ------------------------------------------------------------------------ resources/: what the checkout pins
+RESOURCES = "resources"
+WEIGHTS_DIR = f"{RESOURCES}/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
+BACKBONES_DIR = f"{RESOURCES}/backbones"  # the released backbones the repository ships, one model folder each
+
+
+__all__ += ["BACKBONES_DIR", "BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_CONFIG", "PREMISE", "PRETRAINED_MODEL",
+            "REPORT", "RESOURCES", "SUMMARY_MD", "TUNING_RECORD", "WEIGHTS_DIR", "data_dir", "figure_path",
+            "geometry_path", "images_dir", "in_results", "manifest_path", "product_dir", "regime_path", "source_record_path",
+            "spec_path", "subset_path", "table_path"]

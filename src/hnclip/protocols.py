@@ -91,7 +91,7 @@ def protocol_spec(config: dict) -> dict:
         if key in seen:  # the zero-shot row sits in main and transfer alike
             continue
         seen.add(key)
-        model_dir = "results/backbone/model" if plan.is_zeroshot(cell) else f"{cell['run_dir']}/model"
+        model_dir = paths.BACKBONE_MODEL if plan.is_zeroshot(cell) else f"{cell['run_dir']}/model"
         splits = {DEFAULT_SPLIT: "the paper's protocol (the config's test split)", **benchmark_variants(config, bench)}
         for split, description in splits.items():
             cells.append({"row": cell["row"], "benchmark": labels[bench], "eval_benchmark": bench, "split": split,

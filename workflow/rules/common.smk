@@ -113,7 +113,7 @@ def get_final_output():
     and no protocol variants, but the main table's models exported with their cards (config export.formats).
     """
     outputs = [
-        "results/report.html",
+        paths.REPORT,
         *(e.path for e in EVALUATIONS),
         *ZEROSHOT_EVALUATIONS,
         *RELEASED_EVALUATIONS,
@@ -121,7 +121,7 @@ def get_final_output():
     ]
     if OWN_DATA:
         return outputs + get_exports()
-    return outputs + ["results/summary.md", *protocol_eval_paths()]
+    return outputs + [paths.SUMMARY_MD, *protocol_eval_paths()]
 
 
 def is_active(experiment):
@@ -129,7 +129,7 @@ def is_active(experiment):
 
 
 def spec_path(experiment):
-    return f"results/specs/{experiment}.json"
+    return paths.spec_path(experiment)
 
 
 def get_claims_inputs():
@@ -141,7 +141,7 @@ def get_claims_inputs():
     return {
         "specs": [spec_path(e) for e in config["experiments"]],
         "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
-        "premise": "results/premise.json",
+        "premise": paths.PREMISE,
         "run_logs": [p for logs in run_logs.values() for p in logs],
         # read beside each epochs.csv (hnclip.analysis.records.load_epoch_outcomes), found by its run folder
         "epoch_ranks": [
@@ -158,41 +158,41 @@ def get_report_inputs():
     tables (the experiments', per-epoch retrieval, cost, released checkpoints), the per-epoch figure, the run
     summaries and the backbone (what it was converted from): no claims, premise, regime or geometry.
     """
-    tables = [f"results/tables/{e}.csv" for e in config["experiments"]]
+    tables = [paths.table_path(e) for e in config["experiments"]]
     if RUNS:
-        tables.append("results/tables/cost.csv")
+        tables.append(paths.table_path("cost"))
     if config["models"]:
-        tables.append("results/tables/released.csv")
+        tables.append(paths.table_path("released"))
     if OWN_DATA:
         if is_active("main"):
-            tables.append("results/tables/epochs.csv")
+            tables.append(paths.table_path("epochs"))
         return {
             "specs": [spec_path(e) for e in config["experiments"]],
             "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
             "tables": tables,
-            "figures": ["results/figures/epochs.png"] if is_active("main") else [],
+            "figures": [paths.figure_path("epochs")] if is_active("main") else [],
             "summaries": get_summaries(),
-            "backbone": "results/backbone/model",
+            "backbone": paths.BACKBONE_MODEL,
         }
     claims = get_claims_inputs()
     figures = []
     if is_active("main"):
-        tables += ["results/tables/epochs.csv", "results/tables/convergence.csv"]
+        tables += [paths.table_path("epochs"), paths.table_path("convergence")]
         figures += [
-            "results/figures/epochs.png",
-            "results/figures/convergence.png",
-            "results/figures/gallery.png",
+            paths.figure_path("epochs"),
+            paths.figure_path("convergence"),
+            paths.figure_path("gallery"),
         ]
     if is_active("main") or is_active("transfer"):
-        tables.append("results/tables/protocols.csv")
+        tables.append(paths.table_path("protocols"))
     if is_active("fractions"):
-        figures += ["results/figures/dynamics.png", "results/figures/fractions.png"]
+        figures += [paths.figure_path("dynamics"), paths.figure_path("fractions")]
     if is_active("gamma_sweep"):
-        figures.append("results/figures/gamma_sweep.png")
-    geometry = [f"results/geometry/{b}.json" for b in BENCHMARKS]
-    figures += [f"results/figures/geometry_{b}.png" for b in BENCHMARKS]
+        figures.append(paths.figure_path("gamma_sweep"))
+    geometry = [paths.geometry_path(b) for b in BENCHMARKS]
+    figures += [paths.figure_path(f"geometry_{b}") for b in BENCHMARKS]
     return {
-        "claims": "results/claims.json",
+        "claims": paths.CLAIMS,
         "specs": claims["specs"],
         "evals": claims["evals"],
         "premise": claims["premise"],
@@ -200,12 +200,12 @@ def get_report_inputs():
         "figures": figures,
         "geometry": geometry,
         "summaries": get_summaries(),
-        "regime": [f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
+        "regime": [paths.regime_path(b) for b in REGIME_BENCHMARKS],
         # the tuning record the rates came from, and the config they are checked against
         **(
             {
                 "tuning": shipped_path(config["tuning"]["record"]),
-                "effective_config": "results/config.json",
+                "effective_config": paths.EFFECTIVE_CONFIG,
             }
             if config.get("tuning")
             else {}
@@ -240,7 +240,7 @@ def get_train_overrides(wildcards):
 def get_subset(wildcards):
     if float(wildcards.fraction) == 1.0:
         return []
-    return f"results/data/{wildcards.train_set}/subsets/f{wildcards.fraction}_s{wildcards.seed}.txt"
+    return paths.subset_path(wildcards.train_set, wildcards.fraction, wildcards.seed)
 
 
 def get_epoch_eval(wildcards):
@@ -251,8 +251,8 @@ def get_epoch_eval(wildcards):
     if not benches or run_of(wildcards) not in EPOCH_EVALUATED:
         return {}
     return {
-        "eval_manifest": [f"results/data/{b}/test.csv" for b in benches],
-        "eval_images": [f"results/data/{b}/test_images" for b in benches],
+        "eval_manifest": [paths.manifest_path(b, "test") for b in benches],
+        "eval_images": [paths.images_dir(b, "test") for b in benches],
     }
 
 
@@ -279,9 +279,9 @@ def get_train_inputs(wildcards):
     return {
         **get_epoch_eval(wildcards),
         **get_products(wildcards),
-        "model": "results/backbone/model",
-        "manifest": f"results/data/{wildcards.train_set}/train.csv",
-        "images": f"results/data/{wildcards.train_set}/train_images",
+        "model": paths.BACKBONE_MODEL,
+        "manifest": paths.manifest_path(wildcards.train_set, "train"),
+        "images": paths.images_dir(wildcards.train_set, "train"),
         "subset": get_subset(wildcards),
     }
 
@@ -305,7 +305,7 @@ def get_product_names(wildcards):
 def get_products(wildcards):
     """Cached preprocessing the run's framework trains on (GOAL: segments; StructXLIP: + edges)."""
     return {
-        name: f"results/data/{wildcards.train_set}/train_{name}"
+        name: paths.product_dir(wildcards.train_set, name)
         for name in get_product_names(wildcards)
     }
 
@@ -337,7 +337,7 @@ def get_files_of(wildcards):
     """The source record of the benchmark whose files this one reads (its files_from), fetched first;
     none for a benchmark that fetches its own."""
     source = plan.fetched_benchmark(config, wildcards.benchmark)
-    return [] if source == wildcards.benchmark else f"results/data/{source}/source.json"
+    return [] if source == wildcards.benchmark else paths.source_record_path(source)
 
 
 def get_resources(kind):
@@ -440,8 +440,7 @@ def get_preprocess_benchmark_files():
         for name in framework_entry(config["methods"][r.method]["framework"]).products
     }
     return [
-        f"results/benchmarks/{name}/{train_set}.tsv"
-        for name, train_set in sorted(products)
+        paths.benchmark_path(name, train_set) for name, train_set in sorted(products)
     ]
 
 
@@ -453,10 +452,12 @@ def get_regime_inputs(wildcards):
     bench = wildcards.benchmark
     runs = [paths.run_dir(r.path) for r in plan.plain_runs(config, bench)]
     inputs = {
-        "backbone": "results/backbone/model",
-        "train_manifest": f"results/data/{config['benchmarks'][bench]['train_set']}/train.csv",
-        "test_manifest": f"results/data/{bench}/test.csv",
-        "test_images": f"results/data/{bench}/test_images",
+        "backbone": paths.BACKBONE_MODEL,
+        "train_manifest": paths.manifest_path(
+            config["benchmarks"][bench]["train_set"], "train"
+        ),
+        "test_manifest": paths.manifest_path(bench, "test"),
+        "test_images": paths.images_dir(bench, "test"),
         "zeroshot": plan.zeroshot_eval_path(bench),
         "summaries": [f"{d}/summary.json" for d in runs],
         "dynamics": [f"{d}/dynamics.csv" for d in runs],
@@ -571,9 +572,9 @@ def backbone_convert_options():
 def get_prepare_inputs(wildcards):
     """What a prepare job reads: the benchmark's source record, and a converted backbone whose geometry (image
     size, interpolation) the store takes."""
-    inputs = {"source": f"results/data/{wildcards.benchmark}/source.json"}
+    inputs = {"source": paths.source_record_path(wildcards.benchmark)}
     if ECOSYSTEM_BACKBONE:
-        inputs["model"] = "results/backbone/model"
+        inputs["model"] = paths.BACKBONE_MODEL
     return inputs
 
 
@@ -588,7 +589,7 @@ def backbone_folder():
     in another --directory installs the shipped backbone too."""
     if config["backbone"]["source"] == "released":
         return shipped_path(config["backbone"]["checkpoint"])
-    return "results/pretrain/long/model"
+    return paths.PRETRAINED_MODEL
 
 
 def shipped_path(path):
@@ -644,14 +645,14 @@ def get_release_figure_inputs(wildcards):
     bench = config["pretrain"]["benchmark"]
     train_set = config["benchmarks"][bench].get("train_set") or bench
     inputs = {
-        "model": "results/pretrain/long/model",
-        "train_manifest": f"results/data/{train_set}/train.csv",
-        "train_images": f"results/data/{train_set}/train_images",
+        "model": paths.PRETRAINED_MODEL,
+        "train_manifest": paths.manifest_path(train_set, "train"),
+        "train_images": paths.images_dir(train_set, "train"),
     }
     for key, label in release_scored_splits().items():
         benchmark, split = label.split("/")
-        inputs[f"{key}_manifest"] = f"results/data/{benchmark}/{split}.csv"
-        inputs[f"{key}_images"] = f"results/data/{benchmark}/{split}_images"
+        inputs[f"{key}_manifest"] = paths.manifest_path(benchmark, split)
+        inputs[f"{key}_images"] = paths.images_dir(benchmark, split)
     return inputs
 
 
@@ -672,7 +673,7 @@ def release_recipe():
 def get_tune_inputs(wildcards):
     """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
     frameworks train on."""
-    data = f"results/data/{config['tuning']['benchmark']}"
+    bench = config["tuning"]["benchmark"]
     split = config["tuning"]["split"]
     products = sorted(
         {
@@ -682,10 +683,10 @@ def get_tune_inputs(wildcards):
         }
     )
     return {
-        "model": "results/backbone/model",
-        "manifest": f"{data}/train.csv",
-        "images": f"{data}/train_images",
-        "eval_manifest": f"{data}/{split}.csv",
-        "eval_images": f"{data}/{split}_images",
-        **{p: f"{data}/train_{p}" for p in products},
+        "model": paths.BACKBONE_MODEL,
+        "manifest": paths.manifest_path(bench, "train"),
+        "images": paths.images_dir(bench, "train"),
+        "eval_manifest": paths.manifest_path(bench, split),
+        "eval_images": paths.images_dir(bench, split),
+        **{p: paths.product_dir(bench, p) for p in products},
     }

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hnclip import plan
+from hnclip import paths, plan
 from hnclip.analysis.figures import plot_no_data
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def choose_runs(spec: dict, hn_method: str | None = None) -> tuple[str, dict, di
     return group, hn[0], cells[best]
 
 
-def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: Path = Path("results/data"),
+def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: Path = Path(paths.DATA_DIR),
                 hn_method: str | None = None) -> list[Path]:
     from hnclip.analysis.gallery import plot_retrieval_gallery
     from hnclip.data.image_store import ImageStore

@@ -32,6 +32,7 @@ from hnclip.analysis.premise import (
     premise_figures,
     premise_sources,
 )
+from hnclip.paths import RUNS_DIR, geometry_path, in_results, regime_path
 
 __all__ = ["from_results", "print_figures", "print_geometry", "print_regime", "probe_backbone"]
 
@@ -62,16 +63,16 @@ def print_geometry(name: str, geometry: dict) -> None:
 
 
 def from_results(results: Path, gamma: float) -> None:
-    run_dirs = sorted(p.parent for p in (results / "runs").rglob("summary.json"))
+    run_dirs = sorted(p.parent for p in in_results(results, RUNS_DIR).rglob("summary.json"))
     roles = classify_runs(run_dirs, gamma)
     print(f"== {results}: {len(run_dirs)} runs; plain {len(roles['plain'])}, HN only {len(roles['hn'])}, "
           f"HN-CLIP {len(roles['hnclip'])} ==")
     print_figures(premise_figures(roles), premise_sources(roles))
     other = objective_active_min_epoch(roles["hn"])
     print(f"other reading of 'active' (HN objective itself >= 1e-3), min over epochs: {_fmt(other)}")
-    for path in sorted((results / "geometry").glob("*.json")):
+    for path in sorted(in_results(results, geometry_path("*")).parent.glob("*.json")):
         print_geometry(path.stem, json.loads(path.read_text()))
-    print_regime(sorted((results / "regime").glob("*.json")))
+    print_regime(sorted(in_results(results, regime_path("*")).parent.glob("*.json")))
 
 
 def print_regime(paths) -> None:

@@ -18,6 +18,7 @@ import json
 import shutil
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.data.checksum_lock import ChecksumMismatchError
 from hnclip.hashing import sha256_file
 from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
@@ -60,7 +61,7 @@ def released_spec(folder) -> dict:
     path = Path(folder) / MODEL_JSON
     if not path.is_file():
         raise FileNotFoundError(f"released backbone {folder}: no {MODEL_JSON} (a model folder written by "
-                                "hnclip's save_model, e.g. resources/backbones/<name>/)")
+                                f"hnclip's save_model, e.g. {paths.BACKBONES_DIR}/<name>/)")
     try:
         return json.loads(path.read_text(encoding="utf-8"))["spec"]
     except (json.JSONDecodeError, KeyError, TypeError) as error:

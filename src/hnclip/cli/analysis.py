@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import SPEC_HELP, add_verb, caption, run_folders, set_threads, verify_stores
 from hnclip.scales import SCALES, scale_runs
 
@@ -124,7 +125,7 @@ def cmd_gallery(args) -> None:
 def add_premise(sub) -> None:
     p = add_verb(sub, "premise", cmd_premise,
                  "the paper's regime figures (saturation, exact zeros, HN gradients) from run logs: written to "
-                 "--out (the workflow's results/premise.json), or printed beside the paper's from --results, "
+                 f"--out (the workflow's {paths.PREMISE}), or printed beside the paper's from --results, "
                  "--regime and/or --backbone with --data")
     p.add_argument("--runs", nargs="*", default=[], help="run folders or their summary.json files (with --out)")
     p.add_argument("--gamma", type=float, default=None,
@@ -135,9 +136,9 @@ def add_premise(sub) -> None:
     p.add_argument("--bootstrap-seed", type=int, default=0, help="bootstrap seed (statistics.seed)")
     p.add_argument("--out", default=None, help="JSON to write (hnclip.analysis.premise.premise_report)")
     printed = p.add_argument_group("printed beside the paper's figures (without --out)")
-    printed.add_argument("--results", type=Path, default=None, help="a finished results/ folder")
+    printed.add_argument("--results", type=Path, default=None, help=f"a finished {paths.RESULTS}/ folder")
     printed.add_argument("--regime", type=Path, nargs="+", default=[],
-                         help="regime files (results/regime/<benchmark>.json) to print")
+                         help=f"regime files ({paths.regime_path('<benchmark>')}) to print")
     printed.add_argument("--backbone", type=Path, default=None, help="a model folder to probe (with --data)")
     printed.add_argument("--data", type=Path, default=None,
                          help="prepared benchmark folder: train.csv, test.csv, *_images")
@@ -196,7 +197,7 @@ def add_regime(sub) -> None:
     p.add_argument("--bootstrap-seed", type=int, required=True, help="bootstrap seed (statistics.seed)")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--out", required=True, help="JSON to write (results/regime/<benchmark>.json)")
+    p.add_argument("--out", required=True, help=f"JSON to write ({paths.regime_path('<benchmark>')})")
 
 
 def cmd_regime(args) -> None:

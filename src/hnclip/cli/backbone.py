@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import WEIGHTS_DIR, add_verb, json_arg
 
 
@@ -175,8 +176,8 @@ def add_backbone_figures(sub) -> None:
     p.add_argument("--train-manifest", required=True, help="the training split the runs fine-tune on")
     p.add_argument("--train-images", required=True, help="its image store")
     p.add_argument("--scored", nargs="+", required=True, metavar="LABEL=MANIFEST,IMAGES",
-                   help="splits whose zero-shot R@1 is stated, e.g. synthetic/test=results/data/synthetic/test.csv,"
-                        "results/data/synthetic/test_images")
+                   help="splits whose zero-shot R@1 is stated, e.g. "
+                        f"synthetic/test={paths.manifest_path('synthetic', 'test')},{paths.images_dir('synthetic', 'test')}")
     p.add_argument("--micro-batch", type=int, required=True, help="the trainer's micro-batch (train.micro_batch)")
     p.add_argument("--batches", type=int, required=True, help="random micro-batches measured (geometry.n_batches)")
     p.add_argument("--threads", type=int, default=None)

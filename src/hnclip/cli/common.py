@@ -10,10 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.analysis.data_sizes import data_sizes
 
-WEIGHTS_DIR = "resources/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
-SPEC_HELP = "experiment spec file (results/specs/<experiment>.json, written by hnclip.plan.write_spec)"
+WEIGHTS_DIR = paths.WEIGHTS_DIR  # Hub weights, one locked folder per source (hnclip.data.weights)
+SPEC_HELP = f"experiment spec file ({paths.spec_path('<experiment>')}, written by hnclip.plan.write_spec)"
 
 
 def add_verb(sub, name: str, func, help_text: str) -> argparse.ArgumentParser:
@@ -89,12 +90,12 @@ def caption(spec: dict, records=(), summaries=None) -> str:
 def workflow_config(configfiles, effective: Path | None = None) -> dict:
     """The workflow config a verb reads: the effective config the workflow wrote (``results/config.json``,
     already validated and filled by Snakemake, read as it is), else config files layered and validated as
-    Snakemake layers them (:func:`hnclip.config.loading.load_config`)."""
+    Snakemake layers them (:func:`hnclip.workflow_config.load_config`)."""
     if effective is not None:
         try:
             return json.loads(Path(effective).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as error:
             raise SystemExit(f"{effective}: not the workflow's effective config ({error})") from None
-    from hnclip.config.loading import load_config
+    from hnclip.workflow_config import load_config
 
     return load_config(configfiles)

@@ -7,6 +7,7 @@ import json
 import logging
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import WEIGHTS_DIR, add_verb, json_arg, set_threads
 
 log = logging.getLogger("hnclip")
@@ -71,7 +72,7 @@ def cmd_prepare(args) -> None:
 def add_store(sub) -> None:
     p = add_verb(sub, "store", cmd_store,
                  "an image store of a split in one model's geometry (its image size and interpolation)")
-    p.add_argument("--manifest", required=True, help="the split's manifest (results/data/<benchmark>/<split>.csv)")
+    p.add_argument("--manifest", required=True, help=f"the split's manifest ({paths.manifest_path('<benchmark>', '<split>')})")
     p.add_argument("--model", required=True, help="the model folder whose geometry the store takes")
     p.add_argument("--like", default=None,
                    help="the split's own store: linked instead of rebuilt when its geometry is the model's")

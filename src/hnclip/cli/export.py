@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import add_verb
 from hnclip.model_files import EXPORT_FORMATS
 
@@ -20,7 +21,7 @@ def add_export(sub) -> None:
     p.add_argument("--run", default=None,
                    help="run folder whose summary.json the card reads (default: the model folder's parent)")
     p.add_argument("--evals", nargs="*", default=None,
-                   help="evaluation records for the card's results (default: results/evals/<run>/*.json)")
+                   help=f"evaluation records for the card's results (default: {paths.eval_path('<run>', '*')})")
     p.add_argument("--name", default=None, help="open_clip model name (default: hnclip-<run path>)")
     p.add_argument("--scale", default=None,
                    help="what the card says the numbers are (the workflow config's scale: toy, paper, rehearsal, ...)")

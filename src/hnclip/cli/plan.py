@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hnclip import paths
 from hnclip.cli.common import add_verb
 
 if TYPE_CHECKING:  # the parser must not import them (hnclip.cost imports pandas through hnclip.data)
@@ -25,7 +26,7 @@ def add_plan(sub) -> None:
     p.add_argument("--samples-per-s", type=float, default=None,
                    help="training samples/s per GPU (default: measured runs of the config's backbone, else the "
                         "Long-CLIP-L estimate for Long-CLIP-L, else none)")
-    p.add_argument("--results", default="results", help="results folder of earlier runs and prepared manifests")
+    p.add_argument("--results", default=paths.RESULTS, help="results folder of earlier runs and prepared manifests")
     p.add_argument("--job-cost", default=None,
                    help="measured memory and time per job (default: the measurements shipped with hnclip, hnclip/job_cost.json); used "
                         "when it measured the config's backbone, else the backbone's earlier runs are")
@@ -37,7 +38,7 @@ def cmd_plan(args) -> None:
                samples_per_s=args.samples_per_s, results_dir=Path(args.results), job_cost=args.job_cost)
 
 
-def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir="results",
+def print_plan(configfile, profile=None, samples_per_s: float | None = None, results_dir=paths.RESULTS,
                file=None, job_cost=None) -> list[ExperimentCost]:
     """Print the plan of ``configfile`` (one path, or several layered in order) with ``profile``'s train
     resources, if given, and what each job needs against its limits: from the measured job costs
@@ -45,7 +46,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     the backbone's earlier runs in ``results_dir``, else a line saying there is no measurement (``job_cost``
     False: leave all of it out); return its rows."""
     from hnclip import plan
-    from hnclip.config.loading import job_resources, load_config, profile_train_resources
+    from hnclip.config.loading import job_resources, profile_train_resources
     from hnclip.cost import build_plan, planned_backbone, resolve_throughput, train_set_sizes
     from hnclip.job_needs import (
         diagnostics_cost,
@@ -56,6 +57,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
         run_needs,
         speed_against_reference,
     )
+    from hnclip.workflow_config import load_config
 
     config = load_config(configfile)
     runs = plan.all_runs(config)
@@ -89,7 +91,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
                  f"{backbone!r}" if cost is not None else "no hnclip/job_cost.json")
         needs = run_needs(config, results_dir, sizes, train_limits)
         if needs:
-            text += "\n" + format_run_needs(needs, backbone, Path(results_dir) / "runs", other)
+            text += "\n" + format_run_needs(needs, backbone, paths.in_results(results_dir, paths.RUNS_DIR), other)
         else:
             text += (f"\nper-job needs: none measured for backbone {backbone!r} ({other}; no run of it in "
                      f"{Path(results_dir) / 'runs'}): train one run and plan again, or measure it with "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import add_verb, scale_words
 
 
@@ -12,7 +13,7 @@ def add_table_protocols(sub) -> None:
     p = add_verb(sub, "table-protocols", cmd_table_protocols,
                  "the main models under every published evaluation protocol")
     p.add_argument("--spec", type=Path, required=True,
-                   help="protocol spec file (results/specs/protocols.json, written by hnclip.protocols.write_protocol_spec)")
+                   help=f"protocol spec file ({paths.spec_path('protocols')}, written by hnclip.protocols.write_protocol_spec)")
     p.add_argument("--out-prefix", required=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import add_verb, workflow_config
 from hnclip.scales import SCALES
 
@@ -23,7 +24,7 @@ def _load_specs(paths, verb: str) -> dict:
 
 def add_claims(sub) -> None:
     p = add_verb(sub, "claims", cmd_claims,
-                 "judge the paper's claims on the runs' evaluations and logs (results/claims.json)")
+                 f"judge the paper's claims on the runs' evaluations and logs ({paths.CLAIMS})")
     p.add_argument("--scale", choices=SCALES, required=True)
     p.add_argument("--specs", type=Path, nargs="*", default=[], help="spec files of the experiments judged")
     p.add_argument("--evals", nargs="*", default=[],
@@ -61,11 +62,11 @@ def add_report(sub) -> None:
     p.add_argument("--premise", default=None,
                    help="JSON of the §2.4 / appendix C measurements (hnclip.analysis.claims.PREMISE_KEYS)")
     p.add_argument("--regime", nargs="*", default=[],
-                   help="regime conditions per benchmark (results/regime/<benchmark>.json, hnclip regime)")
+                   help=f"regime conditions per benchmark ({paths.regime_path('<benchmark>')}, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
     p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
     p.add_argument("--effective-config", type=Path, default=None,
-                   help="the workflow's effective config (results/config.json), whose rates the tuning section "
+                   help=f"the workflow's effective config ({paths.EFFECTIVE_CONFIG}), whose rates the tuning section "
                    "checks against the record")
     p.add_argument("--out", required=True)
 
@@ -89,14 +90,14 @@ def cmd_report(args) -> None:
 
 def add_summary(sub) -> None:
     p = add_verb(sub, "summary", cmd_summary,
-                 "what the run shows in one short file (results/summary.md, .json), or several machines' "
+                 f"what the run shows in one short file ({paths.SUMMARY_MD}, .json), or several machines' "
                  "summaries side by side (--compare)")
     p.add_argument("--compare", nargs="+", default=None, metavar="SUMMARY_JSON",
                    help="print these summaries side by side with their disagreements (exit 1 if any, 2 if a "
                         "file is not a summary.json) and stop")
     p.add_argument("--scale", choices=SCALES)
-    p.add_argument("--regime", nargs="*", default=[], help="results/regime/<benchmark>.json files")
-    p.add_argument("--claims", help="results/claims.json")
+    p.add_argument("--regime", nargs="*", default=[], help=f"{paths.regime_path('<benchmark>')} files")
+    p.add_argument("--claims", help=paths.CLAIMS)
     p.add_argument("--backbone", help="the backbone's model folder (its weights' sha256)")
     p.add_argument("--release", default=None, help="the released backbone's name, when it is one")
     p.add_argument("--out-json")

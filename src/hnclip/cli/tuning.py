@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.cli.common import add_verb
 
 
@@ -14,7 +15,7 @@ def add_tune(sub) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--configfile", type=Path, nargs="+", help="config file(s), layered as Snakemake does")
     source.add_argument("--effective-config", type=Path,
-                        help="the workflow's effective config as Snakemake validated it (results/config.json)")
+                        help=f"the workflow's effective config as Snakemake validated it ({paths.EFFECTIVE_CONFIG})")
     p.add_argument("--backbone", type=Path, required=True, help="the backbone's model folder")
     p.add_argument("--data", type=Path, required=True,
                    help="the tuning benchmark's prepared folder (train and val splits, framework products)")

@@ -1,10 +1,11 @@
-"""The workflow config as Snakemake builds it, outside Snakemake: for ``hnclip plan``, the benchmarks' scripts
-and the tests.
+"""The workflow config file(s) read as Snakemake reads them, outside Snakemake, and the job resources a profile
+layers over a rule's own.
 
 The config file(s) alone (a ``--configfile`` replaces the embedded default; several layer in order, later
 keys winning and mappings merging, with Snakemake's own merge), validated against the schema with its
-defaults filled in (:mod:`hnclip.config.validation`), then cross-checked by :func:`hnclip.plan.check_config`;
-and a profile's resources as Snakemake layers them over a rule's own.
+defaults filled in (:mod:`hnclip.config.validation`): :func:`read_config`. The cross-checks between the
+config's sections sit above this layer (they read the frameworks, the released models and the plan);
+:func:`hnclip.workflow_config.load_config` adds them.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from hnclip import plan
-
-__all__ = ["job_resources", "load_config", "profile_train_resources"]
+__all__ = ["job_resources", "profile_train_resources", "read_config"]
 
 
 def _schema_path() -> Path:
@@ -28,10 +27,10 @@ def _schema_path() -> Path:
                             + " or ".join(str(p.parent.parent.parent) for p in candidates))
 
 
-def load_config(configfiles) -> dict:
-    """The config exactly as the workflow sees it: the file(s) alone (a --configfile replaces the embedded
-    default; several layer in order, later keys winning and mappings merging, as Snakemake layers them),
-    validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
+def read_config(configfiles) -> dict:
+    """The file(s) alone (a --configfile replaces the embedded default; several layer in order, later keys
+    winning and mappings merging, as Snakemake layers them), validated with defaults filled in; not yet
+    cross-checked (:func:`hnclip.workflow_config.load_config` is the config as the workflow sees it)."""
     from snakemake.utils import update_config  # Snakemake's own merge of several --configfile
 
     from hnclip.config.validation import load_config_file, validate_config
@@ -43,7 +42,6 @@ def load_config(configfiles) -> dict:
             raise FileNotFoundError(f"hnclip plan: config file {configfile} does not exist")
         update_config(config, load_config_file(configfile))  # a syntax error names file, line and column
     validate_config(config, _schema_path())
-    plan.check_config(config)
     return config
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from hnclip import paths
+
 __all__ = ["ConfigError", "check_benchmark_roots", "coerce_cli_values", "did_you_mean", "format_key",
            "load_config_file", "load_schema", "validate_config"]
 
@@ -231,6 +233,6 @@ def check_benchmark_roots(config: Mapping, repository) -> None:
         reason = unsafe_root_reason(root, repository) if isinstance(root, str) and root else None
         if reason:
             lines.append(f"config key benchmarks.{name}.root: {root!r} cannot be a benchmark root: {reason}; "
-                         f"point it at a folder of its own (e.g. resources/{name})")
+                         f"point it at a folder of its own (e.g. {paths.RESOURCES}/{name})")
     if lines:
         raise ConfigError("\n".join(lines))

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hnclip import paths
+
 __all__ = ["CARD_FILE", "ResultRow", "build_model_card", "card_architecture", "discover_evals", "read_run",
            "results_rows", "scale_statement"]
 
@@ -70,7 +72,7 @@ class RunInfo:
 def _runs_index(run_dir: Path) -> tuple[tuple[str, ...], int] | None:
     parts = Path(run_dir).resolve().parts
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i] == "runs" and parts[i - 1] == "results":
+        if parts[i - 1:i + 1] == Path(paths.RUNS_DIR).parts:
             return parts, i
     return None
 
@@ -104,7 +106,7 @@ def discover_evals(run_dir: Path | None) -> list[Path]:
     if found is None:
         return []
     parts, i = found
-    evals_dir = Path(*parts[:i], "evals", *parts[i + 1:])
+    evals_dir = Path(*parts[:i - 1], paths.eval_path(Path(*parts[i + 1:]).as_posix())).parent
     return sorted(evals_dir.glob("*.json")) if evals_dir.is_dir() else []
 
 
@@ -432,7 +434,7 @@ def _recipe_lines(run: RunInfo) -> list[str]:
         return lines + ["No run summary (summary.json) was given: recipe and provenance unknown.", ""]
     head = {k: summary.get(k) for k in ("framework", "hn_plugin", "seed", "steps", "epochs", "samples_seen",
                                         "n_train", "world_size", "device", "torch_version") if k in summary}
-    lines += [f"- run: `{json.dumps(run.fields, sort_keys=True)}`" if run.fields else "- run: (not a results/runs/ folder)"]
+    lines += [f"- run: `{json.dumps(run.fields, sort_keys=True)}`" if run.fields else f"- run: (not a {paths.RUNS_DIR}/ folder)"]
     if summary.get("run"):
         lines.append(f"- inputs: `{json.dumps(summary['run'], sort_keys=True)}`")
     lines += [f"- {k}: `{v}`" for k, v in head.items()]

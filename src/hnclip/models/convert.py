@@ -89,7 +89,7 @@ def convert_source(fmt: str, checkpoint: str | None, out_dir, *, model: str | No
         if stretch is not None:
             raise ValueError(f"{key}.stretch: a FineLIP checkpoint has its 248 positions already")
         weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
-        from .publishers import load_finelip_checkpoint
+        from hnclip.frameworks.finelip_release import load_finelip_checkpoint
 
         load_finelip_checkpoint(weights, out_dir)
         dual = None

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from hnclip import paths
+
 from .checkpoints import dual_encoder_from_openai_state
 from .dual_encoder import DualEncoder
 from .open_clip_import import open_clip_with_integrations
@@ -81,7 +83,7 @@ def _check_local(path: Path, sha256: str | None) -> None:
 
 
 def resolve_open_clip_weights(model: str, checkpoint: str | None, *, revision: str | None = None,
-                              sha256: str | None = None, download_dir="resources/checkpoints",
+                              sha256: str | None = None, download_dir=paths.WEIGHTS_DIR,
                               cache_dir: str | None = None) -> OpenClipWeights:
     """The weights ``model`` + ``checkpoint`` name, fetched by open_clip's own functions and checked (module
     docstring). Errors name the value that is wrong."""
@@ -238,7 +240,7 @@ def _verify(model: DualEncoder, oc_model, where: str) -> None:
 
 
 def load_open_clip(model: str, checkpoint: str | None = None, *, revision: str | None = None,
-                   sha256: str | None = None, download_dir="resources/checkpoints",
+                   sha256: str | None = None, download_dir=paths.WEIGHTS_DIR,
                    cache_dir: str | None = None) -> tuple[DualEncoder, OpenClipWeights]:
     """``model`` + ``checkpoint`` (module docstring) through ``open_clip.create_model_and_transforms``, converted;
     with where its weights came from."""

@@ -19,7 +19,7 @@ state dict (``positional_embedding`` and ``positional_embedding_res``) plus ``cr
 each a ``TokenAggregation``: ``weight`` = LayerNorm, Linear(D, int(0.2 D)), GELU, Linear(., K), and ``scale``
 [1, 1, 1]. The encoder goes through Long-CLIP's converter; the two aggregators become our FineLIP framework's
 ``image_aggregator`` and ``text_aggregator`` (:mod:`hnclip.frameworks.finelip`, written from the same code),
-saved beside the model, so its evaluation ranks by FineLIP's fused score: ``train/test.py`` ``get_metrics``
+saved beside the model by :mod:`hnclip.frameworks.finelip_release` (the framework layer, above this one), so its evaluation ranks by FineLIP's fused score: ``train/test.py`` ``get_metrics``
 with ``--finegrain``, ``0.8 * global cosine + 0.2 * forward_dual_aggr`` (``finelip.score_weight`` 0.2).
 """
 
@@ -34,8 +34,8 @@ import torch
 from .positional import stretch_positional_embedding, stretched_length
 from .weights_files import load_torch_weights
 
-__all__ = ["FINELIP_KEEP_SCORE_WEIGHT", "LONG_TOKENS", "PUBLISHERS", "finelip_parts", "load_finelip_checkpoint",
-           "load_overlay_checkpoint", "overlay_state", "read_publisher_state"]
+__all__ = ["FINELIP_KEEP_SCORE_WEIGHT", "LONG_TOKENS", "PUBLISHERS", "finelip_parts", "load_overlay_checkpoint",
+           "overlay_state", "read_publisher_state"]
 
 log = logging.getLogger(__name__)
 
@@ -136,30 +136,3 @@ def finelip_parts(state: dict, where: str) -> tuple[dict, dict, int]:
         raise ValueError(f"{where}: cross_net holds modules our FineLIP framework does not have: {other[:5]}")
     slots = int(modules["image_aggregator.weight.3.weight"].shape[0])
     return encoder, {k: v.to(torch.float32) for k, v in modules.items()}, slots
-
-
-def load_finelip_checkpoint(checkpoint, out_dir) -> Path:
-    """FineLIP's released checkpoint as a model folder with its aggregators and fused score beside it."""
-    from hnclip.config.train import TrainConfig
-    from hnclip.frameworks import build_framework, save_framework
-
-    from .checkpoints import longclip_from_state_dict, read_state_dict
-    from .io import save_model
-
-    checkpoint = Path(checkpoint)
-    where = f"FineLIP checkpoint {checkpoint}"
-    encoder, modules, slots = finelip_parts(read_state_dict(checkpoint), where)
-    model = longclip_from_state_dict(encoder, where)
-    cfg = TrainConfig.from_overrides({"framework": "finelip", "finelip.slots": str(slots),
-                                      "finelip.score_weight": str(FINELIP_KEEP_SCORE_WEIGHT)})
-    framework = build_framework(cfg, model)
-    try:
-        result = framework.load_state_dict(modules, strict=False)
-    except RuntimeError as err:
-        raise ValueError(f"{where}: its aggregators do not fit our FineLIP framework ({err})") from err
-    if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{where}: its aggregators do not fit our FineLIP framework; missing {result.missing_keys[:5]}, "
-                         f"unexpected {result.unexpected_keys[:5]}")
-    save_model(model, out_dir)
-    save_framework(framework, out_dir)
-    return Path(out_dir)

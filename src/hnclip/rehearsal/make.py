@@ -16,6 +16,7 @@ import json
 import logging
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.data.roots import REHEARSAL_MARKER, check_root, claim_root, root_key
 from hnclip.fileio import write_json_atomic
 
@@ -82,7 +83,7 @@ def make_rehearsal_files(benchmarks: dict, checkpoint, sam_model, folder, seed: 
             roots = " ".join(sorted(str(b["root"]) for b in settings["benchmarks"].values()))
             raise RuntimeError(
                 f"rehearsal: {record_path} was made from other settings than this config's; delete "
-                f"{folder} {roots} results/ (fixtures, their checksum locks and everything prepared from "
+                f"{folder} {roots} {paths.RESULTS}/ (fixtures, their checksum locks and everything prepared from "
                 "them) and run again")
     for name, bench in settings["benchmarks"].items():
         _check_root(Path(bench["root"]), name)

@@ -20,7 +20,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from hnclip import paths
 from hnclip.frameworks.registry import framework_entry
+from hnclip.plan import Run, run_settings
 from hnclip.plan.roles import REFERENCE_METHOD
 
 __all__ = ["config_disagreements", "load_record", "rate_source", "strongest_competitor", "tuned_methods",
@@ -71,7 +73,7 @@ def load_record(path: str | Path) -> dict:
         record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"tuning record {path} is missing: run `snakemake tune` and copy its "
-                                "results/tuning/record.json there (docs/toy-design.md, 'Tuning')") from None
+                                f"{paths.TUNING_RECORD} there (docs/toy-design.md, 'Tuning')") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"tuning record {path} is not JSON: {error}") from None
     if not isinstance(record, dict) or not isinstance(record.get("methods"), dict):
@@ -80,10 +82,11 @@ def load_record(path: str | Path) -> dict:
 
 
 def _configured_rate(config: Mapping, method: str, key: str) -> float:
-    """The rate ``key`` a run of ``method`` trains at: the method's recipe over the shared train section."""
-    recipe = {**config["train"], **{k: v for k, v in (config["methods"][method].get("train") or {}).items()
-                                    if v is not None}}
-    return float(recipe[key])
+    """The rate ``key`` a run of ``method`` trains at, as the plan gives it to every run of the method
+    (:func:`hnclip.plan.run_settings`: its recipe over the shared train section); the run's other fields do
+    not enter a rate, so any run of the method stands for them all."""
+    run = Run(train_set="", method=method, gamma=str(config["gamma"]), fraction="1", seed=0)
+    return float(run_settings(dict(config), run)[key])
 
 
 def config_disagreements(config: Mapping, record: Mapping) -> list[str]:

@@ -117,8 +117,8 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
     rate, out)`` trains one point into ``out`` (default: an ``hnclip train`` process); ``work`` holds the
     points and the search's log."""
     from hnclip.analysis.summary import machine_record
-    from hnclip.config.loading import load_config
     from hnclip.provenance import git_commit
+    from hnclip.workflow_config import load_config
 
     section = config["tuning"]
     split = Split(data, section["split"])
