@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hnclip import plan, protocols
 from hnclip.backbone.released import released_spec
+from hnclip.checkpoint_formats import backbone_origin
 from hnclip.data import protocol_counts
 from hnclip.data.subsets import subset_size
 
@@ -140,7 +141,7 @@ def _backbone_name(config: dict, results_dir) -> str | None:
     and text positions, and the configured name when the DAG pretrains it): a results folder left by
     another config must not lend its backbone, nor its runs' throughput, to this one.
     """
-    backbone = config["backbone"]
+    backbone, origin = config["backbone"], backbone_origin(config)
     prepared = Path(results_dir) / "backbone/model/model.json"
     if prepared.is_file():
         try:
@@ -149,13 +150,13 @@ def _backbone_name(config: dict, results_dir) -> str | None:
                     and spec["config"]["vision_cfg"]["image_size"] == backbone["image_size"])
         except (OSError, json.JSONDecodeError, KeyError, TypeError):
             spec, fits = {}, False
-        if backbone["source"] == "pretrain":
+        if origin.trained_in_dag:
             fits = fits and spec.get("name") == backbone["name"]
         if fits and spec.get("name"):
             return spec["name"]
-    if backbone["source"] == "pretrain":
+    if origin.trained_in_dag:
         return backbone["name"]
-    if backbone["source"] == "released":  # its spec ships with it
+    if origin.ships_its_spec:
         try:
             return released_spec(backbone["checkpoint"]).get("name")
         except (OSError, ValueError, KeyError):
@@ -251,7 +252,7 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
     """
     rows, seen_runs, seen_evals = [], set(), set()
     per_run = {}  # row name -> samples of each of its new runs
-    if config["backbone"]["source"] == "pretrain":
+    if backbone_origin(config).trained_in_dag:
         pre = config["pretrain"]
         row = ExperimentCost("backbone (pretrain)", train_jobs=1, new_train_jobs=1)
         per_run[row.name] = [run_samples(pre["train"], sizes[pre["benchmark"]][0], "1")]

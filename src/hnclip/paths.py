@@ -120,3 +120,13 @@ def log_path(job: str, name: str) -> str:
 def benchmark_path(job: str, name: str) -> str:
     """A job's Snakemake benchmark TSV: ``results/benchmarks/<job>/<name>.tsv``."""
     return f"{RESULTS}/benchmarks/{job}/{name}.tsv"
+
+
+def released_model_dir(name: str = "{model}") -> str:
+    """A released checkpoint converted for evaluation (``models.<name>``; rule ``convert_released``)."""
+    return f"{RESULTS}/released/{name}/model"
+
+
+def released_eval_path(name: str = "{model}", benchmark: str = "{eval_benchmark}") -> str:
+    """A released checkpoint's evaluation record on one benchmark (its ``train_set`` is ``released``)."""
+    return f"{RESULTS}/evals/released/{name}/{benchmark}.json"
