@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,22 @@ def test_the_table_says_what_the_publishers_formats_need():
 
     for name in format_names():  # every format is documented where convert_source is
         assert f"\n{name} " in convert.__doc__, name
+
+
+def test_the_schema_enums_are_the_table():
+    """The committed schema's ``models.<name>.source`` and ``backbone.source`` enums are the table's names."""
+    schema = yaml.safe_load(SCHEMA.read_text())
+    models = schema["properties"]["models"]["additionalProperties"]["properties"]["source"]["enum"]
+    assert models == list(checkpoint_formats.format_names())
+    assert schema["properties"]["backbone"]["properties"]["source"]["enum"] == list(
+        checkpoint_formats.backbone_source_names())
+
+
+def test_contributings_checklist_names_tests_that_exist():
+    """Each step of CONTRIBUTING.md's "A checkpoint format" names a test that exists (a renamed one fails)."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    section = text.split("## A checkpoint format", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", section)
+    assert len(named) >= 5
+    for path, name in named:
+        assert re.search(rf"^def {name}\(", (REPO / path).read_text(), re.M), f"{path}::{name}"

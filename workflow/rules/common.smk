@@ -544,9 +544,10 @@ def get_run_evaluations(wildcards):
     return [e.path for e in EVALUATIONS if e.run.path == path]
 
 
+# what backbone.source is (hnclip.checkpoint_formats): released, pretrained in the DAG, or converted
+BACKBONE_ORIGIN = backbone_origin(config)
 # a backbone converted from open_clip or transformers brings its own geometry: the image stores are prepared
 # after it, at its interpolation (data.smk)
-BACKBONE_ORIGIN = backbone_origin(config)  # hnclip.checkpoint_formats: what backbone.source is
 ECOSYSTEM_BACKBONE = BACKBONE_ORIGIN.ecosystem
 
 
