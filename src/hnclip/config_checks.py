@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from hnclip.checkpoint_formats import BACKBONE_FIELD_HINTS, backbone_origin, stretchable_sources
 from hnclip.config.validation import ConfigError, did_you_mean
 from hnclip.plan.benchmarks import benchmark_splits
 
@@ -58,7 +59,8 @@ def check_config(config: dict) -> None:
                 fail(f"benchmarks.{name}.train_set", unknown("benchmark", train_set, benchmarks))
             if "train" not in benchmark_splits(benchmarks[train_set]):
                 fail(f"benchmarks.{name}.train_set", f"benchmark {train_set!r} has no train split")
-    if config["backbone"]["source"] == "pretrain":
+    origin = backbone_origin(config)
+    if origin.trained_in_dag:
         bench = config["pretrain"]["benchmark"]
         if bench not in benchmarks:
             fail("pretrain.benchmark", unknown("benchmark", bench, benchmarks))
@@ -67,15 +69,13 @@ def check_config(config: dict) -> None:
         if micro_batch and micro_batch % long["processes"]:
             fail("pretrain.long.processes", f"{long['processes']} does not divide pretrain.long.train.micro_batch "
                                              f"{micro_batch} (each process takes an even share)")
-    elif config["backbone"]["source"] == "open_clip":
-        if not config["backbone"].get("model"):
-            fail("backbone.model", "required when backbone.source is 'open_clip' (an architecture such as ViT-B-32 "
-                                    "with a pretrained tag in backbone.checkpoint, hf-hub:ORG/REPO or local-dir:FOLDER)")
-    elif not config["backbone"].get("checkpoint"):
-        fail("backbone.checkpoint", f"required when backbone.source is {config['backbone']['source']!r}")
-    if config["backbone"].get("stretch") and config["backbone"]["source"] not in ("openai", "open_clip", "transformers"):
-        fail("backbone.stretch", f"stretches a converted 77-position tower (sources openai, open_clip, transformers); "
-                                  f"source {config['backbone']['source']!r} has its positions already")
+    for field in origin.needs:
+        if not config["backbone"].get(field):
+            hint = f" ({BACKBONE_FIELD_HINTS[field]})" if field in BACKBONE_FIELD_HINTS else ""
+            fail(f"backbone.{field}", f"required when backbone.source is {origin.name!r}{hint}")
+    if config["backbone"].get("stretch") and not origin.stretchable:
+        fail("backbone.stretch", f"stretches a converted 77-position tower (sources {', '.join(stretchable_sources())}); "
+                                  f"source {origin.name!r} has its positions already")
     from hnclip.released import check_models
 
     check_models(config)
@@ -172,7 +172,8 @@ def config_warnings(config: dict) -> list[str]:
     backbone (ViT-B-32) would describe another model than the one converted."""
     backbone = config.get("backbone") or {}
     warnings = []
-    if backbone.get("source") == "transformers" and backbone.get("model"):
+    origin = backbone_origin(backbone.get("source"))
+    if origin.ecosystem and not origin.reads_model and backbone.get("model"):
         warnings.append(f"config key backbone.model: {backbone['model']!r} is not used with backbone.source "
                         f"transformers (the architecture comes from the config.json of {backbone.get('checkpoint')}); "
                         "set backbone.model: null (config/finetune.yaml sets it for its open_clip backbone)")

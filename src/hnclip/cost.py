@@ -27,8 +27,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hnclip import plan, protocols
+from hnclip import paths, plan, protocols
 from hnclip.backbone.released import released_spec
+from hnclip.checkpoint_formats import backbone_origin
 from hnclip.data import protocol_counts
 from hnclip.data.subsets import subset_size
 
@@ -117,7 +118,7 @@ def train_set_sizes(config: dict, train_sets, results_dir) -> dict[str, tuple[in
     sizes = {}
     for name in sorted(set(train_sets)):
         bench = config["benchmarks"][name]
-        manifest = Path(results_dir) / "data" / name / "train.csv"
+        manifest = paths.in_results(results_dir, paths.manifest_path(name, "train"))
         if isinstance(bench.get("expected_counts", {}).get("train"), int):
             sizes[name] = (bench["expected_counts"]["train"], f"config benchmarks.{name}.expected_counts.train")
         elif bench.get("adapter", "").startswith("synthetic") and bench.get("synthetic", {}).get("n_train"):
@@ -140,7 +141,7 @@ def _backbone_name(config: dict, results_dir) -> str | None:
     and text positions, and the configured name when the DAG pretrains it): a results folder left by
     another config must not lend its backbone, nor its runs' throughput, to this one.
     """
-    backbone = config["backbone"]
+    backbone, origin = config["backbone"], backbone_origin(config)
     prepared = Path(results_dir) / "backbone/model/model.json"
     if prepared.is_file():
         try:
@@ -149,13 +150,13 @@ def _backbone_name(config: dict, results_dir) -> str | None:
                     and spec["config"]["vision_cfg"]["image_size"] == backbone["image_size"])
         except (OSError, json.JSONDecodeError, KeyError, TypeError):
             spec, fits = {}, False
-        if backbone["source"] == "pretrain":
+        if origin.trained_in_dag:
             fits = fits and spec.get("name") == backbone["name"]
         if fits and spec.get("name"):
             return spec["name"]
-    if backbone["source"] == "pretrain":
+    if origin.trained_in_dag:
         return backbone["name"]
-    if backbone["source"] == "released":  # its spec ships with it
+    if origin.ships_its_spec:
         try:
             return released_spec(backbone["checkpoint"]).get("name")
         except (OSError, ValueError, KeyError):
@@ -177,7 +178,7 @@ def backbone_runs(config: dict, results_dir, device_type: str | None = None) -> 
     if backbone is None:
         return []
     found = []
-    for summary_path in sorted((Path(results_dir) / "runs").rglob("summary.json")):
+    for summary_path in sorted(paths.in_results(results_dir, paths.RUNS_DIR).rglob("summary.json")):
         model_json = summary_path.parent / "model/model.json"
         try:
             summary = json.loads(summary_path.read_text())
@@ -251,7 +252,7 @@ def build_plan(config: dict, throughput: Throughput, sizes: dict[str, tuple[int,
     """
     rows, seen_runs, seen_evals = [], set(), set()
     per_run = {}  # row name -> samples of each of its new runs
-    if config["backbone"]["source"] == "pretrain":
+    if backbone_origin(config).trained_in_dag:
         pre = config["pretrain"]
         row = ExperimentCost("backbone (pretrain)", train_jobs=1, new_train_jobs=1)
         per_run[row.name] = [run_samples(pre["train"], sizes[pre["benchmark"]][0], "1")]

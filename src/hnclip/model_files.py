@@ -5,6 +5,8 @@ import json
 import re
 from pathlib import Path
 
+from hnclip.checkpoint_formats import format_names
+
 __all__ = ["CONVERSION_JSON", "CONVERT_FORMATS", "EXPORT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
            "describe_conversion", "missing_local_source", "model_geometry"]
 
@@ -13,8 +15,9 @@ MODEL_JSON = "model.json"
 FRAMEWORK_WEIGHTS = "framework.safetensors"
 FRAMEWORK_JSON = "framework.json"
 CONVERSION_JSON = "conversion.json"  # a converted model's source: format, names, pins, the file's sha256
-# what hnclip.models.convert.convert_source converts (config backbone.source and models.<name>.source take them)
-CONVERT_FORMATS = ("longclip", "openai", "open_clip", "transformers", "goal", "structxlip", "finelip")
+# what hnclip.models.convert.convert_source converts (config backbone.source and models.<name>.source take them):
+# the formats hnclip.checkpoint_formats registers
+CONVERT_FORMATS = format_names()
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _WEIGHTS_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
 

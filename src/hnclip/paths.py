@@ -212,3 +212,16 @@ __all__ += ["BACKBONES_DIR", "BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_
             "REPORT", "RESOURCES", "SUMMARY_MD", "TUNING_RECORD", "WEIGHTS_DIR", "data_dir", "figure_path",
             "geometry_path", "images_dir", "in_results", "manifest_path", "product_dir", "regime_path", "source_record_path",
             "spec_path", "subset_path", "table_path"]
+
+
+def released_model_dir(name: str = "{model}") -> str:
+    """A released checkpoint converted for evaluation (``models.<name>``; rule ``convert_released``)."""
+    return f"{RESULTS}/released/{name}/model"
+
+
+def released_eval_path(name: str = "{model}", benchmark: str = "{eval_benchmark}") -> str:
+    """A released checkpoint's evaluation record on one benchmark (its ``train_set`` is ``released``)."""
+    return f"{RESULTS}/evals/released/{name}/{benchmark}.json"
+
+
+__all__ += ["released_eval_path", "released_model_dir"]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import shlex
 
-from hnclip import config_checks, plan
+from hnclip import config_checks, paths, plan
+from hnclip.checkpoint_formats import checkpoint_format, format_names
 
 __all__ = ["RELEASED", "RELEASED_TRAIN_SET", "check_models", "convert_options", "released_benchmarks",
            "released_eval_path", "released_evaluations", "released_run", "released_spec", "released_spec_digest",
@@ -29,7 +30,6 @@ __all__ = ["RELEASED", "RELEASED_TRAIN_SET", "check_models", "convert_options", 
 
 RELEASED = "released"  # the table's (and its spec's) name
 RELEASED_TRAIN_SET = "released"  # the train_set of a released model's records: trained elsewhere
-_NEEDS = {"open_clip": ("model",), "goal": ("checkpoint", "base"), "structxlip": ("checkpoint", "base")}
 _STRETCH_KEEP = 20  # Long-CLIP's rows kept by the 77 -> 248 stretch
 
 
@@ -38,13 +38,7 @@ def check_models(config: dict) -> None:
     benchmarks = config["benchmarks"]
     for name, entry in config.get("models", {}).items():
         key = f"models.{name}"
-        for field in _NEEDS.get(entry["source"], ("checkpoint",)):
-            if not entry.get(field):
-                config_checks.fail(f"{key}.{field}", f"required for source {entry['source']}")
-        if entry.get("base") and entry["source"] not in ("goal", "structxlip"):
-            config_checks.fail(f"{key}.base", f"only for sources goal and structxlip (this one is {entry['source']})")
-        if entry.get("stretch") and entry["source"] in ("longclip", "goal", "structxlip", "finelip"):
-            config_checks.fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
+        _check_format_fields(entry, key)
         for i, bench in enumerate(entry.get("benchmarks") or []):
             if bench not in benchmarks:
                 config_checks.fail(f"{key}.benchmarks[{i}]", config_checks.unknown("benchmark", bench, benchmarks))
@@ -56,13 +50,26 @@ def check_models(config: dict) -> None:
         config_checks.fail("models", "no configured benchmark has a test split to score the released checkpoints on")
 
 
+def _check_format_fields(entry: dict, key: str) -> None:
+    """What the entry's format (:mod:`hnclip.checkpoint_formats`) needs, accepts a ``base`` for, and can stretch."""
+    fmt = checkpoint_format(entry["source"])
+    for field in fmt.needs:
+        if not entry.get(field):
+            config_checks.fail(f"{key}.{field}", f"required for source {entry['source']}")
+    if entry.get("base") and not fmt.takes_base:
+        based = [name for name in format_names() if checkpoint_format(name).takes_base]
+        listed = ", ".join(based[:-1]) + f" and {based[-1]}" if len(based) > 1 else "".join(based)
+        config_checks.fail(f"{key}.base", f"only for sources {listed} (this one is {entry['source']})")
+    if entry.get("stretch") and not fmt.stretchable:
+        config_checks.fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
+
+
 def _check_local_files(entry: dict, key: str) -> None:
     """A local checkpoint file or folder that is not there, caught at config time (naming the key) instead of
     by its conversion job after the main runs trained, or fetched from the Hub as if it were a repository."""
     from hnclip.model_files import missing_local_source
 
-    kinds = {"checkpoint": {"transformers": "folder", "open_clip": "open_clip"}.get(entry["source"], "file"),
-             "base": "folder"}
+    kinds = {"checkpoint": checkpoint_format(entry["source"]).checkpoint_kind, "base": "folder"}
     for field, kind in kinds.items():
         if entry.get(field):
             problem = missing_local_source(entry[field], kind)
@@ -89,7 +96,7 @@ def released_run(name: str) -> dict:
 
 
 def released_eval_path(name: str, benchmark: str) -> str:
-    return f"results/evals/{RELEASED}/{name}/{benchmark}.json"
+    return paths.released_eval_path(name, benchmark)
 
 
 def convert_options(config: dict, name: str) -> str:
@@ -119,7 +126,7 @@ def released_spec(config: dict) -> dict:
     for name, bench in released_evaluations(config):
         cells.append({"row": _label(config, name), "group": labels[bench], "variant": None, "x": None,
                       "run": released_run(name), "eval_benchmark": bench, "eval_path": released_eval_path(name, bench),
-                      "run_dir": None, "released": True, "model_dir": f"results/{RELEASED}/{name}/model"})
+                      "run_dir": None, "released": True, "model_dir": paths.released_model_dir(name)})
     return {"experiment": RELEASED, "scale": config["scale"], "settings": {"models": sorted(config["models"])},
             "cells": cells, "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
             "roles": plan.spec_roles(config)}

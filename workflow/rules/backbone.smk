@@ -210,7 +210,7 @@ if HAS_PRETRAIN_RECIPE:
             recipe=json.dumps(release_recipe(), sort_keys=True),
             shipped=(
                 f"--shipped {config['backbone']['checkpoint']}"
-                if config["backbone"]["source"] == "released"
+                if BACKBONE_ORIGIN.ships_its_spec
                 else ""
             ),
         shell:
@@ -220,7 +220,7 @@ if HAS_PRETRAIN_RECIPE:
             "long={input.timings[2]} {params.shipped} --out {output} 2> {log}"
 
 
-if config["backbone"]["source"] in ("released", "pretrain"):
+if BACKBONE_ORIGIN.installed:
 
     # The backbone folder, checked against backbone.sha256 (released) and copied byte for byte; its files
     # are inputs, so a changed release (or a retrained pretrain stage) reruns what follows.

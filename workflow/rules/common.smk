@@ -36,6 +36,7 @@ from hnclip import (
 from hnclip.data import own  # noqa: E402
 from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
 from hnclip.config_checks import config_warnings  # noqa: E402
+from hnclip.checkpoint_formats import backbone_origin  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.config.train import override_items  # noqa: E402
 
@@ -544,9 +545,11 @@ def get_run_evaluations(wildcards):
     return [e.path for e in EVALUATIONS if e.run.path == path]
 
 
+# what backbone.source is (hnclip.checkpoint_formats): released, pretrained in the DAG, or converted
+BACKBONE_ORIGIN = backbone_origin(config)
 # a backbone converted from open_clip or transformers brings its own geometry: the image stores are prepared
 # after it, at its interpolation (data.smk)
-ECOSYSTEM_BACKBONE = config["backbone"]["source"] in ("open_clip", "transformers")
+ECOSYSTEM_BACKBONE = BACKBONE_ORIGIN.ecosystem
 
 
 def backbone_convert_options():
@@ -557,7 +560,7 @@ def backbone_convert_options():
         # only open_clip reads an architecture name; a transformers CLIPModel brings its own (config_warnings)
         (
             "--model",
-            backbone.get("model") if backbone["source"] == "open_clip" else None,
+            backbone.get("model") if BACKBONE_ORIGIN.reads_model else None,
         ),
         ("--revision", backbone["revision"]),
         ("--sha256", backbone["sha256"]),
@@ -587,7 +590,7 @@ def backbone_folder():
     pretrained one (backbone.source pretrain). A relative released folder is read from the working
     directory, else from the repository beside the Snakefile (the shipped resources/backbones/), so a run
     in another --directory installs the shipped backbone too."""
-    if config["backbone"]["source"] == "released":
+    if BACKBONE_ORIGIN.ships_its_spec:
         return shipped_path(config["backbone"]["checkpoint"])
     return paths.PRETRAINED_MODEL
 
@@ -606,7 +609,7 @@ def shipped_path(path):
 def backbone_inputs():
     """install_backbone's inputs: the released folder's two files, or the pretrain stage's folder (a
     directory output, whose files cannot be named as inputs)."""
-    if config["backbone"]["source"] == "released":
+    if BACKBONE_ORIGIN.ships_its_spec:
         return [
             f"{backbone_folder()}/{name}"
             for name in ("model.safetensors", "model.json")

@@ -90,7 +90,7 @@ rule summary:
         scale=config["scale"],
         release=(
             f"--release {Path(config['backbone']['checkpoint']).name}"
-            if config["backbone"]["source"] == "released"
+            if BACKBONE_ORIGIN.ships_its_spec
             else ""
         ),
     shell:

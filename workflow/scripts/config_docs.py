@@ -6,7 +6,7 @@ schema's ``framework`` enum and its ``train.<section>`` sections, written betwee
 ``# begin generated (...)`` / ``# end generated (...)`` markers. The other name lists the schema repeats
 come from their registries (:func:`enums`): on each line ending in ``# generated (<name> enum)`` the
 line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export and convert
-formats). The schema is the source of config/README.md's key table, which lists each enum's names and is
+formats, backbone sources). The schema is the source of config/README.md's key table, which lists each enum's names and is
 written between that page's ``<!-- keys:begin -->`` and ``<!-- keys:end -->`` lines (each alone on its line,
 once). The rest of config/README.md is hand-written and kept as it is: its introduction and reference notes
 on keys a table row cannot hold. It is reference only; guides live in docs/ (tests/test_config_docs.py).
@@ -30,10 +30,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
 
+from hnclip.checkpoint_formats import backbone_source_names, format_names  # noqa: E402
 from hnclip.config.fields import field_bounds, field_types  # noqa: E402
 from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
-from hnclip.model_files import CONVERT_FORMATS, EXPORT_FORMATS  # noqa: E402
+from hnclip.model_files import EXPORT_FORMATS  # noqa: E402
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 README = REPO / "config/README.md"
@@ -50,7 +51,10 @@ def enums() -> dict[str, list[str]]:
     return {"adapter": list(ADAPTERS),  # hnclip.data.ADAPTERS: a benchmark's `adapter`
             "split": list(SPLITS),  # hnclip.data.SPLITS: `splits`, and the split keys of your own captions
             "export format": list(EXPORT_FORMATS),  # hnclip.model_files.EXPORT_FORMATS: export.formats
-            "convert format": list(CONVERT_FORMATS)}  # hnclip.model_files.CONVERT_FORMATS: models.<name>.source
+            # hnclip.checkpoint_formats: models.<name>.source, and backbone.source (released, pretrain, the formats
+            # a backbone is converted from)
+            "convert format": list(format_names()),
+            "backbone source": list(backbone_source_names())}
 
 
 # ------------------------------------------------------------------------------------- schema nodes

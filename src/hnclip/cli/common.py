@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hnclip import paths
 from hnclip.analysis.data_sizes import data_sizes
+from hnclip.checkpoint_formats import backbone_origin
 
 WEIGHTS_DIR = paths.WEIGHTS_DIR  # Hub weights, one locked folder per source (hnclip.data.weights)
 SPEC_HELP = f"experiment spec file ({paths.spec_path('<experiment>')}, written by hnclip.plan.write_spec)"
@@ -57,13 +58,7 @@ def backbone_words(origin: dict | None) -> str:
     a caption must not say "pretrained in the DAG" of a released or converted one."""
     if not origin:
         return "backbone not recorded"
-    source, name = origin.get("source"), origin.get("name")
-    named = f" {name}" if name else ""
-    if source == "released":
-        return f"released backbone{named}"
-    if source == "pretrain":
-        return f"backbone{named} pretrained in the DAG"
-    return f"backbone{named} converted from {source}"
+    return backbone_origin(origin.get("source")).describe(origin.get("name"))
 
 
 def scale_words(spec: dict) -> str:

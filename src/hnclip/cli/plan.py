@@ -46,6 +46,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     the backbone's earlier runs in ``results_dir``, else a line saying there is no measurement (``job_cost``
     False: leave all of it out); return its rows."""
     from hnclip import plan
+    from hnclip.checkpoint_formats import backbone_origin
     from hnclip.config.loading import job_resources, profile_train_resources
     from hnclip.cost import build_plan, planned_backbone, resolve_throughput, train_set_sizes
     from hnclip.job_needs import (
@@ -62,7 +63,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     config = load_config(configfile)
     runs = plan.all_runs(config)
     train_sets = {r.train_set for r in runs}
-    if config["backbone"]["source"] == "pretrain":
+    if backbone_origin(config).trained_in_dag:
         train_sets.add(config["pretrain"]["benchmark"])
     sizes = train_set_sizes(config, train_sets, results_dir)
     train_limits = job_resources(config, "train", profile)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["load_finelip_checkpoint"]
+__all__ = ["load_finelip", "load_finelip_checkpoint"]
 
 
 def load_finelip_checkpoint(checkpoint, out_dir) -> Path:
@@ -37,3 +37,13 @@ def load_finelip_checkpoint(checkpoint, out_dir) -> Path:
     save_model(model, out_dir)
     save_framework(framework, out_dir)
     return Path(out_dir)
+
+
+def load_finelip(request):
+    """The ``finelip`` checkpoint format's loader (:mod:`hnclip.checkpoint_formats`): the checkpoint fetched and
+    saved with its cross-net as a model folder by :func:`load_finelip_checkpoint` (no dual encoder returned)."""
+    if request.stretch is not None:
+        raise ValueError(f"{request.key}.stretch: a FineLIP checkpoint has its 248 positions already")
+    weights = request.fetch_checkpoint()
+    load_finelip_checkpoint(weights, request.out_dir)
+    return None, weights

@@ -20,6 +20,9 @@ Hub files go through the checksum lock (:mod:`hnclip.data.weights`): ``revision`
 weights file (a transformers repository: its ``model.safetensors``). ``stretch`` applies Long-CLIP's 77 -> 248
 stretch keeping that many rows (:func:`hnclip.models.factory.stretch_model`); the result must have
 ``context_length`` positions. Beside the model, ``conversion.json`` records what it was made from.
+
+Each format is one row of :mod:`hnclip.checkpoint_formats` (what it needs, whether it stretches) whose loader
+lives in :mod:`.format_loaders`; a new format is a loader and a registration, with no branch here.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hnclip.model_files import CONVERT_FORMATS as FORMATS
+from hnclip import paths
+from hnclip.checkpoint_formats import FIELD_HINTS, checkpoint_format, format_names, resolve
 
-__all__ = ["FORMATS", "TRANSFORMERS_FILES", "convert_source", "fetch_transformers_model"]
+__all__ = ["TRANSFORMERS_FILES", "convert_source", "fetch_transformers_model"]
 
 # what a transformers CLIP repository needs fetched: config, safetensors weights, processor and tokenizer
 TRANSFORMERS_WEIGHTS = "model.safetensors"
@@ -64,59 +68,31 @@ def fetch_transformers_model(source: str, download_dir, revision: str | None = N
 def convert_source(fmt: str, checkpoint: str | None, out_dir, *, model: str | None = None, base: str | None = None,
                    base_revision: str | None = None, revision: str | None = None, sha256: str | None = None,
                    stretch: int | None = None, context_length: int | None = None,
-                   download_dir="resources/checkpoints", cache_dir: str | None = None, key: str = "backbone") -> Path:
+                   download_dir=paths.WEIGHTS_DIR, cache_dir: str | None = None, key: str = "backbone") -> Path:
     """Convert what ``fmt`` + ``checkpoint`` (+ ``model``, ``base``) name into the model folder ``out_dir``
-    (module docstring); ``key`` is the config section named in errors (``backbone``, ``models.<name>``)."""
-    from hnclip.data.weights import fetch_weights
+    (module docstring) with the format's registered loader; ``key`` is the config section named in errors
+    (``backbone``, ``models.<name>``)."""
     from hnclip.fileio import write_json_atomic
     from hnclip.hashing import sha256_file
     from hnclip.model_files import CONVERSION_JSON, MODEL_JSON
 
-    from .checkpoints import load_longclip_checkpoint, load_openai_checkpoint
     from .factory import stretch_model
+    from .format_loaders import ConvertRequest
     from .io import save_model
 
-    if fmt not in FORMATS:
-        raise ValueError(f"{key}.source {fmt!r}: not a format to convert; known: {', '.join(FORMATS)}")
-    if fmt != "open_clip" and not checkpoint:
-        raise ValueError(f"{key}.checkpoint: required for source {fmt}")
-    if fmt in ("goal", "structxlip") and not base:
-        raise ValueError(f"{key}.base: required for source {fmt} (the CLIPModel its weights were fine-tuned from, "
-                         "e.g. openai/clip-vit-base-patch16)")
+    if fmt not in format_names():
+        raise ValueError(f"{key}.source {fmt!r}: not a format to convert; known: {', '.join(format_names())}")
+    spec = checkpoint_format(fmt)
+    given = {"checkpoint": checkpoint, "model": model, "base": base}
+    for field in spec.needs:
+        if not given[field]:
+            hint = f" ({FIELD_HINTS[field]})" if field in FIELD_HINTS else ""
+            raise ValueError(f"{key}.{field}: required for source {fmt}{hint}")
     out_dir = Path(out_dir)
-    weights = None
-    if fmt == "finelip":
-        if stretch is not None:
-            raise ValueError(f"{key}.stretch: a FineLIP checkpoint has its 248 positions already")
-        weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
-        from hnclip.frameworks.finelip_release import load_finelip_checkpoint
-
-        load_finelip_checkpoint(weights, out_dir)
-        dual = None
-    elif fmt in ("longclip", "openai"):
-        weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
-        dual = (load_longclip_checkpoint if fmt == "longclip" else load_openai_checkpoint)(weights)
-    elif fmt == "open_clip":
-        if not model:
-            raise ValueError(f"{key}.model: required for source open_clip (an architecture such as ViT-B-32, "
-                             "hf-hub:ORG/REPO or local-dir:FOLDER)")
-        from .from_open_clip import load_open_clip
-
-        dual, found = load_open_clip(model, checkpoint, revision=revision, sha256=sha256, download_dir=download_dir,
-                                     cache_dir=cache_dir)
-        weights = found.weights
-    elif fmt == "transformers":
-        from .from_transformers import load_transformers_folder
-
-        folder = fetch_transformers_model(checkpoint, download_dir, revision, sha256, key=f"{key}.checkpoint")
-        weights = folder / TRANSFORMERS_WEIGHTS
-        dual = load_transformers_folder(folder, name=str(checkpoint))
-    else:
-        from .publishers import load_overlay_checkpoint
-
-        weights = fetch_weights(checkpoint, download_dir, revision=revision, sha256=sha256)
-        folder = fetch_transformers_model(base, download_dir, base_revision, key=f"{key}.base")
-        dual = load_overlay_checkpoint(fmt, weights, folder)
+    request = ConvertRequest(fmt, checkpoint, out_dir, model=model, base=base, base_revision=base_revision,
+                             revision=revision, sha256=sha256, stretch=stretch, download_dir=download_dir,
+                             cache_dir=cache_dir, key=key)
+    dual, weights = resolve(spec.loader)(request)
     if dual is not None:
         if stretch is not None:
             dual = stretch_model(dual, keep=stretch)

@@ -22,8 +22,11 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["LONGCLIP_B", "finelip_state_dict", "overlay_state_dict", "write_clip_model_folder",
-           "write_finelip_checkpoint", "write_overlay_checkpoint", "write_released_stand_ins"]
+from hnclip.checkpoint_formats import checkpoint_format, resolve
+
+__all__ = ["LONGCLIP_B", "finelip_stand_in", "finelip_state_dict", "longclip_stand_in", "overlay_stand_in",
+           "overlay_state_dict", "write_clip_model_folder", "write_finelip_checkpoint", "write_overlay_checkpoint",
+           "write_released_stand_ins"]
 
 FINELIP_AGGR_RATIO, FINELIP_SPARSE_RATIO, FINELIP_DIM_RATIO = 0.4, 0.5, 0.2  # CrossSparseAggrNet_v2's defaults
 # Long-CLIP-B (and FineLIP-B, trained from it): ViT-B/16 at 224 px, 248 text positions (build_model's numbers)
@@ -135,23 +138,34 @@ def write_released_stand_ins(models: dict, folder, seed: int = 0, layers: dict |
     written = {}
     for name, entry in sorted(models.items()):
         source, checkpoint, base = entry["source"], entry.get("checkpoint"), entry.get("base")
+        fmt = checkpoint_format(source)
         made = []
-        for folder_path in ([base] if source in ("goal", "structxlip") else []) + (
-                [checkpoint] if source == "transformers" else []):
+        for folder_path in ([base] if fmt.takes_base else []) + (
+                [checkpoint] if fmt.checkpoint_kind == "folder" else []):
             if _inside(folder_path, folder) and not Path(folder_path).is_dir():
                 write_clip_model_folder(folder_path, seed=seed, vision=hf_depth[0], text=hf_depth[1])
                 made.append(str(folder_path))
         if _inside(checkpoint, folder) and not Path(checkpoint).exists():
-            if source == "longclip":
-                from .checkpoint import write_longclip_checkpoint
-
-                write_longclip_checkpoint(checkpoint, seed=seed, arch={**LONGCLIP_B, **depth})
-            elif source in ("goal", "structxlip"):
-                write_overlay_checkpoint(checkpoint, base, seed=seed + 1)
-            elif source == "finelip":
-                write_finelip_checkpoint(checkpoint, seed=seed, arch={**LONGCLIP_B, **depth})
+            if fmt.stand_in is not None:
+                resolve(fmt.stand_in)(checkpoint, base, seed, depth)
             if Path(checkpoint).exists():
                 made.append(str(checkpoint))
         if made:
             written[name] = ", ".join(made)
     return written
+
+
+# the stand-in writers hnclip.checkpoint_formats names, writer(checkpoint, base, seed, depth): a random file in
+# the format's own layout at Long-CLIP-B's (or the base's) shapes, ``depth`` fewer blocks where set
+def longclip_stand_in(checkpoint, base, seed: int, depth: dict) -> None:
+    from .checkpoint import write_longclip_checkpoint
+
+    write_longclip_checkpoint(checkpoint, seed=seed, arch={**LONGCLIP_B, **depth})
+
+
+def overlay_stand_in(checkpoint, base, seed: int, depth: dict) -> None:
+    write_overlay_checkpoint(checkpoint, base, seed=seed + 1)
+
+
+def finelip_stand_in(checkpoint, base, seed: int, depth: dict) -> None:
+    write_finelip_checkpoint(checkpoint, seed=seed, arch={**LONGCLIP_B, **depth})

@@ -1,0 +1,82 @@
+"""The loaders of the checkpoint formats :mod:`hnclip.checkpoint_formats` registers: each turns one
+:class:`ConvertRequest` into a dual encoder (or saves its own folder) and names the weights file it read, so
+:func:`hnclip.models.convert.convert_source` converts every format the same way. (FineLIP's loader builds our
+FineLIP framework around the publisher's aggregators, so it lives above the models layer:
+:func:`hnclip.frameworks.finelip_release.load_finelip`.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hnclip import paths
+
+__all__ = ["ConvertRequest", "load_longclip", "load_open_clip", "load_openai", "load_overlay",
+           "load_transformers"]
+
+
+@dataclass(frozen=True)
+class ConvertRequest:
+    """What a config names for one conversion (:func:`hnclip.models.convert.convert_source`'s arguments);
+    ``key`` is the config section its errors name."""
+
+    fmt: str
+    checkpoint: str | None
+    out_dir: Path
+    model: str | None = None
+    base: str | None = None
+    base_revision: str | None = None
+    revision: str | None = None
+    sha256: str | None = None
+    stretch: int | None = None
+    download_dir: str | Path = paths.WEIGHTS_DIR
+    cache_dir: str | None = None
+    key: str = "backbone"
+
+    def fetch_checkpoint(self):
+        """The checkpoint file, fetched and locked (``revision``, ``sha256``)."""
+        from hnclip.data.weights import fetch_weights
+
+        return fetch_weights(self.checkpoint, self.download_dir, revision=self.revision, sha256=self.sha256)
+
+
+def load_longclip(request: ConvertRequest):
+    from .checkpoints import load_longclip_checkpoint
+
+    weights = request.fetch_checkpoint()
+    return load_longclip_checkpoint(weights), weights
+
+
+def load_openai(request: ConvertRequest):
+    from .checkpoints import load_openai_checkpoint
+
+    weights = request.fetch_checkpoint()
+    return load_openai_checkpoint(weights), weights
+
+
+def load_open_clip(request: ConvertRequest):
+    from .from_open_clip import load_open_clip as load
+
+    dual, found = load(request.model, request.checkpoint, revision=request.revision, sha256=request.sha256,
+                       download_dir=request.download_dir, cache_dir=request.cache_dir)
+    return dual, found.weights
+
+
+def load_transformers(request: ConvertRequest):
+    from .convert import TRANSFORMERS_WEIGHTS, fetch_transformers_model
+    from .from_transformers import load_transformers_folder
+
+    folder = fetch_transformers_model(request.checkpoint, request.download_dir, request.revision, request.sha256,
+                                      key=f"{request.key}.checkpoint")
+    return load_transformers_folder(folder, name=str(request.checkpoint)), folder / TRANSFORMERS_WEIGHTS
+
+
+def load_overlay(request: ConvertRequest):
+    """GOAL's or StructXLIP's released ``.pth`` over ``base``, the CLIPModel it was fine-tuned from."""
+    from .convert import fetch_transformers_model
+    from .publishers import load_overlay_checkpoint
+
+    weights = request.fetch_checkpoint()
+    folder = fetch_transformers_model(request.base, request.download_dir, request.base_revision,
+                                      key=f"{request.key}.base")
+    return load_overlay_checkpoint(request.fmt, weights, folder), weights

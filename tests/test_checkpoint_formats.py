@@ -1,0 +1,194 @@
+"""Checkpoint formats are one table (:mod:`hnclip.checkpoint_formats`): a format registered there, with its
+loader, is accepted by the schema and the config checks, converted by ``convert_source`` and held to what it
+needs, with no other file edited (CONTRIBUTING.md, "A checkpoint format")."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hnclip import checkpoint_formats, plan, released
+from hnclip.checkpoint_formats import CheckpointFormat, backbone_origin
+from hnclip.config.validation import ConfigError, validate_config
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
+
+def load_config_docs():
+    spec = importlib.util.spec_from_file_location("config_docs", REPO / "workflow/scripts/config_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_dummy(request):
+    """The dummy format's loader: its checkpoint is a JSON file naming a registry architecture and a seed."""
+    from hnclip.models import create_model
+
+    record = json.loads(Path(request.checkpoint).read_text())
+    return create_model(record["arch"], seed=record["seed"]), Path(request.checkpoint)
+
+
+def write_dummy_stand_in(checkpoint, base, seed, depth):
+    Path(checkpoint).parent.mkdir(parents=True, exist_ok=True)
+    Path(checkpoint).write_text(json.dumps({"arch": "micro", "seed": seed}))
+
+
+@pytest.fixture
+def dummy_format(monkeypatch):
+    """``dummy`` registered through the one registration, for this test only (the table is restored): a
+    248-position checkpoint over a ``base`` (a released model's format, not a backbone's)."""
+    monkeypatch.setattr(checkpoint_formats, "_REGISTRY", dict(checkpoint_formats._REGISTRY))
+    return checkpoint_formats.register_format(CheckpointFormat(
+        "dummy", load_dummy, needs=("checkpoint", "base"), stand_in=write_dummy_stand_in))
+
+
+@pytest.fixture
+def dummy_files(tmp_path):
+    checkpoint = tmp_path / "dummy.json"
+    checkpoint.write_text(json.dumps({"arch": "micro", "seed": 3}))
+    base = tmp_path / "base"
+    base.mkdir()
+    return checkpoint, base
+
+
+def micro_config(models: dict) -> dict:
+    config = yaml.safe_load((REPO / "tests/e2e/micro.yaml").read_text())
+    config["models"] = models
+    return config
+
+
+def test_a_registered_format_reaches_the_schema_and_the_config_checks(dummy_format, dummy_files, tmp_path):
+    checkpoint, base = dummy_files
+    schema_text = load_config_docs().updated_schema(SCHEMA.read_text())
+    schema = yaml.safe_load(schema_text)
+    assert schema["properties"]["models"]["additionalProperties"]["properties"]["source"]["enum"][-1] == "dummy"
+    assert "dummy" not in schema["properties"]["backbone"]["properties"]["source"]["enum"]
+    schema_path = tmp_path / "config.schema.yaml"
+    schema_path.write_text(schema_text)
+
+    entry = {"source": "dummy", "checkpoint": str(checkpoint), "base": str(base)}
+    config = micro_config({"mine": entry})
+    validate_config(config, schema_path)
+    plan.check_config(config)
+    assert f"--format dummy --source {checkpoint}" in released.convert_options(config, "mine")
+    with pytest.raises(ConfigError):  # the checkout's own schema does not know it: the enum is what lets it in
+        validate_config(micro_config({"mine": dict(entry)}), SCHEMA)
+
+    # what it needs is enforced: its base, and no stretch of its 248 positions
+    for change, message in [({"base": None}, "config key models.mine.base: required for source dummy"),
+                            ({"stretch": True}, "config key models.mine.stretch: source dummy has its 248 positions "
+                                                "already")]:
+        bad = copy.deepcopy(config)
+        bad["models"]["mine"].update(change)
+        with pytest.raises(ConfigError, match=message):
+            plan.check_config(bad)
+    # and a base given to a format that takes none names every format that does, the new one included
+    bad = copy.deepcopy(config)
+    bad["models"]["mine"] = {"source": "longclip", "checkpoint": str(checkpoint), "base": str(base)}
+    with pytest.raises(ConfigError, match=r"models.mine.base: only for sources goal, structxlip and dummy "
+                                          r"\(this one is longclip\)"):
+        plan.check_config(bad)
+
+
+
+def test_a_registered_backbone_format_reaches_backbone_source(dummy_format, dummy_files, tmp_path):
+    """A format a backbone may be converted from (a 77-position tower here): accepted as backbone.source,
+    converted (not installed), held to its checkpoint, and named among the stretchable sources."""
+    checkpoint, _ = dummy_files
+    checkpoint_formats.register_format(CheckpointFormat("dummy77", load_dummy, stretchable=True, backbone=True))
+    schema_path = tmp_path / "config.schema.yaml"
+    schema_path.write_text(load_config_docs().updated_schema(SCHEMA.read_text()))
+    config = micro_config({})
+    config["backbone"] = {**config["backbone"], "source": "dummy77", "checkpoint": str(checkpoint), "stretch": True}
+    validate_config(config, schema_path)
+    plan.check_config(config)
+    origin = backbone_origin(config)
+    assert not origin.installed and not origin.reads_model and not origin.ecosystem
+    config["backbone"]["checkpoint"] = None
+    with pytest.raises(ConfigError, match="backbone.checkpoint: required when backbone.source is 'dummy77'"):
+        plan.check_config(config)
+    config = micro_config({})
+    config["backbone"] = {**config["backbone"], "source": "longclip", "checkpoint": str(checkpoint), "stretch": True}
+    with pytest.raises(ConfigError, match=r"backbone.stretch: stretches a converted 77-position tower \(sources "
+                                          r"openai, open_clip, transformers, dummy77\); source 'longclip' has its"):
+        plan.check_config(validate_config(config, schema_path))
+    with pytest.raises(ValueError, match="a backbone is converted without a base"):
+        checkpoint_formats.register_format(CheckpointFormat("dummy2", load_dummy, needs=("checkpoint", "base"),
+                                                            backbone=True))
+
+
+def test_a_registered_format_is_converted_by_its_loader(dummy_format, dummy_files, tmp_path):
+    from hnclip.models import create_model, load_model
+    from hnclip.models.convert import convert_source
+
+    checkpoint, base = dummy_files
+    out = convert_source("dummy", str(checkpoint), tmp_path / "model", base=str(base), key="models.mine")
+    reference = create_model("micro", seed=3)
+    converted = load_model(out)
+    for name, tensor in reference.state_dict().items():
+        assert (converted.state_dict()[name] == tensor).all(), name
+    record = json.loads((out / "conversion.json").read_text())
+    assert (record["format"], record["checkpoint"], record["base"]) == ("dummy", str(checkpoint), str(base))
+    with pytest.raises(ValueError, match=r"models.mine.base: required for source dummy \(the CLIPModel its "
+                                         r"weights were fine-tuned from"):
+        convert_source("dummy", str(checkpoint), tmp_path / "other", key="models.mine")
+    with pytest.raises(ValueError, match=r"'nope': not a format to convert; known: longclip, .*, finelip, dummy$"):
+        convert_source("nope", str(checkpoint), tmp_path / "other")
+
+
+def test_a_rehearsal_writes_a_registered_formats_stand_in(dummy_format, tmp_path):
+    from hnclip.rehearsal.released import write_released_stand_ins
+
+    checkpoint, base = tmp_path / "rehearsal/dummy.json", tmp_path / "rehearsal/base"
+    written = write_released_stand_ins({"mine": {"source": "dummy", "checkpoint": str(checkpoint),
+                                                 "base": str(base)}}, tmp_path / "rehearsal", seed=5)
+    assert json.loads(checkpoint.read_text()) == {"arch": "micro", "seed": 5}
+    assert (base / "config.json").is_file()  # the base it needs, a CLIPModel folder
+    assert written == {"mine": f"{base}, {checkpoint}"}
+
+
+def test_the_table_says_what_the_publishers_formats_need():
+    """The reference is each format's documented layout (hnclip.models.convert's docstring, the publishers'
+    releases): GOAL and StructXLIP ship a state dict over a base CLIPModel; Long-CLIP, GOAL, StructXLIP and
+    FineLIP have 248 positions; OpenAI, open_clip and transformers CLIP have 77, which Long-CLIP's stretch
+    extends; open_clip names an architecture."""
+    from hnclip.checkpoint_formats import checkpoint_format, format_names
+
+    needs = {"longclip": ("checkpoint",), "openai": ("checkpoint",), "open_clip": ("model",),
+             "transformers": ("checkpoint",), "goal": ("checkpoint", "base"),
+             "structxlip": ("checkpoint", "base"), "finelip": ("checkpoint",)}
+    assert {name: checkpoint_format(name).needs for name in format_names()} == needs
+    assert [n for n in format_names() if checkpoint_format(n).stretchable] == ["openai", "open_clip", "transformers"]
+    assert list(checkpoint_formats.backbone_source_names()) == ["released", "pretrain", "longclip", "openai",
+                                                                "open_clip", "transformers"]
+    from hnclip.models import convert
+
+    for name in format_names():  # every format is documented where convert_source is
+        assert f"\n{name} " in convert.__doc__, name
+
+
+def test_the_schema_enums_are_the_table():
+    """The committed schema's ``models.<name>.source`` and ``backbone.source`` enums are the table's names."""
+    schema = yaml.safe_load(SCHEMA.read_text())
+    models = schema["properties"]["models"]["additionalProperties"]["properties"]["source"]["enum"]
+    assert models == list(checkpoint_formats.format_names())
+    assert schema["properties"]["backbone"]["properties"]["source"]["enum"] == list(
+        checkpoint_formats.backbone_source_names())
+
+
+def test_contributings_checklist_names_tests_that_exist():
+    """Each step of CONTRIBUTING.md's "A checkpoint format" names a test that exists (a renamed one fails)."""
+    text = (REPO / "CONTRIBUTING.md").read_text()
+    section = text.split("## A checkpoint format", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", section)
+    assert len(named) >= 5
+    for path, name in named:
+        assert re.search(rf"^def {name}\(", (REPO / path).read_text(), re.M), f"{path}::{name}"
