@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import shlex
 
-from hnclip import config_checks, plan
+from hnclip import plan
+from hnclip.config.errors import fail, unknown
 
 __all__ = ["RELEASED", "RELEASED_TRAIN_SET", "check_models", "convert_options", "released_benchmarks",
            "released_eval_path", "released_evaluations", "released_run", "released_spec", "released_spec_digest",
@@ -40,20 +41,20 @@ def check_models(config: dict) -> None:
         key = f"models.{name}"
         for field in _NEEDS.get(entry["source"], ("checkpoint",)):
             if not entry.get(field):
-                config_checks.fail(f"{key}.{field}", f"required for source {entry['source']}")
+                fail(f"{key}.{field}", f"required for source {entry['source']}")
         if entry.get("base") and entry["source"] not in ("goal", "structxlip"):
-            config_checks.fail(f"{key}.base", f"only for sources goal and structxlip (this one is {entry['source']})")
+            fail(f"{key}.base", f"only for sources goal and structxlip (this one is {entry['source']})")
         if entry.get("stretch") and entry["source"] in ("longclip", "goal", "structxlip", "finelip"):
-            config_checks.fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
+            fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
         for i, bench in enumerate(entry.get("benchmarks") or []):
             if bench not in benchmarks:
-                config_checks.fail(f"{key}.benchmarks[{i}]", config_checks.unknown("benchmark", bench, benchmarks))
+                fail(f"{key}.benchmarks[{i}]", unknown("benchmark", bench, benchmarks))
             if "test" not in plan.benchmark_splits(benchmarks[bench]):
-                config_checks.fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
+                fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
         if not config.get("rehearsal"):  # a rehearsal writes its stand-in files in its first job
             _check_local_files(entry, key)
     if config.get("models") and not released_evaluations(config):
-        config_checks.fail("models", "no configured benchmark has a test split to score the released checkpoints on")
+        fail("models", "no configured benchmark has a test split to score the released checkpoints on")
 
 
 def _check_local_files(entry: dict, key: str) -> None:
@@ -67,7 +68,7 @@ def _check_local_files(entry: dict, key: str) -> None:
         if entry.get(field):
             problem = missing_local_source(entry[field], kind)
             if problem:
-                config_checks.fail(f"{key}.{field}", problem)
+                fail(f"{key}.{field}", problem)
 
 
 def released_benchmarks(config: dict, name: str) -> list[str]:

@@ -3,7 +3,7 @@ and the tests.
 
 The config file(s) alone (a ``--configfile`` replaces the embedded default; several layer in order, later
 keys winning and mappings merging, with Snakemake's own merge), validated against the schema with its
-defaults filled in (:mod:`hnclip.config.validation`), then cross-checked by :func:`hnclip.plan.check_config`;
+defaults filled in (:mod:`hnclip.config.validation`), then cross-checked by :func:`hnclip.config_checks.check_config`;
 and a profile's resources as Snakemake layers them over a rule's own.
 """
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-
-from hnclip import plan
 
 __all__ = ["job_resources", "load_config", "profile_train_resources"]
 
@@ -31,10 +29,11 @@ def _schema_path() -> Path:
 def load_config(configfiles) -> dict:
     """The config exactly as the workflow sees it: the file(s) alone (a --configfile replaces the embedded
     default; several layer in order, later keys winning and mappings merging, as Snakemake layers them),
-    validated with defaults filled in, then cross-checked by :func:`hnclip.plan.check_config`."""
+    validated with defaults filled in, then cross-checked by :func:`hnclip.config_checks.check_config`."""
     from snakemake.utils import update_config  # Snakemake's own merge of several --configfile
 
     from hnclip.config.validation import load_config_file, validate_config
+    from hnclip.config_checks import check_config
 
     paths = [Path(configfiles)] if isinstance(configfiles, str | Path) else [Path(p) for p in configfiles]
     config: dict = {}
@@ -43,7 +42,7 @@ def load_config(configfiles) -> dict:
             raise FileNotFoundError(f"hnclip plan: config file {configfile} does not exist")
         update_config(config, load_config_file(configfile))  # a syntax error names file, line and column
     validate_config(config, _schema_path())
-    plan.check_config(config)
+    check_config(config)
     return config
 
 
