@@ -17,3 +17,12 @@ def test_a_run_folder_gives_back_its_run_and_train_set():
     assert paths.train_set_of_dir("/tmp/x/results/runs/vg/lora/g0/f1/s0/model") == "vg"
     assert paths.train_set_of_dir("results/runs") is None
     assert paths.train_set_of_dir("results/evals/dci/x.json") is None
+
+
+def test_a_run_folder_or_its_benchmark_file_parses_back_to_its_fields():
+    assert paths.parse_run_path("results/runs/docci/hnclip/g0.5/f1/s0") == ("docci", "hnclip", "0.5", "1", "0")
+    assert paths.parse_run_path("/abs/results/runs/dci/longclip/g0/f0.25/s2/") == ("dci", "longclip", "0", "0.25", "2")
+    assert paths.parse_run_path("results/benchmarks/train/vg/lora/g0/f1/s1.tsv") == ("vg", "lora", "0", "1", "1")
+    assert paths.parse_run_path("results/runs/docci/hnclip/g0.5/f1") is None  # no seed
+    assert paths.parse_run_path("results/runs/docci/hnclip/x0.5/f1/s0") is None
+    assert paths.parse_run_path("results/evals/docci/hnclip/g0.5/f1/s0/dci.json") is None
