@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hnclip import checkpoint_formats, plan, released
+from hnclip import checkpoint_formats, released
 from hnclip.checkpoint_formats import CheckpointFormat, backbone_origin
 from hnclip.config.validation import ConfigError, validate_config
+from hnclip.config_checks import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -77,7 +78,7 @@ def test_a_registered_format_reaches_the_schema_and_the_config_checks(dummy_form
     entry = {"source": "dummy", "checkpoint": str(checkpoint), "base": str(base)}
     config = micro_config({"mine": entry})
     validate_config(config, schema_path)
-    plan.check_config(config)
+    check_config(config)
     assert f"--format dummy --source {checkpoint}" in released.convert_options(config, "mine")
     with pytest.raises(ConfigError):  # the checkout's own schema does not know it: the enum is what lets it in
         validate_config(micro_config({"mine": dict(entry)}), SCHEMA)
@@ -89,13 +90,13 @@ def test_a_registered_format_reaches_the_schema_and_the_config_checks(dummy_form
         bad = copy.deepcopy(config)
         bad["models"]["mine"].update(change)
         with pytest.raises(ConfigError, match=message):
-            plan.check_config(bad)
+            check_config(bad)
     # and a base given to a format that takes none names every format that does, the new one included
     bad = copy.deepcopy(config)
     bad["models"]["mine"] = {"source": "longclip", "checkpoint": str(checkpoint), "base": str(base)}
     with pytest.raises(ConfigError, match=r"models.mine.base: only for sources goal, structxlip and dummy "
                                           r"\(this one is longclip\)"):
-        plan.check_config(bad)
+        check_config(bad)
 
 
 
@@ -109,17 +110,17 @@ def test_a_registered_backbone_format_reaches_backbone_source(dummy_format, dumm
     config = micro_config({})
     config["backbone"] = {**config["backbone"], "source": "dummy77", "checkpoint": str(checkpoint), "stretch": True}
     validate_config(config, schema_path)
-    plan.check_config(config)
+    check_config(config)
     origin = backbone_origin(config)
     assert not origin.installed and not origin.reads_model and not origin.ecosystem
     config["backbone"]["checkpoint"] = None
     with pytest.raises(ConfigError, match="backbone.checkpoint: required when backbone.source is 'dummy77'"):
-        plan.check_config(config)
+        check_config(config)
     config = micro_config({})
     config["backbone"] = {**config["backbone"], "source": "longclip", "checkpoint": str(checkpoint), "stretch": True}
     with pytest.raises(ConfigError, match=r"backbone.stretch: stretches a converted 77-position tower \(sources "
                                           r"openai, open_clip, transformers, dummy77\); source 'longclip' has its"):
-        plan.check_config(validate_config(config, schema_path))
+        check_config(validate_config(config, schema_path))
     with pytest.raises(ValueError, match="a backbone is converted without a base"):
         checkpoint_formats.register_format(CheckpointFormat("dummy2", load_dummy, needs=("checkpoint", "base"),
                                                             backbone=True))

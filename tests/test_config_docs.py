@@ -15,6 +15,7 @@ from hnclip import plan
 from hnclip.config.fields import help_field
 from hnclip.config.train import TrainConfig
 from hnclip.config.validation import validate_config
+from hnclip.config_checks import check_config
 from hnclip.frameworks import registry
 from hnclip.frameworks.settings import FrameworkSettings
 
@@ -151,7 +152,7 @@ def test_a_registered_framework_reaches_the_schema_the_docs_and_the_plan(dummy_f
     config["train"]["dummy"] = {"mode": "hard"}
     config["experiments"] = {"main": {"benchmarks": ["synthetic"], "methods": ["longclip", "dummy_hn"]}}
     validate_config(config, tmp_path / "workflow/schemas/config.schema.yaml")
-    plan.check_config(config)
+    check_config(config)
     run = next(r for r in plan.all_runs(config) if r.method == "dummy_hn")
     items = plan.train_overrides(config, run)
     assert {"framework=dummy", "dummy.strength=0.25", "dummy.mode=hard"} <= set(items)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hnclip.config.validation import ConfigError, coerce_cli_values, format_key, load_schema, validate_config
+from hnclip.config_checks import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = REPO / "workflow/schemas/config.schema.yaml"
@@ -93,12 +94,11 @@ def test_the_embedded_default_and_the_paper_grid_validate():
 
 
 def test_a_main_experiment_without_a_baseline_is_refused_naming_the_key():
-    from hnclip import plan
 
     cfg = config(experiments={"main": {"benchmarks": ["synthetic"], "methods": ["hnclip"]}})
     validate_config(cfg, SCHEMA_PATH)
     with pytest.raises(ConfigError, match=r"^config key experiments\.main\.methods: .*no baseline"):
-        plan.check_config(cfg)
+        check_config(cfg)
     cfg = config(experiments={"main": {"benchmarks": ["synthetic"], "methods": ["longclip", "hnclip"]}},
                  methods={**MINIMAL["methods"], "longclip": {"framework": "longclip", "hn": False}})
-    plan.check_config(validate_config(cfg, SCHEMA_PATH))
+    check_config(validate_config(cfg, SCHEMA_PATH))

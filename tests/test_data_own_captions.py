@@ -18,12 +18,12 @@ import yaml
 from PIL import Image
 
 from hnclip.config.validation import ConfigError, load_schema, validate_config
+from hnclip.config_checks import check_config
 from hnclip.data import load_benchmark, own
 from hnclip.data.fetch import fetch_benchmark
 from hnclip.data.image_store import ImageStore
 from hnclip.data.own import OwnFilesError, expand_braces
 from hnclip.data.prepare import prepare_split
-from hnclip.plan import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = REPO / "workflow/schemas/config.schema.yaml"

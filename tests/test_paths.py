@@ -100,3 +100,12 @@ def test_src_spells_results_and_resources_paths_only_in_paths_py():
                  for line, text in results_literals(file.read_text(encoding="utf-8"))]
     assert not offenders, ("results/ and resources/ paths spelled outside hnclip.paths (build them with its functions):\n"
                            + "\n".join(offenders))
+
+
+def test_a_run_folder_or_its_benchmark_file_parses_back_to_its_fields():
+    assert paths.parse_run_path("results/runs/docci/hnclip/g0.5/f1/s0") == ("docci", "hnclip", "0.5", "1", "0")
+    assert paths.parse_run_path("/abs/results/runs/dci/longclip/g0/f0.25/s2/") == ("dci", "longclip", "0", "0.25", "2")
+    assert paths.parse_run_path("results/benchmarks/train/vg/lora/g0/f1/s1.tsv") == ("vg", "lora", "0", "1", "1")
+    assert paths.parse_run_path("results/runs/docci/hnclip/g0.5/f1") is None  # no seed
+    assert paths.parse_run_path("results/runs/docci/hnclip/x0.5/f1/s0") is None
+    assert paths.parse_run_path("results/evals/docci/hnclip/g0.5/f1/s0/dci.json") is None

@@ -14,6 +14,7 @@ import yaml
 
 from hnclip import plan
 from hnclip.config.validation import ConfigError, validate_config
+from hnclip.config_checks import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
@@ -99,7 +100,7 @@ def test_config_errors_name_the_key(toy, change, key):
     config = copy.deepcopy(toy)
     change(config)
     with pytest.raises(ConfigError, match=f"config key {re.escape(key)}:"):
-        plan.check_config(config)
+        check_config(config)
 
 
 def test_a_files_from_view_is_prepared_from_the_other_benchmarks_files_with_its_caption_column(tmp_path):

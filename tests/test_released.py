@@ -17,7 +17,7 @@ from checkout import copy_checkout, user_env
 
 from hnclip import released
 from hnclip.config.validation import ConfigError, validate_config
-from hnclip.plan import check_config
+from hnclip.config_checks import check_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"

@@ -4,20 +4,12 @@
 from __future__ import annotations
 
 from hnclip.checkpoint_formats import BACKBONE_FIELD_HINTS, backbone_origin, stretchable_sources
-from hnclip.config.validation import ConfigError, did_you_mean
+from hnclip.config.errors import fail, unknown
+from hnclip.experiments import experiment_entry, experiment_names
 from hnclip.plan.benchmarks import benchmark_splits
+from hnclip.released import check_models
 
 __all__ = ["check_config", "config_warnings", "fail", "unknown"]
-
-
-def fail(key: str, message: str):
-    """Raise the :class:`ConfigError` ``config key KEY: MESSAGE``."""
-    raise ConfigError(f"config key {key}: {message}")
-
-
-def unknown(kind: str, name: str, known) -> str:
-    """``unknown method 'hnclp'; did you mean 'hnclip'?`` (or the known names when none is close)."""
-    return f"unknown {kind} {name!r}; {did_you_mean(name, known)}"
 
 
 _OWN_FILES = {"table": "files", "webdataset": "shards"}  # your own captions: adapter -> its splits' key
@@ -76,8 +68,6 @@ def check_config(config: dict) -> None:
     if config["backbone"].get("stretch") and not origin.stretchable:
         fail("backbone.stretch", f"stretches a converted 77-position tower (sources {', '.join(stretchable_sources())}); "
                                   f"source {origin.name!r} has its positions already")
-    from hnclip.released import check_models
-
     check_models(config)
     _check_files_from(benchmarks)
     experiments = config.get("experiments", {})
@@ -85,9 +75,9 @@ def check_config(config: dict) -> None:
         for i, bench in enumerate(exp.get("benchmarks", [])):
             if bench not in benchmarks:
                 fail(f"experiments.{exp_name}.benchmarks[{i}]", unknown("benchmark", bench, benchmarks))
-            if exp_name == "retention":  # scored by the main table's models: no runs of its own
+            if not experiment_entry(exp_name).trains:  # scored by other experiments' models: no runs of its own
                 if "test" not in benchmark_splits(benchmarks[bench]):
-                    fail(f"experiments.retention.benchmarks[{i}]", f"benchmark {bench!r} has no test split")
+                    fail(f"experiments.{exp_name}.benchmarks[{i}]", f"benchmark {bench!r} has no test split")
                 continue
             if benchmarks[bench].get("train_set") is None:
                 fail(f"experiments.{exp_name}.benchmarks[{i}]",
@@ -108,24 +98,14 @@ def check_config(config: dict) -> None:
                     fail(f"experiments.{exp_name}.pairs[{i}].{k}", unknown("benchmark", pair[k], benchmarks))
             if "train" in pair and "train" not in benchmark_splits(benchmarks[pair["train"]]):
                 fail(f"experiments.{exp_name}.pairs[{i}].train", f"benchmark {pair['train']!r} has no train split")
-    if "retention" in experiments and "main" not in experiments:
-        fail("experiments.retention", "scores the main table's models (the zero-shot backbone and every method of "
-                                       "experiments.main): configure experiments.main too")
+    for exp_name in experiment_names():  # each experiment's own checks (hnclip.experiments)
+        check = experiment_entry(exp_name).check
+        if exp_name in experiments and check is not None:
+            check(config, experiments[exp_name])
     _check_preprocess(config, experiments)
     if "rehearsal" in config and config["scale"] != "rehearsal":
         fail("scale", f"is {config['scale']!r}, but a config with a rehearsal section runs on stand-in files: "
                        "its numbers must be labelled 'rehearsal'")
-    main = experiments.get("main")
-    if main and config["gamma"] > 0 and all(methods[m].get("hn") for m in main.get("methods", [])):
-        # the main table, its claims and the gallery compare HN-CLIP with baselines; without one they
-        # could only fail (or say nothing) after every run is trained
-        fail("experiments.main.methods", f"{main.get('methods')} has no baseline: add a method with hn: false "
-                                          "(gamma 0), e.g. longclip")
-    if "gamma_sweep" in experiments and not methods[experiments["gamma_sweep"]["method"]].get("hn"):
-        fail("experiments.gamma_sweep.method", "must be a method with hn: true")
-    for i, v in enumerate(experiments.get("ablation", {}).get("variants", [])):
-        if v.get("gamma") and not methods[v["method"]].get("hn"):
-            fail(f"experiments.ablation.variants[{i}].gamma", f"method {v['method']!r} has hn: false")
 
 
 def _check_files_from(benchmarks: dict) -> None:

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 
 __all__ = ["CHEAP_COLUMNS", "DYNAMICS_COLUMNS", "EXACT_ZERO_COLUMNS", "EXACT_ZERO_DTYPE_NAMES",
            "EXACT_ZERO_QUANTITIES", "MICRO_BATCH_INFONCE", "PROBE_COLUMNS", "PROBE_ROLES", "ROLES",
-           "SATURATION_LOSS", "format_micro_batch_losses", "parse_micro_batch_losses", "settings_role"]
+           "SATURATION_LOSS", "format_micro_batch_losses", "is_plain_run", "parse_micro_batch_losses", "settings_role",
+           "summary_role"]
 
 SATURATION_LOSS = 1e-3  # a micro-batch whose standard loss is below this counts as saturated
 EXACT_ZERO_DTYPE_NAMES = ("fp32", "bf16")  # the precisions each exact-zero measurement is taken in
@@ -79,3 +80,15 @@ def settings_role(config: Mapping, subset: bool, gamma: float | None) -> str | N
     if gamma is not None and math.isclose(run_gamma, gamma):
         return "hn" if token == 0 else "hnclip"
     return None
+
+
+def summary_role(summary: Mapping, gamma: float | None) -> str | None:
+    """:func:`settings_role` of a run's ``summary.json`` (its settings, and a subset where it names one)."""
+    subset = bool(summary.get("run", {}).get("subset_path"))
+    return settings_role(summary.get("config", {}), subset, gamma)
+
+
+def is_plain_run(summary: Mapping) -> bool:
+    """Whether a run's ``summary.json`` plays role ``plain`` (the one role that needs no gamma): the regime
+    conditions read such runs, and the plan picks them (:func:`hnclip.plan.plain_runs`)."""
+    return summary_role(summary, None) == "plain"

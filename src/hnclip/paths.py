@@ -16,6 +16,7 @@ functions and help texts build every such path here (the same test scans src/ fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,6 +31,7 @@ __all__ = [
     "export_dir",
     "format_number",
     "log_path",
+    "parse_run_path",
     "protocol_path",
     "run_dir",
     "run_name",
@@ -225,3 +227,15 @@ def released_eval_path(name: str = "{model}", benchmark: str = "{eval_benchmark}
 
 
 __all__ += ["released_eval_path", "released_model_dir"]
+# :data:`RUN` as a regular expression of a path's tail: each field one path component's text (the seed's
+# up to an optional ``.tsv``, the suffix of a run's Snakemake benchmark file)
+_RUN_TAIL = re.compile("".join(re.escape(text) if i % 2 == 0 else "([^/]+?)"
+                               for i, text in enumerate(re.split(r"\{(\w+)\}", RUN))) + r"(?:\.tsv)?$")
+
+
+def parse_run_path(path) -> tuple[str, ...] | None:
+    """The run's fields (:data:`RUN_FIELDS`, as text) from the tail of a path that ends in :data:`RUN`: a run
+    folder (``.../docci/hnclip/g0.5/f1/s0``) or a file named after its run (``.../s0.tsv``); None where the
+    path ends otherwise."""
+    match = _RUN_TAIL.search(Path(path).as_posix().rstrip("/"))
+    return match.groups() if match else None

@@ -21,8 +21,9 @@ from __future__ import annotations
 import hashlib
 import shlex
 
-from hnclip import config_checks, paths, plan
+from hnclip import paths, plan
 from hnclip.checkpoint_formats import checkpoint_format, format_names
+from hnclip.config.errors import fail, unknown
 
 __all__ = ["RELEASED", "RELEASED_TRAIN_SET", "check_models", "convert_options", "released_benchmarks",
            "released_eval_path", "released_evaluations", "released_run", "released_spec", "released_spec_digest",
@@ -41,13 +42,13 @@ def check_models(config: dict) -> None:
         _check_format_fields(entry, key)
         for i, bench in enumerate(entry.get("benchmarks") or []):
             if bench not in benchmarks:
-                config_checks.fail(f"{key}.benchmarks[{i}]", config_checks.unknown("benchmark", bench, benchmarks))
+                fail(f"{key}.benchmarks[{i}]", unknown("benchmark", bench, benchmarks))
             if "test" not in plan.benchmark_splits(benchmarks[bench]):
-                config_checks.fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
+                fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
         if not config.get("rehearsal"):  # a rehearsal writes its stand-in files in its first job
             _check_local_files(entry, key)
     if config.get("models") and not released_evaluations(config):
-        config_checks.fail("models", "no configured benchmark has a test split to score the released checkpoints on")
+        fail("models", "no configured benchmark has a test split to score the released checkpoints on")
 
 
 def _check_format_fields(entry: dict, key: str) -> None:
@@ -55,13 +56,13 @@ def _check_format_fields(entry: dict, key: str) -> None:
     fmt = checkpoint_format(entry["source"])
     for field in fmt.needs:
         if not entry.get(field):
-            config_checks.fail(f"{key}.{field}", f"required for source {entry['source']}")
+            fail(f"{key}.{field}", f"required for source {entry['source']}")
     if entry.get("base") and not fmt.takes_base:
         based = [name for name in format_names() if checkpoint_format(name).takes_base]
         listed = ", ".join(based[:-1]) + f" and {based[-1]}" if len(based) > 1 else "".join(based)
-        config_checks.fail(f"{key}.base", f"only for sources {listed} (this one is {entry['source']})")
+        fail(f"{key}.base", f"only for sources {listed} (this one is {entry['source']})")
     if entry.get("stretch") and not fmt.stretchable:
-        config_checks.fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
+        fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
 
 
 def _check_local_files(entry: dict, key: str) -> None:
@@ -74,7 +75,7 @@ def _check_local_files(entry: dict, key: str) -> None:
         if entry.get(field):
             problem = missing_local_source(entry[field], kind)
             if problem:
-                config_checks.fail(f"{key}.{field}", problem)
+                fail(f"{key}.{field}", problem)
 
 
 def released_benchmarks(config: dict, name: str) -> list[str]:

@@ -35,7 +35,7 @@ from hnclip import (
 )  # noqa: E402
 from hnclip.data import own  # noqa: E402
 from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
-from hnclip.config_checks import config_warnings  # noqa: E402
+from hnclip.config_checks import check_config, config_warnings  # noqa: E402
 from hnclip.checkpoint_formats import backbone_origin  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.config.train import override_items  # noqa: E402
@@ -54,7 +54,7 @@ try:
         Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
         overrides=workflow.config_settings.config,
     )
-    plan.check_config(config)
+    check_config(config)
     for warning in config_warnings(config):
         logger.warning(f"hnclip: {warning}")
 except ConfigError as error:

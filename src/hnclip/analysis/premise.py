@@ -58,8 +58,9 @@ from hnclip.dynamics_log import (
     MICRO_BATCH_INFONCE,
     ROLES,
     SATURATION_LOSS,
+    is_plain_run,
     parse_micro_batch_losses,
-    settings_role,
+    summary_role,
 )
 
 __all__ = ["COUNTED_KEYS", "DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "KEY_PROBE_COLUMN", "PAPER",
@@ -126,15 +127,6 @@ FLAT_FACTOR = 2.0
 COUNTED_KEYS = ("saturated_share_epoch1", *EXACT_ZERO_KEYS, "grad_cosine_positive_share")
 
 
-def _run_subset(summary: Mapping) -> bool:
-    return bool(summary.get("run", {}).get("subset_path"))
-
-
-def is_plain_run(summary: Mapping) -> bool:
-    """Whether a run's ``summary.json`` plays role ``plain`` (the one role that needs no gamma)."""
-    return settings_role(summary.get("config", {}), _run_subset(summary), None) == "plain"
-
-
 def run_role(summary: Mapping, gamma: float) -> str | None:
     """``plain``, ``hn``, ``hnclip`` or None for a run's ``summary.json`` (see the module docstring).
 
@@ -143,7 +135,7 @@ def run_role(summary: Mapping, gamma: float) -> str | None:
     or the HN term at another gamma than ``gamma`` (the gamma sweep) plays no role. The rule itself is
     :func:`hnclip.dynamics_log.settings_role`, which the plan also applies to decide which runs probe.
     """
-    return settings_role(summary.get("config", {}), _run_subset(summary), gamma)
+    return summary_role(summary, gamma)
 
 
 def load_run_logs(run_dir) -> dict:

@@ -17,8 +17,8 @@ import pandas as pd
 
 from hnclip import paths
 from hnclip.analysis.table_format import SCALES
+from hnclip.experiments import EXPERIMENTS, experiment_names
 from hnclip.paths import RUN_FIELDS, format_number
-from hnclip.plan import EXPERIMENTS
 from hnclip.released import RELEASED
 
 __all__ = [
@@ -114,7 +114,7 @@ def load_spec(spec) -> dict:
         spec = _read_json(Path(spec), "experiment spec")
     elif isinstance(spec, str):
         spec = json.loads(spec)
-    known = (*EXPERIMENTS, RELEASED)  # the experiments' tables and the released checkpoints' (hnclip.released)
+    known = (*experiment_names(), RELEASED)  # the experiments' tables and the released checkpoints' (hnclip.released)
     if spec.get("experiment") not in known:
         raise ValueError(f"experiment spec: experiment is {spec.get('experiment')!r}; known: {', '.join(known)}")
     if spec.get("scale") not in SCALES:

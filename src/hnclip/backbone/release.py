@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from hnclip.backbone.released import CARD_FILE, RECORDED_FILES, RELEASE_FILE
+from hnclip.backbone.released import CARD_FILE, RECORDED_FILES, RELEASE_FILE, read_release
 from hnclip.fileio import write_json_atomic, write_text_atomic
 from hnclip.hashing import sha256_file
 from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
@@ -94,17 +94,6 @@ def _parameter_count(folder: Path) -> int:
     from safetensors.torch import load_file
 
     return int(sum(t.numel() for t in load_file(str(folder / MODEL_WEIGHTS)).values()))
-
-
-def read_release(folder) -> dict | None:
-    """``folder``'s release.json, or None where there is none (a model folder released before the format)."""
-    path = Path(folder) / RELEASE_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from error
 
 
 def _figure(release: Mapping, path: tuple[str, ...]):

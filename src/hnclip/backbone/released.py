@@ -24,12 +24,23 @@ from hnclip.hashing import sha256_file
 from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
 
 __all__ = ["CARD_FILE", "RECORDED_FILES", "RELEASE_FILE", "check_release_record", "install_released",
-           "released_spec"]
+           "read_release", "released_spec"]
 
 CARD_FILE = "README.md"
 RELEASE_FILE = "release.json"
 # the model files a release.json records, and the key of each one's sha256 (hnclip.backbone.release writes them)
 RECORDED_FILES = {MODEL_WEIGHTS: "weights_sha256", MODEL_JSON: "spec_sha256"}
+
+
+def read_release(folder) -> dict | None:
+    """``folder``'s release.json, or None where there is none (a model folder released before the format)."""
+    path = Path(folder) / RELEASE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
 
 
 def check_release_record(folder) -> None:
@@ -38,8 +49,6 @@ def check_release_record(folder) -> None:
     A folder without ``release.json`` (released before the format) has nothing to check against. The error
     names the file, both hashes and the record, and says what the difference means.
     """
-    from hnclip.backbone.release import read_release
-
     folder = Path(folder)
     release = read_release(folder)
     if release is None:

@@ -3,20 +3,22 @@
 The Snakemake rules stay thin: every decision about which training runs an experiment needs lives here,
 where it is testable without Snakemake and shared with ``hnclip plan``. By job:
 
-- :mod:`hnclip.plan.roles`: the experiments and the method roles the analysis compares;
+- :mod:`hnclip.plan.roles`: the method roles the analysis compares (the experiments are
+  :mod:`hnclip.experiments`, whose ``EXPERIMENTS`` is importable from here too);
 - :mod:`hnclip.plan.benchmarks`: the benchmarks' splits, files and wildcard constraints;
 - :mod:`hnclip.plan.grid`: every experiment's cells and the runs and evaluations they need;
 - :mod:`hnclip.plan.specs`: the spec files the tables, figures and report read;
 - :mod:`hnclip.plan.settings`: each run's training settings (probing, per-epoch evaluation);
+- :mod:`hnclip.plan.cells`: which cells the dynamics figure and the epochs table draw;
 - :mod:`hnclip.plan.readers`: what the analysis reads from the specs and runs.
 
-The config's cross-reference checks are :mod:`hnclip.config_checks` (``check_config``, also importable
-from here); the results/ layout is :mod:`hnclip.paths`. Every name below is importable from
-``hnclip.plan``.
+The config's cross-reference checks are :mod:`hnclip.config_checks` (``check_config``), which reads this
+package; the results/ layout is :mod:`hnclip.paths`. Every name below is importable from ``hnclip.plan``.
 """
 
 from __future__ import annotations
 
+from hnclip.experiments import EXPERIMENTS
 from hnclip.paths import format_number
 from hnclip.plan.benchmarks import (
     DEFAULT_SPLITS,
@@ -27,6 +29,7 @@ from hnclip.plan.benchmarks import (
     self_evaluated_train_sets,
     wildcard_pattern,
 )
+from hnclip.plan.cells import dynamics_figure_cells, epoch_cells
 from hnclip.plan.grid import (
     Evaluation,
     Run,
@@ -40,8 +43,6 @@ from hnclip.plan.grid import (
     zeroshot_run,
 )
 from hnclip.plan.readers import (
-    dynamics_figure_cells,
-    epoch_cells,
     main_comparison,
     plain_runs,
     regime_benchmarks,
@@ -50,7 +51,6 @@ from hnclip.plan.readers import (
 from hnclip.plan.roles import (
     ABLATION_ROLES,
     BASELINE_METHOD,
-    EXPERIMENTS,
     FROZEN_METHOD,
     REFERENCE_METHOD,
     ZEROSHOT_ROW,
@@ -80,7 +80,6 @@ __all__ = [
     "all_evaluations",
     "all_runs",
     "benchmark_splits",
-    "check_config",
     "dynamics_figure_cells",
     "epoch_cells",
     "epoch_eval_benchmarks",
@@ -111,12 +110,3 @@ __all__ = [
     "zeroshot_run",
 ]
 
-
-def __getattr__(name: str):
-    # hnclip.config_checks reads the benchmarks' splits from this package: imported on first use, so that
-    # either module can be imported first
-    if name == "check_config":
-        from hnclip.config_checks import check_config
-
-        return check_config
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

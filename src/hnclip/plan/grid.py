@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from hnclip import paths
+from hnclip.experiments import experiment_entry
 from hnclip.paths import format_number
 from hnclip.plan.benchmarks import epoch_eval_benchmarks
-from hnclip.plan.roles import EXPERIMENTS, ZEROSHOT_ROW, spec_roles
+from hnclip.plan.roles import ZEROSHOT_ROW, spec_roles
 
-__all__ = ["Evaluation", "Run", "all_evaluations", "all_runs", "experiment_spec", "is_zeroshot", "transfer_targets",
-           "zeroshot_eval_benchmarks", "zeroshot_eval_path", "zeroshot_run"]
+__all__ = ["CellMaker", "Evaluation", "Run", "all_evaluations", "all_runs", "experiment_spec", "is_zeroshot",
+           "transfer_targets", "zeroshot_eval_benchmarks", "zeroshot_eval_path", "zeroshot_run"]
 
 
 @dataclass(frozen=True, order=True)
@@ -111,80 +112,41 @@ def backbone_origin(config: dict) -> dict:
     return {"source": source, "name": str(named).rstrip("/").rsplit("/", 1)[-1] if named else None}
 
 
+class CellMaker:
+    """What an experiment's spec builder (:attr:`hnclip.experiments.ExperimentEntry.cells`) builds its cells
+    with: the config's display labels, each benchmark's in-domain train set, runs with their defaults filled
+    in, and the cells themselves."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.bench_label = {b: _label(config, "benchmarks", b) for b in config["benchmarks"]}
+        self.method_label = {m: _label(config, "methods", m) for m in config["methods"]}
+
+    def in_domain(self, bench: str) -> str:
+        """The train set of ``bench``'s in-domain runs."""
+        return self.config["benchmarks"][bench]["train_set"]
+
+    def epoch_benchmarks(self, train_set: str) -> list[str]:
+        """The benchmarks a run on ``train_set`` scores after each epoch (:func:`epoch_eval_benchmarks`)."""
+        return epoch_eval_benchmarks(self.config, train_set)
+
+    def run(self, train_set: str, method: str, gamma: float | None = None, fraction: float = 1.0,
+            seed: int | None = None) -> Run:
+        return _run(self.config, train_set, method, gamma=gamma, fraction=fraction, seed=seed)
+
+    def cell(self, run: Run, eval_benchmark: str, row: str, group: str, variant=None, x=None) -> dict:
+        return _cell(self.config, run, eval_benchmark, row, group, variant=variant, x=x)
+
+    def zeroshot_cell(self, eval_benchmark: str, group: str) -> dict:
+        return _zeroshot_cell(self.config, eval_benchmark, group)
+
+
 def experiment_spec(config: dict, name: str) -> dict:
-    """The cells of one experiment's table: which run, evaluated where, shown in which row and group."""
+    """The cells of one experiment's table: which run, evaluated where, shown in which row and group (the
+    experiment's registered spec builder, :mod:`hnclip.experiments`)."""
     exp = config["experiments"][name]
-    bench_label = {b: _label(config, "benchmarks", b) for b in config["benchmarks"]}
-    method_label = {m: _label(config, "methods", m) for m in config["methods"]}
-    cells = []
-
-    def in_domain(bench):
-        return config["benchmarks"][bench]["train_set"]
-
-    if name == "main":
-        cells += [_zeroshot_cell(config, b, bench_label[b]) for b in exp["benchmarks"]]
-        for m in exp["methods"]:
-            for b in exp["benchmarks"]:
-                cell = _cell(config, _run(config, in_domain(b), m), b, method_label[m], bench_label[b])
-                # which benchmark the run's epochs.csv scores for this cell: its own where the run evaluates
-                # it after each epoch (DOCCI's runs log DOCCI and Long-DCI), else the run's first
-                logged = epoch_eval_benchmarks(config, in_domain(b))
-                cell["epochs_benchmark"] = b if b in logged else (logged[0] if logged else None)
-                cells.append(cell)
-    elif name == "plugin":
-        for pair in exp["pairs"]:
-            for b in exp["benchmarks"]:
-                for variant, key in (("plain", "plain"), ("+HN", "hn")):
-                    run = _run(config, in_domain(b), pair[key])
-                    cells.append(_cell(config, run, b, pair["label"], bench_label[b], variant=variant))
-    elif name == "transfer":
-        for pair in exp["pairs"]:
-            group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
-            cells.append(_zeroshot_cell(config, pair["eval"], group))
-        for m in exp["methods"]:
-            for pair in exp["pairs"]:
-                group = f"{bench_label[pair['train']]} -> {bench_label[pair['eval']]}"
-                cells.append(_cell(config, _run(config, pair["train"], m), pair["eval"], method_label[m], group))
-    elif name == "fractions":
-        # the backbone every fraction starts from, at fraction 0: what a fraction's fine-tuning adds
-        cells += [_zeroshot_cell(config, b, bench_label[b]) for b in exp["benchmarks"]]
-        for m in exp["methods"]:
-            for f in exp["fractions"]:
-                for b in exp["benchmarks"]:
-                    run = _run(config, in_domain(b), m, fraction=f)
-                    cells.append(_cell(config, run, b, method_label[m], bench_label[b], x=float(f)))
-    elif name == "gamma_sweep":
-        m = exp["method"]
-        for g in exp["gammas"]:
-            for b in exp["benchmarks"]:
-                run = _run(config, in_domain(b), m, gamma=g)
-                cells.append(_cell(config, run, b, f"gamma={format_number(g)}", bench_label[b], x=float(g)))
-    elif name == "ablation":
-        for v in exp["variants"]:
-            for b in exp["benchmarks"]:
-                run = _run(config, in_domain(b), v["method"], gamma=v.get("gamma"))
-                cells.append(_cell(config, run, b, v["label"], bench_label[b]))
-    elif name == "seeds":
-        for m in exp["methods"]:
-            for s in config["seeds"]:
-                for b in exp["benchmarks"]:
-                    run = _run(config, in_domain(b), m, seed=s)
-                    cells.append(_cell(config, run, b, method_label[m], bench_label[b]))
-    elif name == "retention":
-        # the main table's models (same runs, trained on their in-domain sets) on short-caption benchmarks
-        main = config["experiments"]["main"]
-        train_sets = list(dict.fromkeys(in_domain(b) for b in main["benchmarks"]))
-
-        def group(train_set, bench):
-            return f"{bench_label[train_set]} -> {bench_label[bench]}"
-
-        cells += [_zeroshot_cell(config, b, group(t, b)) for b in exp["benchmarks"] for t in train_sets]
-        for m in main["methods"]:
-            for b in exp["benchmarks"]:
-                for t in train_sets:
-                    cells.append(_cell(config, _run(config, t, m), b, method_label[m], group(t, b)))
-    else:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
+    entry = experiment_entry(name)
+    cells = entry.cells(CellMaker(config), exp)
     return {"experiment": name, "scale": config["scale"], "settings": exp, "cells": cells,
             "statistics": dict(config.get("statistics") or {}), "gamma": float(config["gamma"]),
             "roles": spec_roles(config), "backbone": backbone_origin(config)}

@@ -1,37 +1,16 @@
-"""What the analysis reads from a spec and its runs: the cells of the dynamics figure and the epochs table,
-the run logs the claims declare, the main comparison and the plain runs behind the regime conditions."""
+"""What the analysis reads from a spec and its runs: the run logs the claims declare, the main comparison and
+the plain runs behind the regime conditions (the cells of the dynamics figure and the epochs table are
+:mod:`hnclip.plan.cells`)."""
 
 from __future__ import annotations
 
-from hnclip.plan.grid import (
-    Run,
-    _cell_run,
-    all_evaluations,
-    experiment_spec,
-    is_zeroshot,
-    zeroshot_eval_benchmarks,
-)
+from hnclip.dynamics_log import is_plain_run
+from hnclip.plan.cells import epoch_cells
+from hnclip.plan.grid import Run, all_evaluations, experiment_spec, is_zeroshot, zeroshot_eval_benchmarks
 from hnclip.plan.roles import BASELINE_METHOD, REFERENCE_METHOD, spec_roles
+from hnclip.plan.settings import run_settings
 
-__all__ = ["dynamics_figure_cells", "epoch_cells", "main_comparison", "plain_runs", "regime_benchmarks",
-           "report_run_logs"]
-
-
-def dynamics_figure_cells(spec: dict) -> dict[tuple[float, str], dict]:
-    """The cells whose runs the gradient-dynamics figure draws (``hnclip figure dynamics``, a fractions
-    spec): per (fraction, group), the first HN row's (gamma > 0) cell of the lowest seed."""
-    hn_cells = [c for c in spec["cells"] if not is_zeroshot(c) and float(c["run"]["gamma"]) > 0]
-    if not hn_cells:
-        return {}
-    row = hn_cells[0]["row"]
-    chosen: dict[tuple[float, str], dict] = {}
-    for cell in hn_cells:
-        if cell["row"] != row:
-            continue
-        key = (float(cell["x"] if cell.get("x") is not None else cell["run"]["fraction"]), cell["group"])
-        if key not in chosen or float(cell["run"]["seed"]) < float(chosen[key]["run"]["seed"]):
-            chosen[key] = cell
-    return chosen
+__all__ = ["main_comparison", "plain_runs", "regime_benchmarks", "report_run_logs"]
 
 
 def main_comparison(config: dict, benchmark: str) -> tuple[str, list[dict]] | None:
@@ -53,11 +32,8 @@ def main_comparison(config: dict, benchmark: str) -> tuple[str, list[dict]] | No
 
 def plain_runs(config: dict, eval_benchmark: str) -> list[Run]:
     """The plain fine-tuning runs behind ``eval_benchmark``'s regime conditions: runs on the benchmark's
-    train set, evaluated on it, whose settings play role ``plain`` (:func:`hnclip.analysis.premise.run_role`:
+    train set, evaluated on it, whose settings play role ``plain`` (:func:`hnclip.dynamics_log.is_plain_run`:
     Long-CLIP framework, gamma 0, no token term, recomputed margins, full data), every seed configured."""
-    from hnclip.analysis.premise import is_plain_run
-    from hnclip.plan.settings import run_settings
-
     train_set = config["benchmarks"][eval_benchmark].get("train_set")
     if not train_set:
         return []
@@ -70,20 +46,6 @@ def regime_benchmarks(config: dict) -> list[str]:
     """Benchmarks whose regime conditions the workflow measures (``results/regime/<benchmark>.json``): those
     with a zero-shot evaluation and plain fine-tuning runs (:func:`plain_runs`)."""
     return [b for b in zeroshot_eval_benchmarks(config) if plain_runs(config, b)]
-
-
-def epoch_cells(spec: dict) -> list[dict]:
-    """Cells with a run whose epochs.csv scores the cell's own benchmark (zero-shot cells have no run)."""
-    cells = []
-    for cell in spec["cells"]:
-        if cell.get("zeroshot"):
-            continue
-        if not cell.get("run_dir"):
-            raise ValueError(f"{spec['experiment']} spec: cell of run {_cell_run(cell).path} has no run_dir")
-        if cell.get("epochs_benchmark", cell["eval_benchmark"]) != cell["eval_benchmark"]:
-            continue
-        cells.append(cell)
-    return cells
 
 
 def report_run_logs(specs: dict) -> dict[str, list[str]]:

@@ -1,12 +1,9 @@
-"""The experiments the plan knows and the roles the analysis compares: the method keys every spec carries
-(``roles``), the zero-shot row, the ablation's variants."""
+"""The roles the analysis compares: the method keys every spec carries (``roles``), the zero-shot row, the
+ablation's variants. The experiments themselves are :mod:`hnclip.experiments`."""
 
 from __future__ import annotations
 
-__all__ = ["ABLATION_ROLES", "BASELINE_METHOD", "EXPERIMENTS", "FROZEN_METHOD", "REFERENCE_METHOD", "ZEROSHOT_ROW",
-           "spec_roles"]
-
-EXPERIMENTS = ("main", "plugin", "transfer", "fractions", "gamma_sweep", "ablation", "seeds", "retention")
+__all__ = ["ABLATION_ROLES", "BASELINE_METHOD", "FROZEN_METHOD", "REFERENCE_METHOD", "ZEROSHOT_ROW", "spec_roles"]
 
 
 # The backbone before fine-tuning: the first row of the main and transfer tables, a reference every

@@ -3,8 +3,8 @@ gradients or evaluate after every epoch (only those whose logs the report reads,
 
 from __future__ import annotations
 
+from hnclip.plan.cells import dynamics_figure_cells
 from hnclip.plan.grid import Run, _cell_run, all_runs, experiment_spec, is_zeroshot
-from hnclip.plan.readers import dynamics_figure_cells
 
 __all__ = ["epoch_evaluated_runs", "epoch_readers", "probe_readers", "probed_runs", "run_settings", "train_overrides"]
 
