@@ -55,7 +55,7 @@ def _n_gpus(summary: Mapping) -> int:
 
 def _training_hours(summary: Mapping) -> float:
     """A run's training time in hours: its wall time less what the gradient probe added and the evaluations
-    after each epoch took (``summary["timing"]["train_time_s"]``, :func:`hnclip.train.step_timing`); the wall
+    after each epoch took (``summary["timing"]["train_time_s"]``, :func:`hnclip.training.timing.step_timing`); the wall
     time for a summary written before it was recorded."""
     timing = summary.get("timing") or {}
     seconds = timing.get("train_time_s")
