@@ -163,7 +163,7 @@ def test_gallery_reads_each_models_top_k_rows_and_uses_the_given_score_fn(tmp_pa
 def _spec_without_epoch_logs(tmp_path, hn_label="HN-CLIP"):
     """A main spec whose runs trained with train.eval_every_epoch: false: epochs.csv holds its header only."""
     from hnclip.analysis.records import DYNAMICS_COLUMNS
-    from hnclip.training.evaluation import EPOCH_COLUMNS
+    from hnclip.training.logs import EPOCH_COLUMNS
 
     cells = []
     for method, gamma, row in (("longclip", 0.0, "Long-CLIP FT"), ("hnclip", 0.5, hn_label)):

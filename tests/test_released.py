@@ -87,7 +87,7 @@ def test_a_models_row_naming_a_local_file_or_folder_that_is_not_there_fails_at_c
 
 
 def test_converting_a_missing_relative_transformers_folder_says_so_and_leaves_nothing(tmp_path, monkeypatch):
-    from hnclip.models.convert import fetch_transformers_model
+    from hnclip.models.format_loaders import fetch_transformers_model
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "weights").mkdir()

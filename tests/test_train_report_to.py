@@ -28,7 +28,7 @@ from test_train_support import (
 )
 
 from hnclip.config.train import TrainConfig, override_items
-from hnclip.training.evaluation import EPOCH_COLUMNS
+from hnclip.training.logs import EPOCH_COLUMNS
 
 # what the loop must show (the issue: losses, learning rate, logit scale, saturated share, per-epoch R@K)
 REQUIRED_TAGS = {"train/loss", "train/infonce", "train/lr", "train/logit_scale", "train/saturated_share",

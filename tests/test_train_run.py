@@ -17,7 +17,7 @@ import hnclip.training.objective as objective_module
 from hnclip.data.manifest import read_manifest
 from hnclip.data.subsets import write_subset
 from hnclip.models import DualEncoder, load_model
-from hnclip.training.evaluation import EPOCH_COLUMNS
+from hnclip.training.logs import EPOCH_COLUMNS
 
 
 def test_nan_loss_names_step_epoch_and_micro_batch_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):

@@ -27,43 +27,12 @@ lives in :mod:`.format_loaders`; a new format is a loader and a registration, wi
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from hnclip import paths
 from hnclip.checkpoint_formats import FIELD_HINTS, checkpoint_format, format_names, resolve
 
-__all__ = ["TRANSFORMERS_FILES", "convert_source", "fetch_transformers_model"]
-
-# what a transformers CLIP repository needs fetched: config, safetensors weights, processor and tokenizer
-TRANSFORMERS_WEIGHTS = "model.safetensors"
-TRANSFORMERS_FILES = ["config.json", TRANSFORMERS_WEIGHTS, "preprocessor_config.json", "processor_config.json",
-                      "tokenizer.json",
-                      "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json"]
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def fetch_transformers_model(source: str, download_dir, revision: str | None = None,
-                             sha256: str | None = None, key: str = "checkpoint") -> Path:
-    """A CLIPModel folder: ``source`` itself when it is one, else the Hub repository ``OWNER/NAME`` fetched
-    (:data:`TRANSFORMERS_FILES`) into ``download_dir`` and locked; ``sha256`` pins its weights file."""
-    from hnclip.data.weights import fetch_weights
-    from hnclip.model_files import missing_local_source
-
-    text = str(source)
-    pins = {TRANSFORMERS_WEIGHTS: sha256} if sha256 else None
-    folder = Path(text).expanduser()
-    if folder.is_dir():
-        return fetch_weights(str(folder), download_dir, sha256=pins)
-    missing = missing_local_source(text, "folder")
-    if missing:  # before anything is fetched or a download folder made
-        raise FileNotFoundError(f"{key} {text!r}: {missing}")
-    repo = text.removeprefix("hf://")
-    if not _HUB_ID.match(repo):
-        raise FileNotFoundError(f"{key} {text!r}: neither an existing transformers model folder nor a Hub id OWNER/NAME")
-    return fetch_weights(f"hf://{repo}", download_dir, revision=revision, sha256=pins,
-                         allow_patterns=TRANSFORMERS_FILES)
-
+__all__ = ["convert_source"]
 
 def convert_source(fmt: str, checkpoint: str | None, out_dir, *, model: str | None = None, base: str | None = None,
                    base_revision: str | None = None, revision: str | None = None, sha256: str | None = None,

@@ -6,13 +6,44 @@ FineLIP framework around the publisher's aggregators, so it lives above the mode
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hnclip import paths
 
-__all__ = ["ConvertRequest", "load_longclip", "load_open_clip", "load_openai", "load_overlay",
+__all__ = ["TRANSFORMERS_FILES", "ConvertRequest", "fetch_transformers_model", "load_longclip", "load_open_clip", "load_openai", "load_overlay",
            "load_transformers"]
+
+
+# what a transformers CLIP repository needs fetched: config, safetensors weights, processor and tokenizer
+TRANSFORMERS_WEIGHTS = "model.safetensors"
+TRANSFORMERS_FILES = ["config.json", TRANSFORMERS_WEIGHTS, "preprocessor_config.json", "processor_config.json",
+                      "tokenizer.json",
+                      "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json"]
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def fetch_transformers_model(source: str, download_dir, revision: str | None = None,
+                             sha256: str | None = None, key: str = "checkpoint") -> Path:
+    """A CLIPModel folder: ``source`` itself when it is one, else the Hub repository ``OWNER/NAME`` fetched
+    (:data:`TRANSFORMERS_FILES`) into ``download_dir`` and locked; ``sha256`` pins its weights file."""
+    from hnclip.data.weights import fetch_weights
+    from hnclip.model_files import missing_local_source
+
+    text = str(source)
+    pins = {TRANSFORMERS_WEIGHTS: sha256} if sha256 else None
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        return fetch_weights(str(folder), download_dir, sha256=pins)
+    missing = missing_local_source(text, "folder")
+    if missing:  # before anything is fetched or a download folder made
+        raise FileNotFoundError(f"{key} {text!r}: {missing}")
+    repo = text.removeprefix("hf://")
+    if not _HUB_ID.match(repo):
+        raise FileNotFoundError(f"{key} {text!r}: neither an existing transformers model folder nor a Hub id OWNER/NAME")
+    return fetch_weights(f"hf://{repo}", download_dir, revision=revision, sha256=pins,
+                         allow_patterns=TRANSFORMERS_FILES)
 
 
 @dataclass(frozen=True)
@@ -63,7 +94,6 @@ def load_open_clip(request: ConvertRequest):
 
 
 def load_transformers(request: ConvertRequest):
-    from .convert import TRANSFORMERS_WEIGHTS, fetch_transformers_model
     from .from_transformers import load_transformers_folder
 
     folder = fetch_transformers_model(request.checkpoint, request.download_dir, request.revision, request.sha256,
@@ -73,7 +103,6 @@ def load_transformers(request: ConvertRequest):
 
 def load_overlay(request: ConvertRequest):
     """GOAL's or StructXLIP's released ``.pth`` over ``base``, the CLIPModel it was fine-tuned from."""
-    from .convert import fetch_transformers_model
     from .publishers import load_overlay_checkpoint
 
     weights = request.fetch_checkpoint()

@@ -10,15 +10,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hnclip.training.session import Session
 
-__all__ = ["EPOCH_COLUMNS", "EPOCH_RANK_COLUMNS", "evaluate_epoch"]
+__all__ = ["evaluate_epoch"]
 
 log = logging.getLogger("hnclip.train")  # the trainer's log lines keep the name they always had
 
-# ``benchmark``: which test split the row scores (a run may be evaluated on several after each epoch: DOCCI's
-# runs on DOCCI and Long-DCI); empty in logs written before the column, which scored one split
-EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "benchmark")
-# per-query outcomes of each epoch's evaluation (space-separated ranks), which the per-epoch claims resample
-EPOCH_RANK_COLUMNS = ("epoch", "i2t", "t2i", "text_image", "benchmark")
 
 
 def evaluate_epoch(session: Session) -> None:

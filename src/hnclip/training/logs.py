@@ -17,7 +17,13 @@ from pathlib import Path
 
 from hnclip.fileio import write_text_atomic
 
-__all__ = ["CsvLog"]
+__all__ = ["EPOCH_COLUMNS", "EPOCH_RANK_COLUMNS", "CsvLog"]
+
+# ``benchmark``: which test split the row scores (a run may be evaluated on several after each epoch: DOCCI's
+# runs on DOCCI and Long-DCI); empty in logs written before the column, which scored one split
+EPOCH_COLUMNS = ("epoch", "step", "i2t_r1", "i2t_r5", "i2t_r10", "t2i_r1", "t2i_r5", "t2i_r10", "benchmark")
+# per-query outcomes of each epoch's evaluation (space-separated ranks), which the per-epoch claims resample
+EPOCH_RANK_COLUMNS = ("epoch", "i2t", "t2i", "text_image", "benchmark")
 
 
 def _format(value) -> str:

@@ -21,8 +21,7 @@ from hnclip.training.batches import TrainingSet
 from hnclip.training.checkpoint import Resumable, RunCheckpoint, TrainState
 from hnclip.training.distributed import DistributedContext, rank_seed
 from hnclip.training.dynamics import DYNAMICS_COLUMNS, sparse_embeddings
-from hnclip.training.evaluation import EPOCH_COLUMNS, EPOCH_RANK_COLUMNS
-from hnclip.training.logs import CsvLog
+from hnclip.training.logs import EPOCH_COLUMNS, EPOCH_RANK_COLUMNS, CsvLog
 from hnclip.training.objective import encode_captions
 from hnclip.training.report_to import RunReport, open_report
 from hnclip.training.schedule import build_optimizer, build_scheduler
