@@ -225,6 +225,10 @@ def test_a_micro_search_trains_every_point_and_extends_past_an_edge(tmp_path):
     again = run_search(config, train["init_model_dir"], data, tmp_path / "work", threads=1,
                        methods=["longclip"], trainer=_refuse, progress=lambda line: None)
     assert again["methods"]["longclip"]["chosen"] == record["methods"]["longclip"]["chosen"]
+    # each point's minutes are its run's own (summary.json), so a point read from disk keeps them
+    minutes = [p["minutes"] for p in record["methods"]["longclip"]["points"]]
+    assert all(m > 0 for m in minutes)
+    assert [p["minutes"] for p in again["methods"]["longclip"]["points"]] == minutes
 
 
 def _refuse(*args):

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -50,6 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnclip import paths
 from hnclip.analysis.binomial import median_interval
 from hnclip.analysis.records import epoch_rows
 from hnclip.dynamics_log import (
@@ -290,15 +290,12 @@ def infonce_flattening(runs: list[dict], confidence: float = 0.95, resamples: in
             "resamples": int(resamples)}
 
 
-_RUN_DIR = re.compile(r"([^/]+)/[^/]+/g[^/]+/f[^/]+/s[^/]+/?$")
-
-
 def run_train_set(logs: dict) -> str:
     """The train set of a run: from its folder (``.../<train_set>/<method>/g*/f*/s*``), else its training
     manifest's folder (``results/data/<train_set>/train.csv``), else ``""``."""
-    match = _RUN_DIR.search(Path(logs["run"]).as_posix())
-    if match:
-        return match.group(1)
+    fields = paths.parse_run_path(logs["run"])
+    if fields:
+        return fields[0]
     manifest = (logs["summary"].get("run") or {}).get("train_manifest")
     return Path(manifest).parent.name if manifest else ""
 

@@ -1,5 +1,7 @@
 """Each run's training settings: the ``key=value`` items its training job gets, and which runs probe the
-gradients or evaluate after every epoch (only those whose logs the report reads, unless configured ``all``)."""
+gradients or evaluate after every epoch (only those whose logs the report reads, unless configured ``all``).
+
+Reads a validated config (the schema has filled every default), so no default is repeated here."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def _train_settings(config: dict, run: Run) -> dict:
         framework=method["framework"],
         gamma=float(run.gamma),
         token_weight=config["token_weight"] if token_weight is None else token_weight,
-        margin=method.get("margin", "recompute"),
+        margin=method["margin"],
         seed=run.seed,
     )
     return settings
@@ -64,7 +66,7 @@ def probe_readers(config: dict) -> dict[Run, list[str]]:
 def probed_runs(config: dict) -> set[Run]:
     """The runs that run the gradient probe: every run under ``train.probe_runs: all``, else (``read``)
     the runs of :func:`probe_readers`. A run probes on every ``train.dynamics_every``-th step (0: never)."""
-    if config["train"].get("probe_runs", "read") == "all":
+    if config["train"]["probe_runs"] == "all":
         return set(all_runs(config))
     return set(probe_readers(config))
 
@@ -86,9 +88,9 @@ def epoch_evaluated_runs(config: dict) -> set[Run]:
     """The runs evaluated after every epoch (``train.eval_every_epoch`` on): every run under
     ``train.epoch_eval_runs: all``, else (``read``) the runs of :func:`epoch_readers`. Each evaluation scores
     the in-domain test split (a few seconds of a toy run's half minute); the weights do not depend on it."""
-    if not config["train"].get("eval_every_epoch", True):
+    if not config["train"]["eval_every_epoch"]:
         return set()
-    if config["train"].get("epoch_eval_runs", "read") == "all":
+    if config["train"]["epoch_eval_runs"] == "all":
         return set(all_runs(config))
     return set(epoch_readers(config))
 

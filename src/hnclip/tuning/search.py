@@ -98,6 +98,13 @@ def _subprocess_trainer(config: Mapping, backbone: Path, split: Split, threads: 
     return train
 
 
+def _training_minutes(out: Path) -> float:
+    """A point's training minutes as its run recorded them (``summary.json``'s ``wall_time_s``, over all its
+    sessions): the same for a point trained now and one an interrupted search left on disk."""
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    return round(float(summary["wall_time_s"]) / 60, 2)
+
+
 def _zeroshot(backbone: Path, split: Split, benchmark: str, batch_size: int, threads: int, out: Path) -> dict:
     if not out.exists():
         subprocess.run([sys.executable, "-m", "hnclip", "evaluate", "--model", str(backbone),
@@ -142,14 +149,13 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
             for step in pending:
                 rate = grid.rate_at(centre, step)
                 out = work / method / f"{key}{rate:g}"
-                began = time.monotonic()
                 if not ((out / "epochs.csv").exists() and (out / "epoch_ranks.csv").exists()):
                     progress(f"{method}: {key} {rate:g} (step {step:+d}) training")
                     trainer(method, key, rate, out)
                 epochs = score.epoch_scores(out / "epochs.csv")
                 points[step] = {"rate": rate, "step": step, "epochs": epochs, "score": epochs[-1]["mean"],
                                 "rise": score.last_rise(out / "epoch_ranks.csv", bootstrap),
-                                "minutes": round((time.monotonic() - began) / 60, 2)}
+                                "minutes": _training_minutes(out)}
                 progress(f"{method}: {key} {rate:g}: val R@1 "
                          + " / ".join(f"{e['mean']:.1f}" for e in epochs))
             step = grid.next_step({k: p["score"] for k, p in points.items()}, section["steps"],
