@@ -5,28 +5,18 @@ needs, with no other file edited (CONTRIBUTING.md, "A checkpoint format")."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from config_docs_script import REPO, SCHEMA, load_config_docs
 
 from hnclip import checkpoint_formats, released
 from hnclip.checkpoint_formats import CheckpointFormat, backbone_origin
 from hnclip.config.validation import ConfigError, validate_config
 from hnclip.config_checks import check_config
-
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
-
-
-def load_config_docs():
-    spec = importlib.util.spec_from_file_location("config_docs", REPO / "workflow/scripts/config_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_dummy(request):

@@ -2,14 +2,13 @@
 framework registry and the settings dataclasses (workflow/scripts/config_docs.py), and stay so."""
 
 import dataclasses
-import importlib.util
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import yaml
+from config_docs_script import REPO, SCHEMA, load_config_docs
 
 from hnclip import plan
 from hnclip.config.fields import help_field
@@ -18,16 +17,6 @@ from hnclip.config.validation import validate_config
 from hnclip.config_checks import check_config
 from hnclip.frameworks import registry
 from hnclip.frameworks.settings import FrameworkSettings
-
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
-
-
-def load_config_docs():
-    spec = importlib.util.spec_from_file_location("config_docs", REPO / "workflow/scripts/config_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def schema_keys():
