@@ -70,8 +70,9 @@ def test_an_edited_schema_default_range_or_enum_is_written_back_from_the_datacla
 
 def test_schema_name_lists_are_the_registries():
     """The adapter, split and format enums are the code's registries, wherever the schema repeats them."""
+    from hnclip.checkpoint_formats import format_names
     from hnclip.data import ADAPTERS, SPLITS
-    from hnclip.model_files import CONVERT_FORMATS, EXPORT_FORMATS
+    from hnclip.model_files import EXPORT_FORMATS
 
     schema = yaml.safe_load(SCHEMA.read_text())
     bench = schema["properties"]["benchmarks"]["additionalProperties"]["properties"]
@@ -81,7 +82,7 @@ def test_schema_name_lists_are_the_registries():
     assert bench["webdataset"]["properties"]["shards"]["propertyNames"]["enum"] == list(SPLITS)
     assert schema["properties"]["export"]["properties"]["formats"]["items"]["enum"] == list(EXPORT_FORMATS)
     source = schema["properties"]["models"]["additionalProperties"]["properties"]["source"]
-    assert source["enum"] == list(CONVERT_FORMATS)
+    assert source["enum"] == list(format_names())
 
 
 def test_a_tagged_line_without_an_enum_is_refused():

@@ -1,13 +1,11 @@
-"""The file names of a saved model folder, and the formats one is converted from, in a module without torch, so
+"""The file names of a saved model folder and what a converted one records, in a module without torch, so
 light verbs (plan, cost, the CLI's parser) can read them without importing the model code."""
 
 import json
 import re
 from pathlib import Path
 
-from hnclip.checkpoint_formats import format_names
-
-__all__ = ["CONVERSION_JSON", "CONVERT_FORMATS", "EXPORT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
+__all__ = ["CONVERSION_JSON", "EXPORT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
            "describe_conversion", "missing_local_source", "model_geometry"]
 
 MODEL_WEIGHTS = "model.safetensors"
@@ -15,9 +13,6 @@ MODEL_JSON = "model.json"
 FRAMEWORK_WEIGHTS = "framework.safetensors"
 FRAMEWORK_JSON = "framework.json"
 CONVERSION_JSON = "conversion.json"  # a converted model's source: format, names, pins, the file's sha256
-# what hnclip.models.convert.convert_source converts (config backbone.source and models.<name>.source take them):
-# the formats hnclip.checkpoint_formats registers
-CONVERT_FORMATS = format_names()
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _WEIGHTS_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
 

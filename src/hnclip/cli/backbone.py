@@ -74,12 +74,12 @@ def cmd_init_model(args) -> None:
 
 
 def add_convert_checkpoint(sub) -> None:
-    from hnclip.model_files import CONVERT_FORMATS
+    from hnclip.checkpoint_formats import format_names
 
     p = add_verb(sub, "convert-checkpoint", cmd_convert_checkpoint,
                  "convert a checkpoint (Long-CLIP, OpenAI, open_clip, transformers, GOAL, StructXLIP, FineLIP) to a "
                  "model folder")
-    p.add_argument("--format", choices=CONVERT_FORMATS, required=True)
+    p.add_argument("--format", choices=format_names(), required=True)
     p.add_argument("--source", default=None,
                    help="the checkpoint: a local file or folder, hf://OWNER/REPO/FILE, a transformers Hub id "
                         "OWNER/NAME, or an open_clip pretrained tag")
