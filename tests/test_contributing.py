@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_every_file_the_checklists_name_exists():
     text = (REPO / "CONTRIBUTING.md").read_text()
-    for heading in ("## A fine-tuning framework", "## A benchmark adapter", "## A claim", "## An experiment"):
+    for heading in ("## A fine-tuning framework", "## A benchmark adapter", "## A claim", "## A checkpoint format",
+                    "## An experiment"):
         assert heading in text
     named = set(re.findall(r"`((?:src|tests|workflow|report|config)/[^`<>*]+?\.(?:py|yaml|md|j2|smk|json))`", text))
     assert len(named) > 20
