@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hnclip.backbone.release import compare_releases, read_release, recipe_digest, write_release
-from hnclip.backbone.released import install_released
+from hnclip.backbone.release import compare_releases, recipe_digest, write_release
+from hnclip.backbone.released import install_released, read_release
 from hnclip.data.checksum_lock import ChecksumMismatchError
 from hnclip.models import create_model, load_model, save_model
 

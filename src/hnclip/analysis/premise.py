@@ -58,14 +58,13 @@ from hnclip.dynamics_log import (
     MICRO_BATCH_INFONCE,
     ROLES,
     SATURATION_LOSS,
-    is_plain_run,
     parse_micro_batch_losses,
     summary_role,
 )
 
 __all__ = ["COUNTED_KEYS", "DEFINITIONS", "EXACT_ZERO_KEYS", "FLAT_FACTOR", "KEY_PROBE_COLUMN", "PAPER",
            "PAPER_GEOMETRY", "PREMISE_KEYS", "ROLES", "active_per_epoch", "classify_runs", "hn_active_share_min_epoch",
-           "infonce_flattening", "is_plain_run", "load_run_logs", "objective_active_min_epoch", "premise_counts",
+           "infonce_flattening", "load_run_logs", "objective_active_min_epoch", "premise_counts",
            "premise_figures", "premise_sources", "premise_report", "ratio_median_intervals", "run_role", "run_train_set"]
 
 EXACT_ZERO_KEYS = tuple(f"exact_zero.{q}.{d}" for q in EXACT_ZERO_QUANTITIES for d in EXACT_ZERO_DTYPE_NAMES)

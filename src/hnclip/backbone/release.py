@@ -16,12 +16,12 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from hnclip.backbone.released import CARD_FILE, RECORDED_FILES, RELEASE_FILE, read_release
+from hnclip.backbone.released import CARD_FILE, RECORDED_FILES, RELEASE_FILE
 from hnclip.fileio import write_json_atomic, write_text_atomic
 from hnclip.hashing import sha256_file
 from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
 
-__all__ = ["FIGURE_ROWS", "compare_releases", "read_release", "recipe_digest", "render_card", "write_release"]
+__all__ = ["FIGURE_ROWS", "compare_releases", "recipe_digest", "render_card", "write_release"]
 
 RELEASE_FORMAT = 1
 # the card's and the comparison's rows: (label, path into release.json's figures, format)

@@ -222,7 +222,8 @@ def add_release_backbone(sub) -> None:
 
 
 def cmd_release_backbone(args) -> None:
-    from hnclip.backbone.release import compare_releases, read_release, write_release
+    from hnclip.backbone.release import compare_releases, write_release
+    from hnclip.backbone.released import read_release
 
     release = write_release(args.name, args.model, args.out, args.recipe,
                             json.loads(Path(args.figures).read_text()), _pairs(args.summaries, "--summaries"),

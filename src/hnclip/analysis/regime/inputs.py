@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hnclip.analysis.premise import is_plain_run
 from hnclip.analysis.regime.definitions import (
     CONDITION_KEYS,
 )
-from hnclip.dynamics_log import MICRO_BATCH_INFONCE
+from hnclip.dynamics_log import MICRO_BATCH_INFONCE, is_plain_run
 
 
 # ------------------------------------------------------------------------------------- inputs
