@@ -21,22 +21,48 @@ from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = [
+    "BACKBONES_DIR",
+    "BACKBONE_MODEL",
+    "CLAIMS",
+    "DATA_DIR",
+    "EFFECTIVE_CONFIG",
+    "PREMISE",
+    "PRETRAINED_MODEL",
+    "REPORT",
+    "RESOURCES",
     "RESULTS",
     "RUN",
     "RUNS_DIR",
     "RUN_FIELDS",
+    "SUMMARY_MD",
+    "TUNING_RECORD",
+    "WEIGHTS_DIR",
     "benchmark_path",
     "checkpoint_dir",
+    "data_dir",
     "eval_path",
     "export_dir",
+    "figure_path",
     "format_number",
+    "geometry_path",
+    "images_dir",
+    "in_results",
     "log_path",
+    "manifest_path",
     "parse_run_path",
+    "product_dir",
     "protocol_path",
+    "regime_path",
+    "released_eval_path",
+    "released_model_dir",
     "run_dir",
     "run_name",
     "run_of_dir",
     "run_path",
+    "source_record_path",
+    "spec_path",
+    "subset_path",
+    "table_path",
     "zeroshot_eval_path",
     "zeroshot_protocol_path",
 ]
@@ -80,6 +106,20 @@ def run_dir(run: str = RUN) -> str:
 def run_of_dir(folder) -> str:
     """The run's path (:data:`RUN`) of its folder :func:`run_dir`; any other path unchanged."""
     return str(folder).removeprefix(f"{RUNS_DIR}/")
+
+
+# :data:`RUN` as a regular expression of a path's tail: each field one path component's text (the seed's
+# up to an optional ``.tsv``, the suffix of a run's Snakemake benchmark file)
+_RUN_TAIL = re.compile("".join(re.escape(text) if i % 2 == 0 else "([^/]+?)"
+                               for i, text in enumerate(re.split(r"\{(\w+)\}", RUN))) + r"(?:\.tsv)?$")
+
+
+def parse_run_path(path) -> tuple[str, ...] | None:
+    """The run's fields (:data:`RUN_FIELDS`, as text) from the tail of a path that ends in :data:`RUN`: a run
+    folder (``.../docci/hnclip/g0.5/f1/s0``) or a file named after its run (``.../s0.tsv``); None where the
+    path ends otherwise."""
+    match = _RUN_TAIL.search(Path(path).as_posix().rstrip("/"))
+    return match.groups() if match else None
 
 
 def train_set_of_dir(folder) -> str | None:
@@ -204,18 +244,6 @@ def in_results(results_dir, path: str) -> Path:
     return Path(results_dir) / Path(path).relative_to(RESULTS)
 
 
-# ------------------------------------------------------------------------ resources/: what the checkout pins
-RESOURCES = "resources"
-WEIGHTS_DIR = f"{RESOURCES}/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
-BACKBONES_DIR = f"{RESOURCES}/backbones"  # the released backbones the repository ships, one model folder each
-
-
-__all__ += ["BACKBONES_DIR", "BACKBONE_MODEL", "CLAIMS", "DATA_DIR", "EFFECTIVE_CONFIG", "PREMISE", "PRETRAINED_MODEL",
-            "REPORT", "RESOURCES", "SUMMARY_MD", "TUNING_RECORD", "WEIGHTS_DIR", "data_dir", "figure_path",
-            "geometry_path", "images_dir", "in_results", "manifest_path", "product_dir", "regime_path", "source_record_path",
-            "spec_path", "subset_path", "table_path"]
-
-
 def released_model_dir(name: str = "{model}") -> str:
     """A released checkpoint converted for evaluation (``models.<name>``; rule ``convert_released``)."""
     return f"{RESULTS}/released/{name}/model"
@@ -226,16 +254,7 @@ def released_eval_path(name: str = "{model}", benchmark: str = "{eval_benchmark}
     return f"{RESULTS}/evals/released/{name}/{benchmark}.json"
 
 
-__all__ += ["released_eval_path", "released_model_dir"]
-# :data:`RUN` as a regular expression of a path's tail: each field one path component's text (the seed's
-# up to an optional ``.tsv``, the suffix of a run's Snakemake benchmark file)
-_RUN_TAIL = re.compile("".join(re.escape(text) if i % 2 == 0 else "([^/]+?)"
-                               for i, text in enumerate(re.split(r"\{(\w+)\}", RUN))) + r"(?:\.tsv)?$")
-
-
-def parse_run_path(path) -> tuple[str, ...] | None:
-    """The run's fields (:data:`RUN_FIELDS`, as text) from the tail of a path that ends in :data:`RUN`: a run
-    folder (``.../docci/hnclip/g0.5/f1/s0``) or a file named after its run (``.../s0.tsv``); None where the
-    path ends otherwise."""
-    match = _RUN_TAIL.search(Path(path).as_posix().rstrip("/"))
-    return match.groups() if match else None
+# ------------------------------------------------------------------------ resources/: what the checkout pins
+RESOURCES = "resources"
+WEIGHTS_DIR = f"{RESOURCES}/checkpoints"  # Hub weights, one locked folder per source (hnclip.data.weights)
+BACKBONES_DIR = f"{RESOURCES}/backbones"  # the released backbones the repository ships, one model folder each
