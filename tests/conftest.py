@@ -25,3 +25,30 @@ def hub_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     return cache
+
+
+# The default suite's per-test budget, in seconds of wall time (setup, call and teardown together, so a module
+# fixture that runs a whole DAG counts against the test that first asks for it). A test that needs more carries
+# the `slow` or `e2e` marker, which the default run deselects and `.ci/run` runs; tests/test_zz_suite_budget.py,
+# collected last, fails naming every test of the session over the budget.
+SLOWEST_TEST_BUDGET_S = 30.0
+# markers whose tests are outside the budget: whole-DAG runs, multi-process and long runs, the cluster, the rehearsal
+UNBUDGETED_MARKERS = ("e2e", "slow", "slurm", "rehearsal")
+_DURATIONS: dict[str, float] = {}
+_UNBUDGETED: set[str] = set()
+
+
+def pytest_collection_modifyitems(config, items):
+    _UNBUDGETED.update(i.nodeid for i in items if any(i.get_closest_marker(m) for m in UNBUDGETED_MARKERS))
+
+
+def pytest_runtest_logreport(report):
+    if report.nodeid not in _UNBUDGETED:
+        _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+
+
+@pytest.fixture
+def session_durations() -> dict[str, float]:
+    """nodeid -> seconds spent so far in this session by each budgeted test that has run (setup + call +
+    teardown)."""
+    return _DURATIONS

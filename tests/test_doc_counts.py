@@ -5,7 +5,7 @@ the regime's condition registry, and one stated per-run size.
 
 Each :class:`Claim` finds its sentence with a regex anchored on the words around the numbers (it must match
 exactly once, so a reworded sentence fails here instead of going unchecked) and names the measure each
-number states. One dry run per config, shared by the module (the paper's takes about 10 s).
+number states. One dry run per config, shared by the session (tests/dry_runs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_workflow_dag import dry_run, job_counts
+from dry_runs import planned
+from test_workflow_dag import job_counts
 
 from hnclip import plan
 from hnclip.analysis.regime import CONDITION_KEYS
@@ -124,7 +125,7 @@ def dag_measures(tmp_path_factory):
     def get(config: str) -> dict[str, int]:
         if config not in cache:
             files = [str(REPO / f) for f in CONFIGS[config]]
-            proc = dry_run(tmp_path_factory.mktemp(config), *(["--configfile", *files] if files else []))
+            proc = planned(*files)
             assert proc.returncode == 0, proc.stderr[-3000:]
             counts = job_counts(proc.stdout + proc.stderr)
             total = re.findall(r"^total\s+(\d+)$", proc.stdout + proc.stderr, re.M)

@@ -136,6 +136,7 @@ def max_difference(a: dict, b: dict) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].numel())
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_two_processes_end_with_the_weights_of_one_process_on_the_global_micro_batch(runs):
     single, ddp = weights(runs["single"]), weights(runs["ddp"])
     initial = load_file(str(runs["paths"]["init_model_dir"] / "model.safetensors"))
@@ -146,6 +147,7 @@ def test_two_processes_end_with_the_weights_of_one_process_on_the_global_micro_b
         torch.testing.assert_close(ddp[key], single[key], rtol=0, atol=ATOL, msg=lambda m, k=key: f"{k}: {m}")
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_two_processes_log_the_dynamics_of_the_global_micro_batch(runs):
     single = read_csv_rows(runs["single"] / "out" / "dynamics.csv")
     ddp = read_csv_rows(runs["ddp"] / "out" / "dynamics.csv")
@@ -165,6 +167,7 @@ def test_two_processes_log_the_dynamics_of_the_global_micro_batch(runs):
             assert abs(float(got[column]) - float(expected[column])) <= 100 / N_TRAIN + 1e-9, column
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_frozen_margin_rows_are_those_each_rank_holds(runs):
     single, frozen = weights(runs["frozen_single"]), weights(runs["frozen"])
     assert max_difference(single, weights(runs["single"])) > 10 * ATOL  # frozen G differs from the live one
@@ -172,6 +175,7 @@ def test_frozen_margin_rows_are_those_each_rank_holds(runs):
         torch.testing.assert_close(frozen[key], single[key], rtol=0, atol=ATOL, msg=lambda m, k=key: f"{k}: {m}")
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_a_nan_on_one_rank_stops_every_rank_at_the_same_micro_batch(runs):
     order = np.random.default_rng([0, 1]).permutation(N_TRAIN)  # epoch 2's documented order, seed 0
     rows = order[8:16].tolist()  # step 3 is epoch 2's first step; this is its second global micro-batch
@@ -187,6 +191,7 @@ def test_a_nan_on_one_rank_stops_every_rank_at_the_same_micro_batch(runs):
     assert not (runs["nan"] / "out" / "summary.json").exists()
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_only_rank_zero_writes_and_every_rank_returns_its_summary(runs):
     out = runs["ddp"] / "out"
     assert sorted(p.name for p in out.iterdir()) == ["dynamics.csv", "epoch_ranks.csv", "epochs.csv", "model", "summary.json"]
@@ -198,6 +203,7 @@ def test_only_rank_zero_writes_and_every_rank_returns_its_summary(runs):
     assert rank0["world_size"] == WORLD_SIZE and rank0["samples_seen"] == 4 * 16
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_finelip_without_a_global_term_trains_under_ddp(runs):
     """Plain FineLIP reads no logit scale: it is frozen, so DDP finds a gradient for every trainable parameter."""
     summaries = [runs["report"]("finelip", rank)["summary"] for rank in range(WORLD_SIZE)]
@@ -205,6 +211,7 @@ def test_finelip_without_a_global_term_trains_under_ddp(runs):
     assert {g["name"] for g in summaries[0]["recipe"]["groups"]} >= {"module_decay", "module_no_decay"}
 
 
+@pytest.mark.slow  # torchrun, two processes (a module fixture, ~50 s)
 def test_checkpoint_records_the_world_size_and_resume_with_another_refuses(runs):
     from hnclip.training.checkpoint import load_checkpoint
 

@@ -190,6 +190,7 @@ def test_the_shipped_record_follows_the_protocol(default_config):
 
 
 # --------------------------------------------------------------------------------- a micro search
+@pytest.mark.slow  # real `hnclip train` processes for every point (~50 s)
 def test_a_micro_search_trains_every_point_and_extends_past_an_edge(tmp_path):
     """Two methods on 24 random images, one step each side and one extension allowed: every point is a real
     ``hnclip train`` process scored on the val split; the record names what it chose."""
@@ -235,20 +236,15 @@ def _refuse(*args):
     raise AssertionError("a point already on disk was trained again")
 
 
-def test_snakemake_tune_is_one_job_on_the_effective_config_outside_the_default_target(tmp_path):
+def test_snakemake_tune_is_one_job_on_the_effective_config_outside_the_default_target():
     """`snakemake tune` plans the search (and the effective config it reads) and nothing else; `all` does not
     ask for it."""
-    import subprocess
-    import sys
+    from dry_runs import planned
+    from test_workflow_dag import job_counts
 
-    def dry_run(*targets):
-        return subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--quiet", "rules",
-                               "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile")],
-                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
-
-    tune = dry_run("tune")
+    tune = planned(targets=("tune",))
     assert tune.returncode == 0, tune.stderr[-2000:]
-    assert " tune " in f" {tune.stdout} " and "effective_config" in tune.stdout and "train " not in tune.stdout
-    everything = dry_run()
+    assert job_counts(tune.output) == {"tune": 1, "effective_config": 1, "total": 2}
+    everything = planned()
     assert everything.returncode == 0, everything.stderr[-2000:]
-    assert "\ntune " not in everything.stdout and " tune " not in everything.stdout
+    assert "tune" not in job_counts(everything.output)

@@ -6,11 +6,11 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from dry_runs import planned
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
@@ -59,9 +59,8 @@ def test_paper_grid_job_counts_match_the_hand_derived_expansion(tmp_path):
     #   evaluations (182), no new run; the backbone on both: 2 more zero-shot evaluations (6).
     # Specs: one file per experiment (8), written by the spec rule and read by its table and figures, and
     #   the protocol table's (spec_protocols, 1).
-    start = time.perf_counter()
-    proc = dry_run(tmp_path, "--configfile", str(PAPER))
-    elapsed = time.perf_counter() - start
+    proc = planned(PAPER)
+    elapsed = proc.elapsed
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     # DOCCI and DCI hold test splits, so their 62 runs are evaluated there by their training jobs (rule
@@ -91,8 +90,8 @@ def test_the_rehearsals_ci_form_keeps_every_rule_of_the_paper_dag(tmp_path):
     # Each rule is named by hand where a config choice decides whether it is in the DAG: a train set
     # without a test split (train_without_test), the protocol variants, retention's zero-shot rows.
     ci = [REPO / "config/rehearsal.yaml", REPO / "config/rehearsal-ci.yaml"]
-    paper = dry_run(tmp_path / "paper", "--configfile", str(PAPER))
-    reduced = dry_run(tmp_path / "ci", "--configfile", str(PAPER), *map(str, ci))
+    paper = planned(PAPER)
+    reduced = planned(PAPER, *ci)
     assert paper.returncode == 0 and reduced.returncode == 0, (paper.stderr + reduced.stderr)[-3000:]
     paper_rules = set(job_counts(paper.stdout + paper.stderr))
     ci_counts = job_counts(reduced.stdout + reduced.stderr)
@@ -102,8 +101,8 @@ def test_the_rehearsals_ci_form_keeps_every_rule_of_the_paper_dag(tmp_path):
     assert ci_counts["train"] == 10 and ci_counts["train_without_test"] == 1  # VG paragraphs -> Urban-1K
 
 
-def test_embedded_default_expands_every_experiment(tmp_path):
-    proc = dry_run(tmp_path)
+def test_embedded_default_expands_every_experiment():
+    proc = planned()
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = job_counts(proc.stdout + proc.stderr)
     # main 7 + plugin 6 + fractions 3 x 3 + gamma 4 + frozen 1 + seeds 3 x 2 (Long-CLIP FT, the strongest
@@ -284,8 +283,8 @@ def test_spec_files_follow_the_effective_config_and_are_rewritten_when_it_change
         "experiments"]["main"]["methods"]
 
 
-def test_no_job_carries_a_spec_or_config_as_json_on_its_command_line(tmp_path):
-    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--configfile", str(PAPER))
+def test_no_job_carries_a_spec_or_config_as_json_on_its_command_line():
+    proc = planned(PAPER)
     assert proc.returncode == 0, proc.stderr[-3000:]
     commands = [line for line in proc.stdout.splitlines() if "python -m hnclip" in line]
     assert any("--specs results/specs/main.json" in c for c in commands)
@@ -323,7 +322,7 @@ def test_multi_gpu_training_jobs_launch_one_process_per_gpu_with_torchrun(tmp_pa
     train_commands = [line for line in proc.stdout.splitlines() if " train --init" in line and "--subset" in line]
     assert train_commands and all("torchrun --standalone --nproc-per-node 2 -m hnclip train" in c
                                   for c in train_commands)
-    single = snakemake(tmp_path, "-n", "-p", "--cores", "1")
+    single = planned()
     # fine-tuning runs start one process (the backbone's long-caption stage is data-parallel on the CPU)
     runs = [line for line in single.stdout.splitlines() if " train --init" in line and "/runs/" in line]
     assert runs and all("python -m hnclip train" in c and "torchrun" not in c for c in runs)
@@ -347,11 +346,11 @@ def test_gpu_declared_jobs_take_the_configured_threads_and_threads_are_no_resour
 
 def test_exports_target_exports_the_main_models_in_the_configured_formats_and_is_not_in_all(tmp_path):
     # paper: the 7 main methods on the 3 train sets behind its 4 benchmarks = 21 runs, x 3 formats
-    proc = dry_run(tmp_path, "--configfile", str(PAPER), "--", "exports")
+    proc = planned(PAPER, targets=("exports",))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert job_counts(proc.stdout + proc.stderr)["export"] == 63
     # the embedded default: 7 main runs, open_clip and transformers (its toy backbone is no Long-CLIP shape)
-    proc = snakemake(tmp_path, "-n", "-p", "--cores", "1", "--", "exports")
+    proc = planned(targets=("exports",))
     assert proc.returncode == 0, proc.stderr[-3000:]
     commands = [line for line in proc.stdout.splitlines() if "python -m hnclip export" in line]
     assert len(commands) == 14 and all("--format longclip" not in c for c in commands)
@@ -360,7 +359,7 @@ def test_exports_target_exports_the_main_models_in_the_configured_formats_and_is
     assert len(hnclip_oc) == 1 and "synthetic.json" in hnclip_oc[0] and "synthetic_shift.json" in hnclip_oc[0]
     # every card states the config's scale (a toy-scale number must not reach the Hub unlabelled)
     assert all(" --scale toy " in c for c in commands)
-    default = dry_run(tmp_path)
+    default = planned()
     counts = job_counts(default.stdout + default.stderr)
     assert counts["train"] == 33 and "export" not in counts
 
