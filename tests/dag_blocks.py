@@ -31,12 +31,25 @@ CONFIGS = {"default": [], "paper": ["config/paper.yaml"],
 _VARYING = re.compile(r"^(\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]|\s+jobid: \d+)$")
 
 
+def _reason(line: str) -> str:
+    """A ``reason:`` line with the files of each of its parts sorted (Snakemake prints them from a set, in an
+    order that changes between runs)."""
+    head, _, parts = line.partition("reason: ")
+    out = []
+    for part in parts.split("; "):
+        label, sep, items = part.partition(": ")
+        out.append(f"{label}{sep}{', '.join(sorted(items.split(', ')))}" if sep else part)
+    return f"{head}reason: {'; '.join(out)}"
+
+
 def blocks(output: str, repo: Path) -> list[str]:
-    """The job blocks of a ``snakemake -n -p`` output, without timestamps and job ids, sorted."""
+    """The job blocks of a ``snakemake -n -p`` output, without timestamps and job ids, their reasons' files
+    sorted, the blocks sorted."""
     body = output.split("Building DAG of jobs...", 1)[-1].replace(str(repo), "<repo>")
     out = []
     for block in re.split(r"\n\s*\n", body):
-        lines = [line for line in block.splitlines() if not _VARYING.match(line)]
+        lines = [_reason(line) if line.lstrip().startswith("reason: ") else line
+                 for line in block.splitlines() if not _VARYING.match(line)]
         if any(re.match(r"^(local)?rule \w+:$", line) for line in lines):
             out.append("\n".join(lines))
     return sorted(out)
@@ -60,7 +73,7 @@ def dump(out_dir: Path, repo: Path) -> None:
 def compare(before: Path, after: Path) -> int:
     differ = []
     for name in CONFIGS:
-        a, b = (before / f"{name}.txt").read_text(), (after / f"{name}.txt").read_text()
+        a, b = ("\n\n".join(blocks((d / f"{name}.txt").read_text(), d)) for d in (before, after))
         if a != b:
             differ.append(name)
             sys.stdout.writelines(difflib.unified_diff(a.splitlines(True), b.splitlines(True),

@@ -4,7 +4,8 @@ One source per fact: the framework registration rows (hnclip.frameworks.registry
 settings dataclass (hnclip.frameworks.settings: every default, range and help text) are the source of the
 schema's ``framework`` enum and its ``train.<section>`` sections, and the checkpoint format rows
 (hnclip.checkpoint_formats: each format's name and description) of ``backbone.source`` and
-``models.<name>.source``, written between the schema's ``# begin generated (...)`` / ``# end generated (...)``
+``models.<name>.source``, and each experiment's ``experiments.<name>`` block (its registration row in
+hnclip.experiments: its keys and description), written between the schema's ``# begin generated (...)`` / ``# end generated (...)``
 markers. The other name lists the schema repeats
 come from their registries (:func:`enums`): on each line ending in ``# generated (<name> enum)`` the
 line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export formats). The schema is the source of config/README.md's key table, which lists each enum's names and is
@@ -34,6 +35,7 @@ sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installe
 from hnclip.checkpoint_formats import backbone_origins, checkpoint_format, format_names  # noqa: E402
 from hnclip.config.fields import field_bounds, field_types  # noqa: E402
 from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
+from hnclip.experiments import experiment_names, schema_block  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
 from hnclip.model_files import EXPORT_FORMATS  # noqa: E402
 
@@ -160,6 +162,8 @@ def updated_schema(text: str) -> str:
     text = replace_block(text, "framework enum", node_lines("framework", framework_enum_node()))
     text = replace_block(text, "backbone source", node_lines("source", backbone_source_node()))
     text = replace_block(text, "model source", node_lines("source", model_source_node()))
+    blocks = [line for name in experiment_names() for line in node_lines(name, schema_block(name))]
+    text = replace_block(text, "experiments", blocks)
     sections = [line for section, cls in settings_sections().items() for line in node_lines(section, section_node(cls))]
     return replace_block(text, "framework sections", sections)
 
