@@ -38,7 +38,8 @@ def dummy_format(monkeypatch):
     248-position checkpoint over a ``base`` (a released model's format, not a backbone's)."""
     monkeypatch.setattr(checkpoint_formats, "_REGISTRY", dict(checkpoint_formats._REGISTRY))
     return checkpoint_formats.register_format(CheckpointFormat(
-        "dummy", load_dummy, needs=("checkpoint", "base"), stand_in=write_dummy_stand_in))
+        "dummy", load_dummy, needs=("checkpoint", "base"), stand_in=write_dummy_stand_in,
+        description="`checkpoint`: a JSON file naming a registry architecture and a seed, over `base`"))
 
 
 @pytest.fixture
@@ -60,7 +61,11 @@ def test_a_registered_format_reaches_the_schema_and_the_config_checks(dummy_form
     checkpoint, base = dummy_files
     schema_text = load_config_docs().updated_schema(SCHEMA.read_text())
     schema = yaml.safe_load(schema_text)
-    assert schema["properties"]["models"]["additionalProperties"]["properties"]["source"]["enum"][-1] == "dummy"
+    source = schema["properties"]["models"]["additionalProperties"]["properties"]["source"]
+    assert source["enum"][-1] == "dummy"
+    # its one description, written into the schema (and so config/README.md) from its row
+    assert source["description"].endswith("; dummy: `checkpoint`: a JSON file naming a registry architecture and a "
+                                          "seed, over `base`.")
     assert "dummy" not in schema["properties"]["backbone"]["properties"]["source"]["enum"]
     schema_path = tmp_path / "config.schema.yaml"
     schema_path.write_text(schema_text)
@@ -81,12 +86,13 @@ def test_a_registered_format_reaches_the_schema_and_the_config_checks(dummy_form
         bad["models"]["mine"].update(change)
         with pytest.raises(ConfigError, match=message):
             check_config(bad)
-    # and a base given to a format that takes none names every format that does, the new one included
+    # and a base given to a format that takes none names every format that does, the new one last
     bad = copy.deepcopy(config)
     bad["models"]["mine"] = {"source": "longclip", "checkpoint": str(checkpoint), "base": str(base)}
-    with pytest.raises(ConfigError, match=r"models.mine.base: only for sources goal, structxlip and dummy "
-                                          r"\(this one is longclip\)"):
+    with pytest.raises(ConfigError, match=r"models.mine.base: only for sources (.+) \(this one is longclip\)") as info:
         check_config(bad)
+    named = re.search(r"only for sources (.+) \(this one", str(info.value)).group(1)
+    assert named.endswith(" and dummy") and "goal" in named.split(", ")  # a shipped one that takes a base too
 
 
 
@@ -94,7 +100,8 @@ def test_a_registered_backbone_format_reaches_backbone_source(dummy_format, dumm
     """A format a backbone may be converted from (a 77-position tower here): accepted as backbone.source,
     converted (not installed), held to its checkpoint, and named among the stretchable sources."""
     checkpoint, _ = dummy_files
-    checkpoint_formats.register_format(CheckpointFormat("dummy77", load_dummy, stretchable=True, backbone=True))
+    checkpoint_formats.register_format(CheckpointFormat("dummy77", load_dummy, stretchable=True, backbone=True,
+                                                        description="`checkpoint`: a 77-position JSON file"))
     schema_path = tmp_path / "config.schema.yaml"
     schema_path.write_text(load_config_docs().updated_schema(SCHEMA.read_text()))
     config = micro_config({})
@@ -109,11 +116,11 @@ def test_a_registered_backbone_format_reaches_backbone_source(dummy_format, dumm
     config = micro_config({})
     config["backbone"] = {**config["backbone"], "source": "longclip", "checkpoint": str(checkpoint), "stretch": True}
     with pytest.raises(ConfigError, match=r"backbone.stretch: stretches a converted 77-position tower \(sources "
-                                          r"openai, open_clip, transformers, dummy77\); source 'longclip' has its"):
+                                          r"openai, .*, dummy77\); source 'longclip' has its"):
         check_config(validate_config(config, schema_path))
     with pytest.raises(ValueError, match="a backbone is converted without a base"):
         checkpoint_formats.register_format(CheckpointFormat("dummy2", load_dummy, needs=("checkpoint", "base"),
-                                                            backbone=True))
+                                                            backbone=True, description="over `base`"))
 
 
 def test_a_registered_format_is_converted_by_its_loader(dummy_format, dummy_files, tmp_path):
@@ -131,8 +138,10 @@ def test_a_registered_format_is_converted_by_its_loader(dummy_format, dummy_file
     with pytest.raises(ValueError, match=r"models.mine.base: required for source dummy \(the CLIPModel its "
                                          r"weights were fine-tuned from"):
         convert_source("dummy", str(checkpoint), tmp_path / "other", key="models.mine")
-    with pytest.raises(ValueError, match=r"'nope': not a format to convert; known: longclip, .*, finelip, dummy$"):
+    with pytest.raises(ValueError, match=r"'nope': not a format to convert; known: ") as info:
         convert_source("nope", str(checkpoint), tmp_path / "other")
+    known = str(info.value).split("known: ", 1)[1].split(", ")
+    assert known[-1] == "dummy" and "longclip" in known  # every format, the registered one last
 
 
 def test_a_rehearsal_writes_a_registered_formats_stand_in(dummy_format, tmp_path):
@@ -160,10 +169,43 @@ def test_the_table_says_what_the_publishers_formats_need():
     assert [n for n in format_names() if checkpoint_format(n).stretchable] == ["openai", "open_clip", "transformers"]
     assert list(checkpoint_formats.backbone_source_names()) == ["released", "pretrain", "longclip", "openai",
                                                                 "open_clip", "transformers"]
-    from hnclip.models import convert
+    # every format is described once, in its row, and the schema's source texts show that description
+    schema = yaml.safe_load(SCHEMA.read_text())
+    models = schema["properties"]["models"]["additionalProperties"]["properties"]["source"]["description"]
+    backbone = schema["properties"]["backbone"]["properties"]["source"]["description"]
+    for name in format_names():
+        description = checkpoint_format(name).description
+        assert len(description) > 20 and f"{name}: {description}" in models, name
+        assert (f"{name}: {description}" in backbone) == checkpoint_format(name).backbone, name
+    assert "goal" in checkpoint_format("goal").description.lower() and "`base`" in checkpoint_format("goal").description
 
-    for name in format_names():  # every format is documented where convert_source is
-        assert f"\n{name} " in convert.__doc__, name
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"name": "released"}, "'released' is already registered"),  # a backbone origin's name
+    ({"name": "longclip"}, "'longclip' is already registered"),
+    ({"needs": ("weights",)}, "needs is a non-empty subset of checkpoint, model, base"),
+    ({"checkpoint_kind": "zip"}, "checkpoint_kind is one of file, folder, open_clip"),
+    ({"loader": "module.function"}, "loader is a callable or a 'module:function' name"),
+    ({"description": " "}, "a description"),
+])
+def test_a_row_is_checked_when_registered(dummy_format, change, message):
+    """The checks every row passes, the built-in ones included (they are registered the same way)."""
+    row = dict(name="dummy3", loader=load_dummy, description="`checkpoint`: a JSON file") | change
+    with pytest.raises(ValueError, match=re.escape(message)):
+        checkpoint_formats.register_format(CheckpointFormat(**row))
+
+
+def test_the_built_in_rows_come_through_the_registration(monkeypatch):
+    """Every shipped row passes register_format's checks: registered afresh into an empty table, they all are."""
+    rows = [checkpoint_formats.checkpoint_format(n) for n in checkpoint_formats.format_names()]
+    monkeypatch.setattr(checkpoint_formats, "_REGISTRY", {})
+    for row in rows:
+        checkpoint_formats.register_format(row)
+    assert checkpoint_formats.format_names() == ("longclip", "openai", "open_clip", "transformers", "goal",
+                                                 "structxlip", "finelip")
+    source = (REPO / "src/hnclip/checkpoint_formats.py").read_text()
+    # no row goes in another way: the table is assigned to in register_format only
+    assert re.findall(r"_REGISTRY\[[^\]]+\] *=", source) == ["_REGISTRY[fmt.name] ="]
 
 
 def test_the_schema_enums_are_the_table():

@@ -71,6 +71,7 @@ CLAIMS = [
     Claim(REHEARSAL_CI, "rehearsal-ci", r"What goes is repetition, to (?P<runs>\d+) training runs"),
     Claim(PAPER, "paper", r"AdamW's moments \(~[\d.]+ GB more\): (?P<runs>\d+) runs"),
     Claim("config/README.md", "paper", r"\| `train.keep_checkpoint` \| weights \| (?P<runs>\d+) ViT-L runs"),
+    Claim("benchmarks/README.md", "default", r"The default now has (?P<jobs>\d+) jobs \((?P<runs>\d+) training runs"),
     Claim(".ci/run", "rehearsal-ci", r"on stand-in files, (?P<runs>\d+) training runs\)"),
     Claim("docs/outputs.md", None, rf"`results/regime/{{benchmark}}.json` \| the (?P<conditions>{COUNT}) conditions"),
     Claim("docs/toy-design.md", None, rf"\(`hnclip.analysis.regime`, (?P<conditions>{COUNT}) conditions,"),
@@ -78,6 +79,7 @@ CLAIMS = [
     Claim("src/hnclip/analysis/regime/__init__.py", None,
           rf":data:`CONDITION_KEYS` names the (?P<conditions>{COUNT}) conditions"),
     Claim("src/hnclip/analysis/regime/conditions.py", None, rf'^"""The (?P<conditions>{COUNT}) conditions,'),
+    Claim("src/hnclip/analysis/premise_print.py", None, rf"the (?P<conditions>{COUNT}) conditions of the paper's regime"),
     Claim("src/hnclip/analysis/regime/inputs.py", None, rf"checked for the (?P<conditions>{COUNT}) conditions in order"),
 ]
 # Disk a grid keeps: one stated per-run size (config/paper.yaml's keep_checkpoint comment) times the runs

@@ -79,14 +79,16 @@ def test_spec_figures_write_one_png_svg_pair_each(tmp_path):
         (label, "DOCCI", f, m, g, f, s, 20 + 10 * f + g + s)
         for label, m, g in (("Long-CLIP FT", "longclip", 0.0), ("HN-CLIP", "hnclip", 0.5))
         for f in (0.05, 0.5, 1.0) for s in (0, 1)])
-    _check_pairs(figures.plot_fractions(fractions, tmp_path / "fig/fractions"), 1)
+    _check_pairs(figures.plot_experiment(fractions, tmp_path / "fig/fractions"), 1)  # its row's figure
     gamma = _write_runs(tmp_path, "gamma_sweep", [(f"gamma={g:g}", "DOCCI", g, "hnclip", g, 1.0, 0, 30 + g)
                                                   for g in (0.0, 0.25, 0.5, 1.0)])
-    _check_pairs(figures.plot_gamma_sweep(gamma, tmp_path / "fig/gamma_sweep"), 1)
+    _check_pairs(figures.plot_experiment(gamma, tmp_path / "fig/gamma_sweep"), 1)
     main = _write_runs(tmp_path, "main", [(label, "DOCCI", None, m, g, 1.0, 0, 30.0)
                                           for label, m, g in (("Long-CLIP FT", "longclip", 0.0),
                                                               ("HN-CLIP", "hnclip", 0.5))])
     _check_pairs(figures.plot_epochs(main, tmp_path / "fig/epochs"), 1)
+    with pytest.raises(ValueError, match="experiment 'main' declares no figure"):  # its figures are its runs' logs'
+        figures.plot_experiment(main, tmp_path / "fig/main")
     _check_pairs(figures.plot_convergence(main, tmp_path / "fig/convergence"), 1)
     paths = figures.plot_dynamics(fractions, tmp_path / "fig/dynamics")  # overview + one per quantity
     _check_pairs(paths, 1 + len(figures.DYNAMICS_QUANTITIES))

@@ -12,6 +12,8 @@ import pytest
 import yaml
 from dry_runs import planned
 
+from hnclip import experiments
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile")]
 PAPER = REPO / "config/paper.yaml"
@@ -122,7 +124,10 @@ def test_embedded_default_expands_every_experiment():
     assert counts["install_backbone"] == 1
     assert not {"pretrain_pool", "init_backbone", "pretrain_backbone", "stretch_backbone",
                 "pretrain_long_backbone", "backbone_figures", "backbone_release"} & set(counts)
-    assert counts["table"] == 8 and counts["spec"] == 8  # retention among them
+    # a spec and a table per experiment (the embedded default runs every registered one: tests/test_experiments.py),
+    # and a figure from the table of each that declares one (fractions and gamma_sweep)
+    assert counts["table"] == counts["spec"] == len(experiments.EXPERIMENTS)
+    assert counts["figure_from_evaluations"] == len(experiments.figured_experiments()) == 2
     # the protocol table still runs (the paper's split of both synthetic benchmarks), with its spec
     assert counts["table_protocols"] == 1 and counts["spec_protocols"] == 1
     # the regime conditions of the one benchmark with plain runs (synthetic_shift has no train set)

@@ -12,12 +12,15 @@ format the DAG converts. The rule files and the cost estimate ask it (:func:`bac
 comparing names.
 
 A new format is one module holding its loader plus one :func:`register_format` call (CONTRIBUTING.md,
-"A checkpoint format"); the schema's enums are generated from :func:`format_names` and
-:func:`backbone_source_names` (``workflow/scripts/config_docs.py``).
+"A checkpoint format"), the call the shipped rows go through too. A row's ``description`` is the one text
+that describes the format: the schema's ``models.<name>.source`` and ``backbone.source`` (their enums and
+descriptions) are written from the rows (``workflow/scripts/config_docs.py``), and config/README.md from the
+schema.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
@@ -46,6 +49,8 @@ class CheckpointFormat:
     normalisation and interpolation, so the image stores are prepared after it. ``checkpoint_kind``: what its
     ``checkpoint`` names locally (:func:`hnclip.model_files.missing_local_source`). ``stand_in``: the
     rehearsal's writer of a random file in its format, ``writer(checkpoint, base, seed, depth)``.
+    ``description``: what its ``checkpoint`` (and ``model``, ``base``) name, in the config's words: the one
+    text the schema's ``source`` descriptions and config/README.md show for it (config_docs.py writes them).
     """
 
     name: str
@@ -56,6 +61,7 @@ class CheckpointFormat:
     ecosystem: bool = False
     checkpoint_kind: str = "file"
     stand_in: str | Callable | None = None
+    description: str = ""
 
     @property
     def takes_base(self) -> bool:
@@ -65,15 +71,30 @@ class CheckpointFormat:
 _LOADERS = "hnclip.models.format_loaders"
 _STAND_INS = "hnclip.rehearsal.released"
 _REGISTRY: dict[str, CheckpointFormat] = {}
+# the config fields a format may need; what a format's ``checkpoint`` names locally
+# (:func:`hnclip.model_files.missing_local_source`); the backbone origins that are no format
+FIELDS = ("checkpoint", "model", "base")
+CHECKPOINT_KINDS = ("file", "folder", "open_clip")
+ORIGIN_NAMES = ("released", "pretrain")
 
 
 def register_format(fmt: CheckpointFormat) -> CheckpointFormat:
-    """Add a format (its name must be new); returns it."""
-    if fmt.name in _REGISTRY or fmt.name in _ORIGINS:
-        raise ValueError(f"checkpoint format {fmt.name!r} is already registered")
+    """Add a format (its name must be new, its row complete); returns it. The built-in rows come through here."""
+    where = f"checkpoint format {fmt.name!r}"
+    if fmt.name in _REGISTRY or fmt.name in ORIGIN_NAMES:
+        raise ValueError(f"{where} is already registered")
+    if not set(fmt.needs) <= set(FIELDS) or not fmt.needs:
+        raise ValueError(f"{where}: needs is a non-empty subset of {', '.join(FIELDS)}, got {fmt.needs!r}")
     if fmt.backbone and fmt.takes_base:
-        raise ValueError(f"checkpoint format {fmt.name!r}: a backbone is converted without a base (the config's "
-                         "backbone has no base key)")
+        raise ValueError(f"{where}: a backbone is converted without a base (the config's backbone has no base key)")
+    if fmt.checkpoint_kind not in CHECKPOINT_KINDS:
+        raise ValueError(f"{where}: checkpoint_kind is one of {', '.join(CHECKPOINT_KINDS)}, got {fmt.checkpoint_kind!r}")
+    for field in ("loader", "stand_in"):
+        target = getattr(fmt, field)
+        if isinstance(target, str) and not re.match(r"^[\w.]+:\w+$", target):
+            raise ValueError(f"{where}: {field} is a callable or a 'module:function' name, got {target!r}")
+    if not fmt.description.strip():
+        raise ValueError(f"{where}: a description (what its config fields name) is what the schema and docs show")
     _REGISTRY[fmt.name] = fmt
     return fmt
 
@@ -97,21 +118,38 @@ def resolve(target: str | Callable) -> Callable:
     return getattr(import_module(module), function)
 
 
+# the built-in formats, each through the registration a new one takes (its checks included)
 for _row in (
         CheckpointFormat("longclip", f"{_LOADERS}:load_longclip", backbone=True,
-                         stand_in=f"{_STAND_INS}:longclip_stand_in"),
-        CheckpointFormat("openai", f"{_LOADERS}:load_openai", stretchable=True, backbone=True),
+                         stand_in=f"{_STAND_INS}:longclip_stand_in",
+                         description="`checkpoint`: a Long-CLIP .pt, local or hf://OWNER/REPO/FILE (248 positions)"),
+        CheckpointFormat("openai", f"{_LOADERS}:load_openai", stretchable=True, backbone=True,
+                         description="`checkpoint`: an OpenAI-format CLIP state dict, local or hf://OWNER/REPO/FILE"),
         CheckpointFormat("open_clip", f"{_LOADERS}:load_open_clip", needs=("model",), stretchable=True,
-                         backbone=True, ecosystem=True, checkpoint_kind="open_clip"),
+                         backbone=True, ecosystem=True, checkpoint_kind="open_clip",
+                         description="`model`: an open_clip architecture (ViT-B-32, with a pretrained tag such as "
+                                     "laion2b_s34b_b79k or a weights file in `checkpoint`), hf-hub:ORG/REPO or "
+                                     "local-dir:FOLDER, loaded through open_clip's own create_model_and_transforms "
+                                     "and cache"),
         CheckpointFormat("transformers", f"{_LOADERS}:load_transformers", stretchable=True, backbone=True,
-                         ecosystem=True, checkpoint_kind="folder"),
+                         ecosystem=True, checkpoint_kind="folder",
+                         description="`checkpoint`: a CLIPModel Hub id OWNER/NAME (or hf://OWNER/NAME) or "
+                                     "save_pretrained folder"),
         CheckpointFormat("goal", f"{_LOADERS}:load_overlay", needs=("checkpoint", "base"),
-                         stand_in=f"{_STAND_INS}:overlay_stand_in"),
+                         stand_in=f"{_STAND_INS}:overlay_stand_in",
+                         description="`checkpoint`: GOAL's released .pth (a transformers CLIPModel state dict, 248 "
+                                     "positions) over `base`, the CLIPModel it was fine-tuned from"),
         CheckpointFormat("structxlip", f"{_LOADERS}:load_overlay", needs=("checkpoint", "base"),
-                         stand_in=f"{_STAND_INS}:overlay_stand_in"),
-        CheckpointFormat("finelip", "hnclip.frameworks.finelip_release:load_finelip", stand_in=f"{_STAND_INS}:finelip_stand_in"),
+                         stand_in=f"{_STAND_INS}:overlay_stand_in",
+                         description="`checkpoint`: StructXLIP's released .pth (one per benchmark) over `base`, "
+                                     "likewise"),
+        CheckpointFormat("finelip", "hnclip.frameworks.finelip_release:load_finelip",
+                         stand_in=f"{_STAND_INS}:finelip_stand_in",
+                         description="`checkpoint`: FineLIP's released checkpoint, Long-CLIP's plus its cross-net, "
+                                     "saved with our FineLIP framework and ranked by FineLIP's fused score (0.8 "
+                                     "cosine + 0.2 fine-grained, its train/test.py)"),
 ):
-    _REGISTRY[_row.name] = _row
+    register_format(_row)
 
 
 # ------------------------------------------------------------------------------------ backbone origins
@@ -128,6 +166,7 @@ class BackboneOrigin:
     stretchable: bool = False
     ecosystem: bool = False
     described: str = "backbone{named} converted from {source}"
+    description: str = ""  # what the config names for it (a format's row's description), for the schema
 
     @property
     def installed(self) -> bool:
@@ -144,14 +183,22 @@ class BackboneOrigin:
 
 
 _ORIGINS = {"released": BackboneOrigin("released", needs=("checkpoint",), ships_its_spec=True,
-                                       described="released backbone{named}"),
+                                       described="released backbone{named}",
+                                       description="a model folder released with hnclip (`checkpoint`: "
+                                                   "model.safetensors + model.json, e.g. the toy backbone in "
+                                                   "resources/backbones/), checked against `sha256` and installed "
+                                                   "as it is"),
             "pretrain": BackboneOrigin("pretrain", trained_in_dag=True,
-                                       described="backbone{named} pretrained in the DAG")}
+                                       described="backbone{named} pretrained in the DAG",
+                                       description="random-init `name` pretrained in the DAG by the `pretrain` "
+                                                   "recipe (`snakemake backbone_release` rebuilds the released toy "
+                                                   "backbone with that recipe whatever the source)")}
 
 
 def backbone_origins() -> dict[str, BackboneOrigin]:
     """Every ``backbone.source``: released, pretrain, then each format a backbone may be converted from."""
-    converted = {name: BackboneOrigin(name, needs=fmt.needs, stretchable=fmt.stretchable, ecosystem=fmt.ecosystem)
+    converted = {name: BackboneOrigin(name, needs=fmt.needs, stretchable=fmt.stretchable, ecosystem=fmt.ecosystem,
+                                      description=fmt.description)
                  for name, fmt in _REGISTRY.items() if fmt.backbone}
     return {**_ORIGINS, **converted}
 

@@ -211,7 +211,10 @@ rule figure_from_evaluations:
     log:
         "results/logs/figures/{experiment}.log",
     wildcard_constraints:
-        experiment="fractions|gamma_sweep",
+        # the configured experiments whose registration row declares a figure (hnclip.experiments)
+        experiment=plan.wildcard_pattern(
+            [e for e in figured_experiments() if is_active(e)]
+        ),
     localrule: True
     conda:
         "../../envs/report.yaml"

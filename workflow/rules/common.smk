@@ -38,6 +38,7 @@ from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
 from hnclip.config_checks import check_config, config_warnings  # noqa: E402
 from hnclip.checkpoint_formats import backbone_origin  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
+from hnclip.experiments import figured_experiments, report_figures  # noqa: E402
 from hnclip.config.train import override_items  # noqa: E402
 
 if workflow.config_settings.configfiles:
@@ -176,20 +177,12 @@ def get_report_inputs():
             "backbone": paths.BACKBONE_MODEL,
         }
     claims = get_claims_inputs()
-    figures = []
     if is_active("main"):
         tables += [paths.table_path("epochs"), paths.table_path("convergence")]
-        figures += [
-            paths.figure_path("epochs"),
-            paths.figure_path("convergence"),
-            paths.figure_path("gallery"),
-        ]
     if is_active("main") or is_active("transfer"):
         tables.append(paths.table_path("protocols"))
-    if is_active("fractions"):
-        figures += [paths.figure_path("dynamics"), paths.figure_path("fractions")]
-    if is_active("gamma_sweep"):
-        figures.append(paths.figure_path("gamma_sweep"))
+    # each configured experiment's figures, as its registration row declares them (hnclip.experiments)
+    figures = [paths.figure_path(f) for f in report_figures(config["experiments"])]
     geometry = [paths.geometry_path(b) for b in BENCHMARKS]
     figures += [paths.figure_path(f"geometry_{b}") for b in BENCHMARKS]
     return {

@@ -2,11 +2,13 @@
 
 One source per fact: the framework registration rows (hnclip.frameworks.registry) and each framework's
 settings dataclass (hnclip.frameworks.settings: every default, range and help text) are the source of the
-schema's ``framework`` enum and its ``train.<section>`` sections, written between the schema's
-``# begin generated (...)`` / ``# end generated (...)`` markers. The other name lists the schema repeats
+schema's ``framework`` enum and its ``train.<section>`` sections, and the checkpoint format rows
+(hnclip.checkpoint_formats: each format's name and description) of ``backbone.source`` and
+``models.<name>.source``, and each experiment's ``experiments.<name>`` block (its registration row in
+hnclip.experiments: its keys and description), written between the schema's ``# begin generated (...)`` / ``# end generated (...)``
+markers. The other name lists the schema repeats
 come from their registries (:func:`enums`): on each line ending in ``# generated (<name> enum)`` the
-line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export and convert
-formats, backbone sources). The schema is the source of config/README.md's key table, which lists each enum's names and is
+line's one ``enum: [...]`` is rewritten from it (benchmark adapters, split names, export formats). The schema is the source of config/README.md's key table, which lists each enum's names and is
 written between that page's ``<!-- keys:begin -->`` and ``<!-- keys:end -->`` lines (each alone on its line,
 once). The rest of config/README.md is hand-written and kept as it is: its introduction and reference notes
 on keys a table row cannot hold. It is reference only; guides live in docs/ (tests/test_config_docs.py).
@@ -30,9 +32,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
 
-from hnclip.checkpoint_formats import backbone_source_names, format_names  # noqa: E402
+from hnclip.checkpoint_formats import backbone_origins, checkpoint_format, format_names  # noqa: E402
 from hnclip.config.fields import field_bounds, field_types  # noqa: E402
 from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
+from hnclip.experiments import experiment_names, schema_block  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
 from hnclip.model_files import EXPORT_FORMATS  # noqa: E402
 
@@ -50,11 +53,7 @@ def enums() -> dict[str, list[str]]:
     name registered later, e.g. by a test, is included)."""
     return {"adapter": list(ADAPTERS),  # hnclip.data.ADAPTERS: a benchmark's `adapter`
             "split": list(SPLITS),  # hnclip.data.SPLITS: `splits`, and the split keys of your own captions
-            "export format": list(EXPORT_FORMATS),  # hnclip.model_files.EXPORT_FORMATS: export.formats
-            # hnclip.checkpoint_formats: models.<name>.source, and backbone.source (released, pretrain, the formats
-            # a backbone is converted from)
-            "convert format": list(format_names()),
-            "backbone source": list(backbone_source_names())}
+            "export format": list(EXPORT_FORMATS)}  # hnclip.model_files.EXPORT_FORMATS: export.formats
 
 
 # ------------------------------------------------------------------------------------- schema nodes
@@ -67,6 +66,24 @@ def sentence(text: str) -> str:
 
 def framework_enum_node() -> dict:
     return {"type": "string", "enum": list(framework_names()), "description": FRAMEWORK_DESCRIPTION}
+
+
+def backbone_source_node() -> dict:
+    """``backbone.source``: released, pretrain, then each format a backbone is converted from, each with the
+    description of its row (hnclip.checkpoint_formats, the one home of a format's words)."""
+    origins = backbone_origins()
+    kept = [name for name, origin in origins.items() if origin.ecosystem]
+    text = "; ".join(f"{name}: {origin.description}" for name, origin in origins.items())
+    text += (f". {' and '.join(kept)} models keep their own image normalisation and interpolation, and must use "
+             "CLIP's BPE tokenizer (checked); hnclip.models.convert.")
+    return {"type": "string", "enum": list(origins), "default": "pretrain", "description": text}
+
+
+def model_source_node() -> dict:
+    """``models.<name>.source``: every checkpoint format, with its row's description."""
+    text = "; ".join(f"{name}: {checkpoint_format(name).description}" for name in format_names())
+    return {"type": "string", "enum": list(format_names()),
+            "description": f"The checkpoint's format (src/hnclip/checkpoint_formats.py): {text}."}
 
 
 def section_node(settings_cls: type) -> dict:
@@ -143,6 +160,10 @@ def updated_schema(text: str) -> str:
     for name, values in enums().items():
         text = replace_enums(text, name, values)
     text = replace_block(text, "framework enum", node_lines("framework", framework_enum_node()))
+    text = replace_block(text, "backbone source", node_lines("source", backbone_source_node()))
+    text = replace_block(text, "model source", node_lines("source", model_source_node()))
+    blocks = [line for name in experiment_names() for line in node_lines(name, schema_block(name))]
+    text = replace_block(text, "experiments", blocks)
     sections = [line for section, cls in settings_sections().items() for line in node_lines(section, section_node(cls))]
     return replace_block(text, "framework sections", sections)
 

@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 from hnclip import plan  # noqa: E402
 from hnclip.analysis.records import load_dynamics, load_records, load_spec  # noqa: E402
 from hnclip.analysis.tables import DIRECTION_LABELS, build_epochs_table, build_table  # noqa: E402
+from hnclip.experiments import experiment_entry  # noqa: E402
 from hnclip.scales import scale_label
 
 __all__ = [
@@ -35,8 +36,7 @@ __all__ = [
     "plot_epoch_recall",
     "plot_epochs",
     "plot_error_vs_infonce",
-    "plot_fractions",
-    "plot_gamma_sweep",
+    "plot_experiment",
     "plot_gradient_dynamics",
     "method_label",
     "plot_no_data",
@@ -325,15 +325,18 @@ def _spec_table(spec) -> pd.DataFrame:
     return build_table(spec, load_records(spec))
 
 
-def plot_fractions(spec, out_prefix) -> list[Path]:
-    return plot_sweep(_spec_table(spec), "fraction", out_prefix, log_x=True, title="R@1 vs data fraction")
-
-
-def plot_gamma_sweep(spec, out_prefix) -> list[Path]:
-    # the marked gamma is the config's (the main runs'), which the spec carries; a hand-made spec without
-    # it gets no mark
+def plot_experiment(spec, out_prefix) -> list[Path]:
+    """The figure an experiment's registration row declares (:class:`hnclip.experiments.FigureLayout`), drawn
+    from its table: a "sweep" is R@1 against the table's swept value. ``hnclip figure <experiment>``."""
     spec = load_spec(spec)
-    return plot_sweep(_spec_table(spec), "gamma", out_prefix, mark_x=spec.get("gamma"), title="R@1 vs γ")
+    entry = experiment_entry(spec["experiment"])
+    layout = entry.figure
+    if layout is None:
+        raise ValueError(f"experiment {entry.name!r} declares no figure (its registration row's figure is None)")
+    # a marked value is the spec's (e.g. the config's gamma); a hand-made spec without it gets no mark
+    mark = spec.get(layout.mark) if layout.mark else None
+    return plot_sweep(_spec_table(spec), entry.table.swept, out_prefix, log_x=layout.log_x, mark_x=mark,
+                      title=layout.title)
 
 
 def plot_epochs(spec, out_prefix) -> list[Path]:

@@ -87,9 +87,16 @@ def cmd_table_cost(args) -> None:
     write_table(table, args.out_prefix, caption=f"training cost: {scale_runs(args.scale)}")
 
 
+# the figures drawn from runs' logs, each by its own function; every other name is an experiment whose
+# registration row declares a figure drawn from its table (hnclip.experiments, figures.plot_experiment)
+LOG_FIGURES = ("dynamics", "epochs", "convergence")
+
+
 def add_figure(sub) -> None:
-    p = add_verb(sub, "figure", cmd_figure, "one figure of the paper")
-    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence"])
+    from hnclip.experiments import figured_experiments
+
+    p = add_verb(sub, "figure", cmd_figure, "one figure of the paper: from runs' logs, or an experiment's from its table")
+    p.add_argument("name", choices=[*LOG_FIGURES, *figured_experiments()])
     p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
     p.add_argument("--out-prefix", required=True)
 
@@ -99,11 +106,9 @@ def cmd_figure(args) -> None:
 
     draw = {
         "dynamics": figures.plot_dynamics,
-        "fractions": figures.plot_fractions,
-        "gamma_sweep": figures.plot_gamma_sweep,
         "epochs": figures.plot_epochs,
         "convergence": figures.plot_convergence,
-    }[args.name]
+    }.get(args.name, figures.plot_experiment)
     draw(args.spec, args.out_prefix)
 
 

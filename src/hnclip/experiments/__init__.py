@@ -20,15 +20,19 @@ from hnclip.experiments import retention  # noqa: F401
 # isort: on
 from hnclip.experiments.registry import (
     ExperimentEntry,
+    FigureLayout,
     TableLayout,
     experiment_entry,
     experiment_names,
+    figured_experiments,
     register_experiment,
+    report_figures,
+    schema_block,
 )
 
 # the built-in experiments, in registration order (a name registered later, e.g. by a test, is in
 # experiment_names() only)
 EXPERIMENTS = experiment_names()
 
-__all__ = ["EXPERIMENTS", "ExperimentEntry", "TableLayout", "experiment_entry", "experiment_names",
-           "register_experiment"]
+__all__ = ["EXPERIMENTS", "ExperimentEntry", "FigureLayout", "TableLayout", "experiment_entry", "experiment_names",
+           "figured_experiments", "register_experiment", "report_figures", "schema_block"]

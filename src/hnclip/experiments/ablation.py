@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hnclip.config.errors import fail
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import TableLayout, record_list, register_experiment, string_key, string_list
 
 
 def cells(grid, exp: dict) -> list[dict]:
@@ -21,5 +21,12 @@ def check(config: dict, exp: dict) -> None:
             fail(f"experiments.ablation.variants[{i}].gamma", f"method {v['method']!r} has hn: false")
 
 
-ENTRY = register_experiment(name="ablation", cells=cells, check=check, sections=("ablation",),
-                            table=TableLayout("rows", rows=("variant",), ks=(1, 5, 10)))
+ENTRY = register_experiment(
+    name="ablation", cells=cells, check=check, table=TableLayout("rows", rows=("variant",), ks=(1, 5, 10)),
+    description="HN term only, token branch only, both, frozen vs recomputed margins.",
+    settings={"benchmarks": string_list("Evaluation benchmarks."),
+              "variants": record_list("Rows of the ablation table.", {
+                  "label": string_key("Row label."), "method": string_key("Method key."),
+                  "gamma": {"type": "number", "minimum": 0,
+                            "description": "Gamma override (default the top-level gamma for hn methods)."}},
+                  optional=("gamma",))})

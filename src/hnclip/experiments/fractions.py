@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import (
+    FigureLayout,
+    TableLayout,
+    number_list,
+    register_experiment,
+    string_list,
+)
 
 
 def cells(grid, exp: dict) -> list[dict]:
@@ -16,5 +22,11 @@ def cells(grid, exp: dict) -> list[dict]:
     return out
 
 
-ENTRY = register_experiment(name="fractions", cells=cells, sections=("fractions",),
-                            table=TableLayout("swept", rows=("method", "fraction"), swept="fraction"))
+ENTRY = register_experiment(
+    name="fractions", cells=cells, table=TableLayout("swept", rows=("method", "fraction"), swept="fraction"),
+    description="Sample efficiency on nested subsets of the training data.",
+    settings={"benchmarks": string_list("Evaluation benchmarks."), "methods": string_list("Methods compared."),
+              "fractions": number_list("Fractions in (0, 1] of the training set.", exclusiveMinimum=0, maximum=1)},
+    figure=FigureLayout("sweep", title="R@1 vs data fraction", log_x=True),
+    # the HN runs' gradient dynamics at each fraction, from their dynamics.csv (analysis.smk)
+    log_figures=("dynamics",))

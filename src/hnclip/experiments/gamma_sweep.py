@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from hnclip.config.errors import fail
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import (
+    FigureLayout,
+    TableLayout,
+    number_list,
+    register_experiment,
+    string_key,
+    string_list,
+)
 from hnclip.paths import format_number
 
 
@@ -22,5 +29,10 @@ def check(config: dict, exp: dict) -> None:
         fail("experiments.gamma_sweep.method", "must be a method with hn: true")
 
 
-ENTRY = register_experiment(name="gamma_sweep", cells=cells, check=check, sections=("ablation",),
-                            table=TableLayout("swept", rows=("gamma",), swept="gamma"))
+ENTRY = register_experiment(
+    name="gamma_sweep", cells=cells, check=check, table=TableLayout("swept", rows=("gamma",), swept="gamma"),
+    description="Sensitivity to the margin weight gamma.",
+    settings={"benchmarks": string_list("Evaluation benchmarks."), "method": string_key("An hn method swept over gammas."),
+              "gammas": number_list("Values of gamma.", minimum=0)},
+    # the config's gamma (the main runs'), which the spec carries, is marked
+    figure=FigureLayout("sweep", title="R@1 vs γ", mark="gamma"))

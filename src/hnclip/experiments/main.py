@@ -4,7 +4,7 @@ benchmark's train set and scored on its test split, R@1/5/10 both ways."""
 from __future__ import annotations
 
 from hnclip.config.errors import fail
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import TableLayout, register_experiment, string_list
 
 
 def cells(grid, exp: dict) -> list[dict]:
@@ -29,5 +29,10 @@ def check(config: dict, exp: dict) -> None:
                                           "(gamma 0), e.g. longclip")
 
 
-ENTRY = register_experiment(name="main", cells=cells, check=check, sections=("main",),
-                            table=TableLayout("rows", ks=(1, 5, 10)))
+ENTRY = register_experiment(
+    name="main", cells=cells, check=check, table=TableLayout("rows", ks=(1, 5, 10)),
+    description="The main comparison (paper Table 1).",
+    settings={"benchmarks": string_list("Evaluation benchmarks (each trained on its train_set)."),
+              "methods": string_list("Methods compared.")},
+    # drawn from its runs' epochs.csv, their loss curves and their retrievals (analysis.smk, convergence.smk)
+    log_figures=("epochs", "convergence", "gallery"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import TableLayout, record_list, register_experiment, string_key, string_list
 
 
 def cells(grid, exp: dict) -> list[dict]:
@@ -15,5 +15,10 @@ def cells(grid, exp: dict) -> list[dict]:
     return out
 
 
-ENTRY = register_experiment(name="plugin", cells=cells, sections=("plugin",),
-                            table=TableLayout("plugin", rows=("framework",)))
+ENTRY = register_experiment(
+    name="plugin", cells=cells, table=TableLayout("plugin", rows=("framework",)),
+    description="Each framework with and without the HN term.",
+    settings={"benchmarks": string_list("Evaluation benchmarks."),
+              "pairs": record_list("Framework rows.", {"label": string_key("Framework name shown."),
+                                                       "plain": string_key("Method without HN."),
+                                                       "hn": string_key("The same method with the HN objective.")})})

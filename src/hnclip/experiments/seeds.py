@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import TableLayout, register_experiment, string_list
 
 
 def cells(grid, exp: dict) -> list[dict]:
@@ -15,4 +15,7 @@ def cells(grid, exp: dict) -> list[dict]:
     return out
 
 
-ENTRY = register_experiment(name="seeds", cells=cells, sections=("seeds",), table=TableLayout("seeds"))
+ENTRY = register_experiment(
+    name="seeds", cells=cells, table=TableLayout("seeds"),
+    description="Seed replication with every seed in `seeds`.",
+    settings={"benchmarks": string_list("Evaluation benchmarks."), "methods": string_list("Methods replicated.")})

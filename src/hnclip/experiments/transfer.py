@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hnclip.experiments.registry import TableLayout, register_experiment
+from hnclip.experiments.registry import TableLayout, record_list, register_experiment, string_key, string_list
 
 
 def cells(grid, exp: dict) -> list[dict]:
@@ -16,5 +16,10 @@ def cells(grid, exp: dict) -> list[dict]:
     return out
 
 
-ENTRY = register_experiment(name="transfer", cells=cells, sections=("transfer",),
-                            table=TableLayout("rows", group_level="transfer"))
+ENTRY = register_experiment(
+    name="transfer", cells=cells, table=TableLayout("rows", group_level="transfer"),
+    description="Train on one benchmark, evaluate on another.",
+    settings={"methods": string_list("Methods compared: the transfer claims compare HN-CLIP with every baseline, so "
+                                     "a main-table method left out leaves a3_transfer undecided."),
+              "pairs": record_list("Transfer directions.", {"train": string_key("Training benchmark (its train split)."),
+                                                            "eval": string_key("Evaluation benchmark (its test split).")})})

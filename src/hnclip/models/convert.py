@@ -1,28 +1,19 @@
 """From what a config names (``backbone.*``, ``models.<name>.*``) to a model folder: fetched, pinned, converted.
 
-One entry point, :func:`convert_source`, for every format the pipeline starts from or evaluates:
-
-=============  ===================================================================================
-format         what ``checkpoint`` (and ``model``, ``base``) name
-=============  ===================================================================================
-longclip       a Long-CLIP ``.pt`` (:mod:`.checkpoints`), local or ``hf://OWNER/REPO/FILE``
-openai         an OpenAI-format CLIP state dict, likewise
-open_clip      ``model``: an open_clip architecture, ``hf-hub:ORG/REPO`` or ``local-dir:FOLDER``;
-               ``checkpoint``: a pretrained tag or a weights file (:mod:`.from_open_clip`)
-transformers   a ``CLIPModel`` Hub id ``OWNER/NAME`` (or ``hf://OWNER/NAME``) or ``save_pretrained`` folder
-               (:mod:`.from_transformers`)
-goal           GOAL's released ``.pth`` over ``base``, the CLIPModel it was fine-tuned from (:mod:`.publishers`)
-structxlip     StructXLIP's released ``.pth`` (one per benchmark) over ``base``, likewise
-finelip        FineLIP's released checkpoint: Long-CLIP's plus its cross-net, saved with our FineLIP framework
-=============  ===================================================================================
+One entry point, :func:`convert_source`, for every format the pipeline starts from or evaluates. What each
+format's ``checkpoint`` (and ``model``, ``base``) name is its row's ``description`` in
+:mod:`hnclip.checkpoint_formats`, the one place a format is described (the schema's ``source`` texts and
+config/README.md are written from it); the loaders live in :mod:`.format_loaders` (Long-CLIP's ``.pt``:
+:mod:`.checkpoints`, open_clip: :mod:`.from_open_clip`, transformers: :mod:`.from_transformers`, GOAL and
+StructXLIP: :mod:`.publishers`).
 
 Hub files go through the checksum lock (:mod:`hnclip.data.weights`): ``revision`` pins the commit, ``sha256`` the
 weights file (a transformers repository: its ``model.safetensors``). ``stretch`` applies Long-CLIP's 77 -> 248
 stretch keeping that many rows (:func:`hnclip.models.factory.stretch_model`); the result must have
 ``context_length`` positions. Beside the model, ``conversion.json`` records what it was made from.
 
-Each format is one row of :mod:`hnclip.checkpoint_formats` (what it needs, whether it stretches) whose loader
-lives in :mod:`.format_loaders`; a new format is a loader and a registration, with no branch here.
+Each format is one row of :mod:`hnclip.checkpoint_formats` (what it needs, whether it stretches, its words);
+a new format is a loader and a registration, with no branch here.
 """
 
 from __future__ import annotations
