@@ -1,7 +1,8 @@
 """Fine-tuning frameworks behind one interface (:class:`~hnclip.frameworks.base.Framework`).
 
 - :mod:`.base` the interface and :class:`~hnclip.frameworks.base.Batch`; :mod:`.registry` the one row per
-  framework (:func:`register_framework`); :mod:`.settings` each framework's settings and its row.
+  framework (:func:`register_framework`); :mod:`.settings` each framework's settings and its row;
+  :mod:`.weight_decay` the AdamW groups every framework's ``param_groups`` builds on.
 - :mod:`.longclip` full fine-tuning (optionally Long-CLIP's short-caption PCA term); :mod:`.lora`,
   :mod:`.dora` PEFT adapters; :mod:`.finelip` token aggregation + cross-modal hinge loss;
   :mod:`.goal`, :mod:`.structxlip` segment/sentence (and edge) alignment.

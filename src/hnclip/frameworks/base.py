@@ -59,6 +59,7 @@ from hnclip.losses import HNClipLoss
 
 from .registry import framework_entry
 from .settings import FrameworkSettings, LongCLIPSettings
+from .weight_decay import param_groups
 
 __all__ = ["Batch", "Framework"]
 
@@ -183,8 +184,6 @@ class Framework(nn.Module):
         Each group is split into weight-decay and no-decay parameters (biases, norms, ...); every
         group carries ``lr`` and ``name``.
         """
-        from hnclip.training.schedule import param_groups
-
         groups = [dict(g, lr=self.cfg.lr) for g in param_groups(model, self.cfg.weight_decay)]
         if any(p.requires_grad for p in self.parameters()):
             for group in param_groups(self, self.cfg.weight_decay):
