@@ -63,8 +63,8 @@ def backbone_identity(backbone: Path) -> dict:
     training ``summary.json`` beside the folder), the release's name and the CPU kernels and CPU that built it.
     Why: a CPU-pretrained backbone depends on the CPU (hnclip.cpu_kernels), and the conditions depend on the
     backbone, so a reader must be able to tell two machines' regimes apart."""
-    from hnclip.backbone.released import RELEASE_FILE
     from hnclip.hashing import weights_digest
+    from hnclip.model_files import RELEASE_FILE
 
     try:
         weights = weights_digest(backbone)
