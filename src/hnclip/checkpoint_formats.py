@@ -109,7 +109,7 @@ for _row in (
                          stand_in=f"{_STAND_INS}:overlay_stand_in"),
         CheckpointFormat("structxlip", f"{_LOADERS}:load_overlay", needs=("checkpoint", "base"),
                          stand_in=f"{_STAND_INS}:overlay_stand_in"),
-        CheckpointFormat("finelip", "hnclip.frameworks.finelip_release:load_finelip", stand_in=f"{_STAND_INS}:finelip_stand_in"),
+        CheckpointFormat("finelip", "hnclip.framework_loading:load_finelip", stand_in=f"{_STAND_INS}:finelip_stand_in"),
 ):
     _REGISTRY[_row.name] = _row
 

@@ -33,7 +33,7 @@ def encode_test_split(model_dir: Path, manifest, store, device, caption_column: 
     fp32, the score :mod:`hnclip.evaluate` ranks a model without its own score by)."""
     from hnclip.analysis.regime import ModelFeatures
     from hnclip.evaluate import encode_split
-    from hnclip.frameworks import load_framework
+    from hnclip.framework_loading import load_framework
     from hnclip.models import load_model
 
     model = load_model(model_dir)

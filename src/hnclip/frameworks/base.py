@@ -36,7 +36,7 @@ A framework whose authors train no global term (FineLIP) says so with :attr:`tra
 A framework is an ``nn.Module`` whose submodules are its extra trainable modules (none for Long-CLIP,
 LoRA, DoRA). They are created in ``__init__`` under the run's seed, trained with the model, saved in
 resume checkpoints (``state_dict``) and beside the exported model (:func:`hnclip.frameworks.save_framework`),
-and loaded again at evaluation (:func:`hnclip.frameworks.load_framework`).
+and loaded again at evaluation (:func:`hnclip.framework_loading.load_framework`).
 
 Writing a framework: its settings dataclass and one :func:`~hnclip.frameworks.registry.register_framework`
 row (name, module, settings, products, "+HN" legend) in :mod:`.settings`; in its module a subclass that
