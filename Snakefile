@@ -27,6 +27,10 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/run_inputs.smk"
+include: "workflow/rules/table_inputs.smk"
+include: "workflow/rules/backbone_inputs.smk"
+include: "workflow/rules/hooks.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/backbone.smk"
 include: "workflow/rules/train.smk"

@@ -11,12 +11,12 @@ import yaml
 from config_docs_script import REPO, SCHEMA, load_config_docs
 
 from hnclip import plan
-from hnclip.config.fields import help_field
 from hnclip.config.train import TrainConfig
 from hnclip.config.validation import validate_config
 from hnclip.config_checks import check_config
 from hnclip.frameworks import registry
 from hnclip.frameworks.settings import FrameworkSettings
+from hnclip.settings_fields import help_field
 
 
 def schema_keys():

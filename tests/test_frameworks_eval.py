@@ -13,7 +13,8 @@ from test_train_support import make_captions, write_store
 
 from hnclip.config.train import TrainConfig
 from hnclip.evaluate import evaluate_model, recall_at_k_from_scores
-from hnclip.frameworks import build_framework, load_framework, save_framework
+from hnclip.framework_loading import load_framework
+from hnclip.frameworks import build_framework, save_framework
 from hnclip.models import create_model, save_model
 
 

@@ -59,7 +59,8 @@ def test_framework_trains_and_its_loss_decreases(dataset, tmp_path, framework, s
 
 def test_finelip_modules_are_trained_saved_and_used_by_evaluation(dataset, tmp_path):
     from hnclip.evaluate import evaluate_checkpoint, evaluate_model
-    from hnclip.frameworks import build_framework, load_framework
+    from hnclip.framework_loading import load_framework
+    from hnclip.frameworks import build_framework
     from hnclip.models import load_model
 
     cfg = small_config(framework="finelip", micro_batch=8, accum_steps=1, epochs=2, module_lr=1e-2,

@@ -228,7 +228,7 @@ def _aggregator(state: dict, prefix: str) -> TokenAggregation:
 
 
 def test_finelip_checkpoint_is_ranked_by_finelips_fused_score(tmp_path):
-    from hnclip.frameworks import load_framework
+    from hnclip.framework_loading import load_framework
     from hnclip.rehearsal.released import write_finelip_checkpoint
 
     ckpt = write_finelip_checkpoint(tmp_path / "finelip-B.pt", seed=4, arch=ARCH)

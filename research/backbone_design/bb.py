@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import data  # noqa: E402
 
+from hnclip.frameworks.weight_decay import param_groups  # noqa: E402
 from hnclip.models.dual_encoder import DualEncoder  # noqa: E402
 from hnclip.models.factory import stretch_model  # noqa: E402
-from hnclip.training.schedule import param_groups  # noqa: E402
 
 MEAN = torch.tensor([0.48145466, 0.4578275, 0.40821073]).view(1, 3, 1, 1)
 STD = torch.tensor([0.26862954, 0.26130258, 0.27577711]).view(1, 3, 1, 1)

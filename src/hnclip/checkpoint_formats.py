@@ -143,7 +143,7 @@ for _row in (
                          stand_in=f"{_STAND_INS}:overlay_stand_in",
                          description="`checkpoint`: StructXLIP's released .pth (one per benchmark) over `base`, "
                                      "likewise"),
-        CheckpointFormat("finelip", "hnclip.frameworks.finelip_release:load_finelip",
+        CheckpointFormat("finelip", "hnclip.framework_loading:load_finelip",
                          stand_in=f"{_STAND_INS}:finelip_stand_in",
                          description="`checkpoint`: FineLIP's released checkpoint, Long-CLIP's plus its cross-net, "
                                      "saved with our FineLIP framework and ranked by FineLIP's fused score (0.8 "

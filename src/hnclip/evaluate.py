@@ -328,7 +328,7 @@ def evaluate_checkpoint(model_dir, manifest_path, store_dir, out_json, run_info:
     """
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
-    from hnclip.frameworks import load_framework
+    from hnclip.framework_loading import load_framework
     from hnclip.models import load_model
     from hnclip.models.tokenizer import truncation
 

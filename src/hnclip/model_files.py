@@ -6,13 +6,15 @@ import re
 from pathlib import Path
 
 __all__ = ["CONVERSION_JSON", "EXPORT_FORMATS", "FRAMEWORK_JSON", "FRAMEWORK_WEIGHTS", "MODEL_JSON", "MODEL_WEIGHTS",
-           "describe_conversion", "missing_local_source", "model_geometry"]
+           "RELEASE_FILE", "describe_conversion", "missing_local_source", "model_geometry"]
 
 MODEL_WEIGHTS = "model.safetensors"
 MODEL_JSON = "model.json"
 FRAMEWORK_WEIGHTS = "framework.safetensors"
 FRAMEWORK_JSON = "framework.json"
 CONVERSION_JSON = "conversion.json"  # a converted model's source: format, names, pins, the file's sha256
+# a released backbone's record (hnclip.backbone.release writes it), which the regime job reads beside the weights
+RELEASE_FILE = "release.json"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _WEIGHTS_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
 

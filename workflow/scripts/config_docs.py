@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "src"))  # this checkout's hnclip, not an installed one
 
 from hnclip.checkpoint_formats import backbone_origins, checkpoint_format, format_names  # noqa: E402
-from hnclip.config.fields import field_bounds, field_types  # noqa: E402
 from hnclip.data import ADAPTERS, SPLITS  # noqa: E402
 from hnclip.experiments import experiment_names, schema_block  # noqa: E402
 from hnclip.frameworks.registry import framework_names, frameworks_of_section, settings_sections  # noqa: E402
 from hnclip.model_files import EXPORT_FORMATS  # noqa: E402
+from hnclip.settings_fields import field_bounds, field_types  # noqa: E402
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 README = REPO / "config/README.md"

@@ -33,7 +33,7 @@ def encode_test_split(model_dir: Path, manifest, store, device, caption_column: 
     fp32, the score :mod:`hnclip.evaluate` ranks a model without its own score by)."""
     from hnclip.analysis.regime import ModelFeatures
     from hnclip.evaluate import encode_split
-    from hnclip.frameworks import load_framework
+    from hnclip.framework_loading import load_framework
     from hnclip.models import load_model
 
     model = load_model(model_dir)
@@ -63,8 +63,8 @@ def backbone_identity(backbone: Path) -> dict:
     training ``summary.json`` beside the folder), the release's name and the CPU kernels and CPU that built it.
     Why: a CPU-pretrained backbone depends on the CPU (hnclip.cpu_kernels), and the conditions depend on the
     backbone, so a reader must be able to tell two machines' regimes apart."""
-    from hnclip.backbone.released import RELEASE_FILE
     from hnclip.hashing import weights_digest
+    from hnclip.model_files import RELEASE_FILE
 
     try:
         weights = weights_digest(backbone)

@@ -16,10 +16,10 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from hnclip.backbone.released import CARD_FILE, RECORDED_FILES, RELEASE_FILE
+from hnclip.backbone.released import CARD_FILE, RECORDED_FILES
 from hnclip.fileio import write_json_atomic, write_text_atomic
 from hnclip.hashing import sha256_file
-from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
+from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS, RELEASE_FILE
 
 __all__ = ["FIGURE_ROWS", "compare_releases", "recipe_digest", "render_card", "write_release"]
 

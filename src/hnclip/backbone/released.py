@@ -21,13 +21,12 @@ from pathlib import Path
 from hnclip import paths
 from hnclip.data.checksum_lock import ChecksumMismatchError
 from hnclip.hashing import sha256_file
-from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS
+from hnclip.model_files import MODEL_JSON, MODEL_WEIGHTS, RELEASE_FILE
 
-__all__ = ["CARD_FILE", "RECORDED_FILES", "RELEASE_FILE", "check_release_record", "install_released",
+__all__ = ["CARD_FILE", "RECORDED_FILES", "check_release_record", "install_released",
            "read_release", "released_spec"]
 
 CARD_FILE = "README.md"
-RELEASE_FILE = "release.json"
 # the model files a release.json records, and the key of each one's sha256 (hnclip.backbone.release writes them)
 RECORDED_FILES = {MODEL_WEIGHTS: "weights_sha256", MODEL_JSON: "spec_sha256"}
 

@@ -65,8 +65,12 @@ def cmd_prepare(args) -> None:
             raise SystemExit(f"hnclip prepare: backbone.image_size is {args.image_size}, but the backbone "
                              f"{args.model} reads {size} px images: set backbone.image_size: {size}")
     source = json.loads(Path(args.source).read_text())
-    prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images), args.context_length,
-                  resample=resample)
+    manifest = prepare_split(source, args.split, args.image_size, Path(args.manifest), Path(args.images),
+                             resample=resample)
+    from hnclip.models.tokenizer import log_truncation
+
+    log_truncation([str(c) for c in manifest["caption"]], args.context_length, f"{source['benchmark']}/{args.split}",
+                   log)
 
 
 def add_store(sub) -> None:

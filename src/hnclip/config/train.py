@@ -21,9 +21,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hnclip.config.fields import coerce_numbers, field_types, help_field, parse_value
 from hnclip.frameworks.registry import framework_entry, framework_names, settings_sections
 from hnclip.frameworks.settings import FrameworkSettings
+from hnclip.settings_fields import coerce_numbers, field_types, help_field, parse_value
 
 __all__ = ["NOT_HASHED", "REPORTERS", "RUN_SELECTIONS", "SHOWN_ONLY", "TrainConfig", "WORKFLOW_KEYS",
            "override_items"]

@@ -14,10 +14,11 @@ ORIGINALS_DIR = "originals"  # <split>_images/originals/: images unpacked from W
 
 
 def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path, store_dir: Path,
-                  context_length: int | None = None, resample: str = "bicubic") -> dict | None:
-    """Write ``split``'s manifest and image store (resized with ``resample``: the backbone's interpolation); with
-    ``context_length`` (the text tower's positions, config ``backbone.context_length``), count the captions cut
-    there, logged (a warning when any is) and returned (:func:`hnclip.models.tokenizer.truncation`)."""
+                  resample: str = "bicubic"):
+    """Write ``split``'s manifest and image store (resized with ``resample``: the backbone's interpolation) and
+    return the manifest. How many of its captions the text tower cuts is counted by the caller
+    (``hnclip prepare``, :func:`hnclip.models.tokenizer.log_truncation`): the tokenizer is the models layer's,
+    above this one."""
     from hnclip.data.image_store import build_store
     from hnclip.data.manifest import write_manifest
 
@@ -38,17 +39,11 @@ def prepare_split(source: dict, split: str, image_size: int, manifest_path: Path
     manifest = _with_caption_column(manifest, source)
     if len(manifest) == 0:
         raise ValueError(f"benchmark {source['benchmark']!r} split {split!r}: no records under {source['root']}")
-    cut = None
-    if context_length is not None:
-        from hnclip.models.tokenizer import describe_truncation, truncation
-
-        cut = truncation([str(c) for c in manifest["caption"]], context_length)
-        (log.warning if cut["count"] else log.info)(describe_truncation(cut, f"{source['benchmark']}/{split}"))
     write_manifest(manifest, manifest_path)
     build_store(manifest, store_dir, image_size, resample)
     log.info("prepared %s/%s: %d records at %d px (%s)", source["benchmark"], split, len(manifest), image_size,
              resample)
-    return cut
+    return manifest
 
 
 def _with_caption_column(manifest, source: dict):

@@ -37,7 +37,7 @@ def default_name(run: dict | None) -> str:
 
 def _framework_note(model_dir: Path, model, encoder_only: bool) -> str | None:
     """A framework whose own score ranked the evaluation (FineLIP) is not in any exported format."""
-    from hnclip.frameworks import load_framework
+    from hnclip.framework_loading import load_framework
 
     framework = load_framework(model_dir, model)
     if framework is None or not framework.has_score:

@@ -1,7 +1,8 @@
 """Fine-tuning frameworks behind one interface (:class:`~hnclip.frameworks.base.Framework`).
 
 - :mod:`.base` the interface and :class:`~hnclip.frameworks.base.Batch`; :mod:`.registry` the one row per
-  framework (:func:`register_framework`); :mod:`.settings` each framework's settings and its row.
+  framework (:func:`register_framework`); :mod:`.settings` each framework's settings and its row;
+  :mod:`.weight_decay` the AdamW groups every framework's ``param_groups`` builds on.
 - :mod:`.longclip` full fine-tuning (optionally Long-CLIP's short-caption PCA term); :mod:`.lora`,
   :mod:`.dora` PEFT adapters; :mod:`.finelip` token aggregation + cross-modal hinge loss;
   :mod:`.goal`, :mod:`.structxlip` segment/sentence (and edge) alignment.
@@ -16,7 +17,7 @@ from . import settings  # noqa: F401  (runs the built-in frameworks' registratio
 from .registry import framework_entry, framework_names, get_framework_class, register_framework
 
 __all__ = ["Batch", "Framework", "build_framework", "framework_entry", "framework_names", "get_framework_class",
-           "load_framework", "register_framework", "save_framework"]
+           "register_framework", "save_framework"]
 
 
 def build_framework(cfg, model):
@@ -30,36 +31,6 @@ def save_framework(framework, directory):
 
     tensors = {k: v.detach().contiguous().cpu() for k, v in framework.state_dict().items()}
     return save_framework_files(directory, framework.name, framework.cfg.to_dict(), tensors)
-
-
-def load_framework(directory, model):
-    """The framework saved beside the model in ``directory`` (None for a model saved without one).
-
-    ``model`` is the loaded plain DualEncoder (the framework reads its sizes to rebuild modules).
-    Module weights are loaded strictly: a missing or extra tensor raises naming the file.
-    """
-    from hnclip.config.train import TrainConfig
-    from hnclip.models.io import read_framework_files
-
-    saved = read_framework_files(directory)
-    if saved is None:
-        return None
-    name, config, tensors, where = saved
-    try:
-        cfg = TrainConfig.from_overrides(config)
-    except ValueError as err:
-        raise ValueError(f"{where}: saved config does not fit this TrainConfig ({err})") from err
-    if cfg.framework != name:
-        raise ValueError(f"{where}: framework {name!r} but its config says {cfg.framework!r}")
-    framework = build_framework(cfg, model)
-    try:
-        result = framework.load_state_dict(tensors, strict=False)
-    except RuntimeError as err:  # shapes differ: the config was edited or the weights come from elsewhere
-        raise ValueError(f"{where}: module weights do not fit framework {name!r} ({err})") from err
-    if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{where}: module weights do not fit framework {name!r}; missing "
-                         f"{result.missing_keys[:5]}, unexpected {result.unexpected_keys[:5]}")
-    return framework
 
 
 def __getattr__(name):

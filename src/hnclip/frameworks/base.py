@@ -36,7 +36,7 @@ A framework whose authors train no global term (FineLIP) says so with :attr:`tra
 A framework is an ``nn.Module`` whose submodules are its extra trainable modules (none for Long-CLIP,
 LoRA, DoRA). They are created in ``__init__`` under the run's seed, trained with the model, saved in
 resume checkpoints (``state_dict``) and beside the exported model (:func:`hnclip.frameworks.save_framework`),
-and loaded again at evaluation (:func:`hnclip.frameworks.load_framework`).
+and loaded again at evaluation (:func:`hnclip.framework_loading.load_framework`).
 
 Writing a framework: its settings dataclass and one :func:`~hnclip.frameworks.registry.register_framework`
 row (name, module, settings, products, "+HN" legend) in :mod:`.settings`; in its module a subclass that
@@ -59,6 +59,7 @@ from hnclip.losses import HNClipLoss
 
 from .registry import framework_entry
 from .settings import FrameworkSettings, LongCLIPSettings
+from .weight_decay import param_groups
 
 __all__ = ["Batch", "Framework"]
 
@@ -183,8 +184,6 @@ class Framework(nn.Module):
         Each group is split into weight-decay and no-decay parameters (biases, norms, ...); every
         group carries ``lr`` and ``name``.
         """
-        from hnclip.training.schedule import param_groups
-
         groups = [dict(g, lr=self.cfg.lr) for g in param_groups(model, self.cfg.weight_decay)]
         if any(p.requires_grad for p in self.parameters()):
             for group in param_groups(self, self.cfg.weight_decay):

@@ -5,7 +5,7 @@ A row names the framework, the module defining its :class:`~hnclip.frameworks.ba
 ``train.<section>``), the cached preprocessing products it trains on and what its "+HN" variant trains.
 Everything else reads the rows: :class:`~hnclip.config.train.TrainConfig` (framework names, settings
 sections), the Framework class attributes (``settings_class``, ``products``, ``hn_plugin``), the
-workflow's train inputs (``common.smk``), the config checks (``plan``), the benchmarks, and
+workflow's train inputs (``workflow/rules/run_inputs.smk``), the config checks (``plan``), the benchmarks, and
 ``workflow/scripts/config_docs.py``, which writes the schema's ``framework`` enum and ``train.<section>``
 sections and config/README.md from them. Like peft's ``register_peft_method``, a new framework is a call
 here plus its module; the built-in rows sit beside their settings in :mod:`hnclip.frameworks.settings`

@@ -5,7 +5,7 @@ hash covers what that framework trains on and nothing else: a changed FineLIP ma
 FineLIP runs, not the LoRA ones. The workflow config holds them under ``train.<section>``; the command
 line takes ``--set <section>.<field>=value``. LoRA and DoRA share the ``lora`` section.
 
-Each field's default, range (:func:`~hnclip.config.fields.help_field`'s bounds, checked in
+Each field's default, range (:func:`~hnclip.settings_fields.help_field`'s bounds, checked in
 ``__post_init__``) and help text are declared here once: ``workflow/scripts/config_docs.py`` writes the
 schema's ``train.<section>`` sections (and its ``framework`` enum, from the :func:`register_framework`
 rows after each class) and config/README.md from them; the class docstring's first paragraph is the
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hnclip.config.fields import check_bounds, coerce_numbers, field_types, help_field, parse_value
+from hnclip.settings_fields import check_bounds, coerce_numbers, field_types, help_field, parse_value
 
 from .registry import register_framework
 

@@ -2,7 +2,7 @@
 :class:`ConvertRequest` into a dual encoder (or saves its own folder) and names the weights file it read, so
 :func:`hnclip.models.convert.convert_source` converts every format the same way. (FineLIP's loader builds our
 FineLIP framework around the publisher's aggregators, so it lives above the models layer:
-:func:`hnclip.frameworks.finelip_release.load_finelip`.)"""
+:func:`hnclip.framework_loading.load_finelip`.)"""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ state dict (``positional_embedding`` and ``positional_embedding_res``) plus ``cr
 each a ``TokenAggregation``: ``weight`` = LayerNorm, Linear(D, int(0.2 D)), GELU, Linear(., K), and ``scale``
 [1, 1, 1]. The encoder goes through Long-CLIP's converter; the two aggregators become our FineLIP framework's
 ``image_aggregator`` and ``text_aggregator`` (:mod:`hnclip.frameworks.finelip`, written from the same code),
-saved beside the model by :mod:`hnclip.frameworks.finelip_release` (the framework layer, above this one), so its evaluation ranks by FineLIP's fused score: ``train/test.py`` ``get_metrics``
+saved beside the model by :mod:`hnclip.framework_loading` (above the framework layer, which is above this one), so its evaluation ranks by FineLIP's fused score: ``train/test.py`` ``get_metrics``
 with ``--finegrain``, ``0.8 * global cosine + 0.2 * forward_dual_aggr`` (``finelip.score_weight`` 0.2).
 """
 

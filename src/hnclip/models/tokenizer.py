@@ -7,7 +7,8 @@ from functools import lru_cache
 import torch
 from open_clip.tokenizer import SimpleTokenizer
 
-__all__ = ["EOT_TOKEN_ID", "SOT_TOKEN_ID", "describe_truncation", "token_counts", "tokenize", "truncation"]
+__all__ = ["EOT_TOKEN_ID", "SOT_TOKEN_ID", "describe_truncation", "log_truncation", "token_counts", "tokenize",
+           "truncation"]
 
 
 @lru_cache(maxsize=1)
@@ -61,3 +62,10 @@ def describe_truncation(report: dict, what: str) -> str:
     return (f"{what}: {report['count']} of {report['captions']} captions ({100 * report['share']:.1f}%) are longer "
             f"than the text tower's {report['context_length']} positions and are cut there (the longest needs "
             f"{report['longest']})")
+
+
+def log_truncation(texts: list[str], context_length: int, what: str, log) -> dict:
+    """:func:`truncation` of ``texts``, logged on ``log`` as one line (a warning when any is cut) and returned."""
+    report = truncation(texts, context_length)
+    (log.warning if report["count"] else log.info)(describe_truncation(report, what))
+    return report

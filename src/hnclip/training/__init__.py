@@ -10,7 +10,7 @@
 - :mod:`.evaluation` the evaluation after each epoch and the columns of its logs.
 - :mod:`.loop` the step loop over epochs; :mod:`.finish` the exported model and ``summary.json``.
 - :mod:`.batches` the training set in memory, per-epoch order, micro-batch image reading.
-- :mod:`.schedule` AdamW parameter groups and the warmup + cosine schedule.
+- :mod:`.schedule` AdamW over a framework's parameter groups and the warmup + cosine schedule.
 - :mod:`.dynamics` standard vs boosted gradient probe (the dynamics.csv columns).
 - :mod:`.checkpoint` atomic, ``weights_only``-readable resume checkpoints with RNG states.
 - :mod:`.logs` append-only CSV logs that are cut back to the checkpoint on resume.
@@ -33,9 +33,7 @@ from .schedule import (
     build_optimizer,
     build_scheduler,
     describe_recipe,
-    is_no_decay,
     lr_multiplier,
-    param_groups,
 )
 
 __all__ = [
@@ -51,10 +49,8 @@ __all__ = [
     "capture_rng_state",
     "describe_recipe",
     "epoch_order",
-    "is_no_decay",
     "load_checkpoint",
     "lr_multiplier",
-    "param_groups",
     "restore_rng_state",
     "save_checkpoint",
 ]

@@ -1,44 +1,14 @@
-"""AdamW parameter groups, the warmup + cosine (or constant) learning-rate schedule per optimizer step,
-and the run's effective recipe as it is recorded in ``summary.json``."""
+"""AdamW over a framework's parameter groups (:mod:`hnclip.frameworks.weight_decay` splits them by decay), the
+warmup + cosine (or constant) learning-rate schedule per optimizer step, and the run's effective recipe as it is
+recorded in ``summary.json``."""
 
 from __future__ import annotations
 
 import math
 
 import torch
-from torch import nn
 
-__all__ = ["build_optimizer", "build_scheduler", "describe_recipe", "is_no_decay", "lr_multiplier", "param_groups"]
-
-# name segments whose parameters get no weight decay: shrinking a norm's gain, a bias, an embedding
-# table or the temperature towards zero is not regularisation, it just fights the loss
-_NO_DECAY_SEGMENTS = ("bias", "logit_scale", "lora_magnitude_vector")
-
-
-def is_no_decay(name: str, param: torch.Tensor) -> bool:
-    """True for biases, norms, embeddings, the logit scale and every tensor with fewer than 2 dims."""
-    if param.ndim < 2:
-        return True
-    for segment in name.split("."):
-        if segment in _NO_DECAY_SEGMENTS or "embedding" in segment or "norm" in segment:
-            return True
-        if segment.startswith("ln_") or segment.startswith("bn"):  # open_clip: ln_1, ln_final, ln_post
-            return True
-    return False
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups over the trainable parameters, in ``named_parameters`` order (stable)."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if param.requires_grad:
-            (no_decay if is_no_decay(name, param) else decay).append(param)
-    if not decay and not no_decay:
-        raise ValueError("the model has no trainable parameters")
-    groups = [{"params": decay, "weight_decay": weight_decay, "name": "decay"},
-              {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"}]
-    return [g for g in groups if g["params"]]
-
+__all__ = ["build_optimizer", "build_scheduler", "describe_recipe", "lr_multiplier"]
 
 # devices on which build_optimizer takes torch's fused AdamW
 FUSED_DEVICES = ("cpu", "cuda", "mps")

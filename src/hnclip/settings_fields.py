@@ -2,7 +2,9 @@
 
 Shared by :class:`hnclip.config.train.TrainConfig` and the frameworks' settings
 (:mod:`hnclip.frameworks.settings`), so that ``gamma=0.5`` on the command line, ``gamma: 0.5`` in YAML and
-``TrainConfig(gamma=0.5)`` give the same value and a bad one fails naming the key. Torch-free.
+``TrainConfig(gamma=0.5)`` give the same value and a bad one fails naming the key. Torch-free. A module of its
+own below both packages: TrainConfig composes the frameworks' settings, so the config package sits above the
+frameworks and neither imports the other back.
 """
 
 from __future__ import annotations
