@@ -36,6 +36,7 @@ from hnclip import (
 from hnclip.data import own  # noqa: E402
 from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
 from hnclip.config_checks import check_config, config_warnings  # noqa: E402
+from hnclip.tuning.section import require_tuning  # noqa: E402
 from hnclip.checkpoint_formats import backbone_origin  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.config.train import override_items  # noqa: E402
@@ -675,9 +676,12 @@ def release_recipe():
 
 def get_tune_inputs(wildcards):
     """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
-    frameworks train on."""
-    bench = config["tuning"]["benchmark"]
-    split = config["tuning"]["split"]
+    frameworks train on. Without a tuning section: one line naming the key (hnclip.tuning.section)."""
+    try:
+        section = require_tuning(config)
+    except ConfigError as error:
+        raise ConfigError(str(error)) from None
+    bench, split = section["benchmark"], section["split"]
     products = sorted(
         {
             p
