@@ -215,7 +215,7 @@ def test_a_micro_search_trains_every_point_and_extends_past_an_edge(tmp_path):
         entry = record["methods"][method]
         assert entry["key"] == key and 3 <= len(entry["points"]) <= 4
         for p in entry["points"]:
-            assert (tmp_path / "work" / method / f"{key}{p['rate']:g}" / "model").is_dir()
+            assert len(list((tmp_path / "work").glob(f"synthetic-val/{method}-*/{key}{p['rate']:g}/model"))) == 1
             assert [e["epoch"] for e in p["epochs"]] == [1, 2] and p["rise"] is not None
         assert entry["chosen"] in [p["rate"] for p in entry["points"]]
     assert record["methods"]["finelip"]["paper_rate"] == pytest.approx(0.2)  # 200 x 1e-3

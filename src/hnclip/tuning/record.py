@@ -156,11 +156,11 @@ def resolve_record(path) -> Path:
 def record_warnings(config: Mapping) -> list[str]:
     """The config's rates against its tuning record, one warning line each naming the config key and the
     record file (:func:`config_disagreements`); a record that is missing or broken says so in one line. None
-    without a ``tuning`` section, or while the record is the search's own output (not written yet)."""
+    without a ``tuning`` section, or while the record is the search's own output and not written yet."""
     section = config.get("tuning") or {}
-    if not section.get("record") or Path(section["record"]) == Path(paths.TUNING_RECORD):
+    path = resolve_record(section["record"]) if section.get("record") else None
+    if path is None or (path == Path(paths.TUNING_RECORD) and not path.exists()):
         return []
-    path = resolve_record(section["record"])
     try:
         record = load_record(path)
     except (FileNotFoundError, ValueError) as error:

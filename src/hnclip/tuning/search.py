@@ -29,7 +29,7 @@ from hnclip.paths import format_number
 from hnclip.tuning import grid, score
 from hnclip.tuning import work as folders
 from hnclip.tuning.record import strongest_competitor, tuned_methods, tuned_rate_key
-from hnclip.tuning.section import check_tuning, require_tuning
+from hnclip.tuning.section import refuse_test_split, require_tuning
 
 __all__ = ["Split", "point_items", "protocol_of", "run_child", "run_search", "search_minutes", "train_command"]
 
@@ -156,7 +156,7 @@ class _Search:
     def __init__(self, config: Mapping, backbone: Path, data: Path, work: Path, threads: int,
                  trainer: Callable | None, progress: Callable[[str], None]):
         self.config, self.section = config, require_tuning(config, "hnclip tune")
-        check_tuning(config)
+        refuse_test_split(self.section)  # an effective config may predate the config check
         self.split = Split(data, self.section["split"])
         self.work, self.progress = Path(work), progress
         self.work.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from hnclip.config.errors import fail, unknown
 from hnclip.plan.benchmarks import benchmark_splits
 
-__all__ = ["DOCS", "check_tuning", "require_tuning"]
+__all__ = ["DOCS", "check_tuning", "refuse_test_split", "require_tuning"]
 
 DOCS = "docs/own-data.md, 'Tuning on your own data'"
 
@@ -27,16 +27,21 @@ def require_tuning(config: Mapping, verb: str = "snakemake tune") -> Mapping:
     return section
 
 
+def refuse_test_split(section: Mapping) -> None:
+    """``tuning.split: test`` refused, in one line naming the key and why."""
+    if section.get("split", "val") == "test":
+        fail("tuning.split", "is 'test': rates are chosen on a held-out split (val), never on the test split the "
+                             f"tables report; add a val split to the benchmark ({DOCS})")
+
+
 def check_tuning(config: Mapping) -> None:
     """A configured ``tuning`` section names a benchmark with a train split and a scoring split that is not
     ``test``; nothing to check without one (``snakemake tune`` then says so: :func:`require_tuning`)."""
     section = config.get("tuning")
     if not section:
         return
+    refuse_test_split(section)
     split, bench = section.get("split", "val"), section["benchmark"]
-    if split == "test":
-        fail("tuning.split", "is 'test': rates are chosen on a held-out split (val), never on the test split the "
-                             f"tables report; add a val split to the benchmark ({DOCS})")
     benchmarks = config["benchmarks"]
     if bench not in benchmarks:
         fail("tuning.benchmark", unknown("benchmark", bench, benchmarks))
