@@ -187,6 +187,10 @@ def test_the_shipped_record_follows_the_protocol(default_config):
     baselines = {m: e["score"] for m, e in record["methods"].items() if m != "hnclip"}
     assert record["competitor"] == max(baselines, key=baselines.get)
     assert record["provenance"]["git_commit"] and record["provenance"]["minutes"] > 0
+    # the search's minutes: every point's own, over all the sessions of the search
+    points = [p for entry in record["methods"].values() for p in entry["points"]]
+    assert record["provenance"]["points"] == len(points)
+    assert record["provenance"]["minutes"] == pytest.approx(sum(p["minutes"] for p in points), abs=0.05)
 
 
 # --------------------------------------------------------------------------------- a micro search

@@ -188,6 +188,26 @@ def test_a_rate_that_is_not_the_records_choice_is_a_warning_naming_key_and_recor
     assert "warning: config key methods.goal: lr 0.001 in the config, the tuning record chose 0.0005" in out.getvalue()
 
 
+def test_summary_md_has_a_tuning_line_naming_the_record_and_what_is_not_its_choice(tmp_path):
+    from hnclip.analysis.summary import render_summary_markdown
+    from hnclip.tuning.record import record_check
+
+    config = load_config([REPO / "config" / "config.yaml"])
+    record = REPO / "resources" / "tuning" / "record.json"
+    summary = {"scale": "toy", "machine": {}, "backbone": {}, "regime": {}, "main": {},
+               "claims": {"tally": {"holds": 1}}}
+    agreeing = render_summary_markdown({**summary, "tuning": record_check(config, record)})
+    assert f"| tuning record `{record}` | every rate and the competitor are its choices on val | |" in agreeing
+    config["methods"]["goal"]["train"] = {"lr": 1e-3}
+    line = [r for r in render_summary_markdown({**summary, "tuning": record_check(config, record)}).splitlines()
+            if r.startswith("| tuning record")]
+    assert line == [f"| tuning record `{record}` | **this run's rates are not the record's**: methods.goal: lr "
+                    "0.001 in the config, the tuning record chose 0.0005 for goal | its choices on val |"]
+    bad = _record(tmp_path / "bad.json", 5e-4)
+    broken = render_summary_markdown({**summary, "tuning": record_check(config, bad)})
+    assert f"| tuning record | not read: tuning record {bad}: methods.longclip chose lr 0.0005" in broken
+
+
 # --------------------------------------------------------------------------- an interrupted search
 def _tune(config_path: Path, prepared, work: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -199,13 +219,14 @@ def _tune(config_path: Path, prepared, work: Path, out: Path) -> subprocess.Pope
 
 
 def _after_first_epoch(work: Path, rate: str, process: subprocess.Popen, timeout: float = 240) -> Path:
-    """The point folder of ``rate`` once its epochs.csv holds epoch 1 and its trainer still runs."""
+    """The point folder of ``rate`` once epoch 1 is evaluated and checkpointed and its trainer still runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stdout.read()
         for out in work.glob(f"synthetic-val/longclip-*/lr{rate}"):
             epochs = out / "epochs.csv"
-            if epochs.is_file() and len(epochs.read_text().splitlines()) >= 2 and (out / "run.lock").is_file():
+            if (epochs.is_file() and len(epochs.read_text().splitlines()) >= 2 and (out / "run.lock").is_file()
+                    and (out / "checkpoints" / "last.pt").is_file()):
                 return out
         time.sleep(0.2)
     raise AssertionError(f"point lr{rate} did not finish its first epoch in {timeout} s")
@@ -219,6 +240,7 @@ def test_an_interrupted_search_resumes_each_point_and_scores_it_on_all_its_epoch
     from hnclip.run_lock import live_holder
 
     config = micro_config(epochs=3)
+    config["train"].update(micro_batch=2, accum_steps=1)  # 12 steps an epoch: time to stop it inside one
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(config))
     work, out = tmp_path / "work", tmp_path / "record.json"
@@ -239,6 +261,9 @@ def test_an_interrupted_search_resumes_each_point_and_scores_it_on_all_its_epoch
     record = run_search(config, prepared["backbone"], prepared["data"], work, methods=["longclip"],
                         progress=lines.append)
     assert any("lr 0.001 (step +0) training (resuming an interrupted run)" in line for line in lines)
+    log = (work / "search.log").read_text()
+    for folder in (point, following):  # the trainer continued from the checkpoint it left
+        assert f"resuming {folder / 'checkpoints' / 'last.pt'} at step" in log
     points = record["methods"]["longclip"]["points"]
     assert [p["rate"] for p in points] == [3e-4, 1e-3, 3e-3]
     for p in points:

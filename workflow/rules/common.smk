@@ -203,15 +203,18 @@ def get_report_inputs():
         "geometry": geometry,
         "summaries": get_summaries(),
         "regime": [paths.regime_path(b) for b in REGIME_BENCHMARKS],
-        # the tuning record the rates came from, and the config they are checked against
-        **(
-            {
-                "tuning": shipped_path(config["tuning"]["record"]),
-                "effective_config": paths.EFFECTIVE_CONFIG,
-            }
-            if config.get("tuning")
-            else {}
-        ),
+        **tuning_check_inputs(),
+    }
+
+
+def tuning_check_inputs(wildcards=None):
+    """The tuning record the rates came from, and the config they are checked against (the report's tuning
+    section, the summary's tuning line); none without a tuning section."""
+    if not config.get("tuning"):
+        return {}
+    return {
+        "tuning": shipped_path(config["tuning"]["record"]),
+        "effective_config": paths.EFFECTIVE_CONFIG,
     }
 
 
@@ -676,7 +679,7 @@ def release_recipe():
 
 def get_tune_inputs(wildcards):
     """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
-    frameworks train on. Without a tuning section: one line naming the key (hnclip.tuning.section)."""
+    frameworks train on; without a tuning section, one line naming the key."""
     try:
         section = require_tuning(config)
     except ConfigError as error:

@@ -25,8 +25,8 @@ from hnclip.frameworks.registry import framework_entry
 from hnclip.plan import Run, run_settings
 from hnclip.plan.roles import REFERENCE_METHOD
 
-__all__ = ["check_record", "chosen_point", "config_disagreements", "load_record", "rate_source", "record_warnings",
-           "resolve_record", "strongest_competitor", "tuned_methods", "tuned_rate_key"]
+__all__ = ["check_record", "chosen_point", "config_disagreements", "load_record", "rate_source", "record_check",
+           "record_warnings", "resolve_record", "strongest_competitor", "tuned_methods", "tuned_rate_key"]
 
 REPO = Path(__file__).resolve().parents[3]  # a relative tuning.record not in the working directory: the checkout's
 _ENTRY_KEYS = ("key", "chosen", "score", "paper_rate", "under_trained", "above_zeroshot", "points")
@@ -166,3 +166,15 @@ def record_warnings(config: Mapping) -> list[str]:
     except (FileNotFoundError, ValueError) as error:
         return [f"config key tuning.record: {error}"]
     return [f"config key {problem} (tuning.record {path})" for problem in config_disagreements(config, record)]
+
+
+def record_check(config: Mapping, path) -> dict:
+    """What the summary says of the tuning record: its file, the split it chose on, and every place the
+    config's rates are not its choices (:func:`config_disagreements`), or the one line that makes it no
+    record (``error``)."""
+    try:
+        record = load_record(path)
+    except (FileNotFoundError, ValueError) as error:
+        return {"record": str(path), "error": str(error)}
+    return {"record": str(path), "split": record["protocol"].get("split"),
+            "problems": config_disagreements(config, record)}
