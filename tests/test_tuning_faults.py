@@ -240,7 +240,7 @@ def test_an_interrupted_search_resumes_each_point_and_scores_it_on_all_its_epoch
     from hnclip.run_lock import live_holder
 
     config = micro_config(epochs=3)
-    config["train"].update(micro_batch=2, accum_steps=1)  # 12 steps an epoch: time to stop it inside one
+    config["train"].update(micro_batch=1, accum_steps=1)  # 24 steps an epoch: time to stop it inside one
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(config))
     work, out = tmp_path / "work", tmp_path / "record.json"

@@ -35,6 +35,7 @@ __all__ = ["Split", "point_items", "protocol_of", "run_child", "run_search", "se
 
 RATE_SOURCE = "config/paper.yaml"  # the paper's recipes, whose ratios centre each method's grid
 STOP_WAIT_S = 60.0  # how long a terminated trainer gets to stop by itself before it is killed
+GRACE_S = 1.0  # how long the trainer may take to stop on a signal of its own before the search passes SIGTERM on
 
 
 class Split:
@@ -120,14 +121,22 @@ def run_child(command: list[str], stream, env: Mapping) -> int:
     try:
         return child.wait()
     except BaseException:
-        if child.poll() is None:
+        # a signal sent to the whole process group (Snakemake, a scheduler) reached the trainer too: a second
+        # SIGTERM would cut its own unwinding short, so it gets a moment to stop first
+        if not _stopped(child, GRACE_S):
             child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
+            if not _stopped(child, STOP_WAIT_S):
                 child.kill()
                 child.wait()
         raise
+
+
+def _stopped(child: subprocess.Popen, seconds: float) -> bool:
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _training_minutes(out: Path) -> float:
