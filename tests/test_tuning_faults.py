@@ -234,13 +234,13 @@ def _after_first_epoch(work: Path, rate: str, process: subprocess.Popen, timeout
 
 @pytest.mark.slow
 def test_an_interrupted_search_resumes_each_point_and_scores_it_on_all_its_epochs(prepared, tmp_path):
-    """SIGTERM while the first point has 1 of 3 epochs: the trainer is stopped cleanly (its lock released);
+    """SIGTERM while the first point has 1 of 4 epochs: the trainer is stopped cleanly (its lock released);
     then kill -9 of everything while the second has 1: the rerun resumes both from their checkpoints and
-    scores every point on its 3 epochs; the record's minutes are the points' own, over every session."""
+    scores every point on its 4 epochs; the record's minutes are the points' own, over every session."""
     from hnclip.run_lock import live_holder
 
-    config = micro_config(epochs=3)
-    config["train"].update(micro_batch=1, accum_steps=1)  # 24 steps an epoch: time to stop it inside one
+    config = micro_config(epochs=4)
+    config["train"].update(micro_batch=2, accum_steps=1)  # 12 steps an epoch: time to stop it after the first
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(config))
     work, out = tmp_path / "work", tmp_path / "record.json"
@@ -267,11 +267,11 @@ def test_an_interrupted_search_resumes_each_point_and_scores_it_on_all_its_epoch
     points = record["methods"]["longclip"]["points"]
     assert [p["rate"] for p in points] == [3e-4, 1e-3, 3e-3]
     for p in points:
-        assert [e["epoch"] for e in p["epochs"]] == [1, 2, 3]
+        assert [e["epoch"] for e in p["epochs"]] == [1, 2, 3, 4]
     # each resumed run continued from its checkpoint: its log has each epoch once
     for folder in (point, following):
         with open(folder / "epochs.csv", newline="") as f:
-            assert [int(float(r["epoch"])) for r in csv.DictReader(f)] == [1, 2, 3]
+            assert [int(float(r["epoch"])) for r in csv.DictReader(f)] == [1, 2, 3, 4]
     walls = [json.loads((f / "summary.json").read_text())["wall_time_s"]
              for f in sorted(point.parent.glob("lr*"))]
     assert record["provenance"]["minutes"] == pytest.approx(sum(round(w / 60, 2) for w in walls), abs=0.051)
