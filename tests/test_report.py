@@ -516,6 +516,22 @@ def test_the_tuning_section_shows_each_methods_paper_ratio_and_tuned_rate_and_th
     assert "under-trained" not in rows["HN-CLIP"] and "lifts" not in rows["HN-CLIP"]
 
 
+def test_a_tuning_record_whose_choice_is_none_of_its_points_is_a_visible_flag_not_a_crash(outputs, capsys):
+    path = _tuning_record(outputs["root"] / "record.json")
+    record = json.loads(path.read_text())
+    record["methods"]["longclip"]["chosen"] = 5e-3  # none of its grid's points
+    path.write_text(json.dumps(record))
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], tuning=path)
+    html = unescape(out.read_text(encoding="utf-8"))
+    section = html[html.index('<h2 id="tuning">'):html.index('<h2 id="tables">')]
+    assert "tuning section left out, its record is not valid:" in section
+    assert f"tuning record {path}: methods.longclip chose lr 0.005, which is none of its grid's points" in section
+    assert f"warning: the tuning section is left out: tuning record {path}: methods.longclip" in capsys.readouterr().err
+
+
 def test_a_report_without_a_tuning_record_has_no_tuning_section(outputs):
     _, html = _render(outputs)
     assert 'id="tuning"' not in html and 'href="#tuning"' not in html

@@ -187,6 +187,10 @@ def test_the_shipped_record_follows_the_protocol(default_config):
     baselines = {m: e["score"] for m, e in record["methods"].items() if m != "hnclip"}
     assert record["competitor"] == max(baselines, key=baselines.get)
     assert record["provenance"]["git_commit"] and record["provenance"]["minutes"] > 0
+    # the search's minutes: every point's own, over all the sessions of the search
+    points = [p for entry in record["methods"].values() for p in entry["points"]]
+    assert record["provenance"]["points"] == len(points)
+    assert record["provenance"]["minutes"] == pytest.approx(sum(p["minutes"] for p in points), abs=0.05)
 
 
 # --------------------------------------------------------------------------------- a micro search
@@ -216,7 +220,7 @@ def test_a_micro_search_trains_every_point_and_extends_past_an_edge(tmp_path):
         entry = record["methods"][method]
         assert entry["key"] == key and 3 <= len(entry["points"]) <= 4
         for p in entry["points"]:
-            assert (tmp_path / "work" / method / f"{key}{p['rate']:g}" / "model").is_dir()
+            assert len(list((tmp_path / "work").glob(f"synthetic-val/{method}-*/{key}{p['rate']:g}/model"))) == 1
             assert [e["epoch"] for e in p["epochs"]] == [1, 2] and p["rise"] is not None
         assert entry["chosen"] in [p["rate"] for p in entry["points"]]
     assert record["methods"]["finelip"]["paper_rate"] == pytest.approx(0.2)  # 200 x 1e-3

@@ -8,6 +8,7 @@ from hnclip.config.errors import fail, unknown
 from hnclip.experiments import experiment_entry, experiment_names
 from hnclip.plan.benchmarks import benchmark_splits
 from hnclip.released import check_models
+from hnclip.tuning.section import check_tuning
 
 __all__ = ["check_config", "config_warnings", "fail", "unknown"]
 
@@ -103,6 +104,7 @@ def check_config(config: dict) -> None:
         if exp_name in experiments and check is not None:
             check(config, experiments[exp_name])
     _check_preprocess(config, experiments)
+    check_tuning(config)
     if "rehearsal" in config and config["scale"] != "rehearsal":
         fail("scale", f"is {config['scale']!r}, but a config with a rehearsal section runs on stand-in files: "
                        "its numbers must be labelled 'rehearsal'")
@@ -149,7 +151,12 @@ def config_warnings(config: dict) -> list[str]:
 
     ``backbone.model`` with ``backbone.source: transformers``: a transformers CLIPModel brings its architecture
     in its own config.json, so the name is not used, and one left over from config/finetune.yaml's open_clip
-    backbone (ViT-B-32) would describe another model than the one converted."""
+    backbone (ViT-B-32) would describe another model than the one converted.
+
+    A rate or ``competitor`` that is not the tuning record's choice (``tuning.record``), named with the record
+    file (:func:`hnclip.tuning.record.record_warnings`, the check the report's tuning section makes)."""
+    from hnclip.tuning.record import record_warnings
+
     backbone = config.get("backbone") or {}
     warnings = []
     origin = backbone_origin(backbone.get("source"))
@@ -157,4 +164,4 @@ def config_warnings(config: dict) -> list[str]:
         warnings.append(f"config key backbone.model: {backbone['model']!r} is not used with backbone.source "
                         f"transformers (the architecture comes from the config.json of {backbone.get('checkpoint')}); "
                         "set backbone.model: null (config/finetune.yaml sets it for its open_clip backbone)")
-    return warnings
+    return warnings + record_warnings(config)

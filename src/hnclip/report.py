@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -351,13 +352,19 @@ def _headline_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
 
 
 def _tuning(record_path, specs: Mapping[str, Mapping], config: Mapping | None) -> dict | None:
-    """The tuning section from the record file, its methods labelled as the main table labels them."""
+    """The tuning section from the record file, its methods labelled as the main table labels them. A record
+    that is not one (:func:`hnclip.tuning.record.load_record`'s line) becomes the section's flag and a warning
+    on stderr: the rest of the report stands without it, but never without saying so."""
     if record_path is None:
         return None
     from hnclip.tuning.record import config_disagreements, load_record
     from hnclip.tuning.rows import tuning_section
 
-    record = load_record(record_path)
+    try:
+        record = load_record(record_path)
+    except ValueError as error:
+        print(f"hnclip report: warning: the tuning section is left out: {error}", file=sys.stderr)
+        return {"error": str(error)}
     labels = {method: entry.get("label") or method for method, entry in (config or {}).get("methods", {}).items()}
     for cell in (specs.get("main") or {}).get("cells", []):  # the main table's rows, without a config
         if not cell.get("zeroshot"):

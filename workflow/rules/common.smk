@@ -38,6 +38,7 @@ from hnclip import (
 from hnclip.data import own  # noqa: E402
 from hnclip.config.validation import ConfigError, validate_config  # noqa: E402
 from hnclip.config_checks import check_config, config_warnings  # noqa: E402
+from hnclip.tuning.section import require_tuning  # noqa: E402
 from hnclip.checkpoint_formats import backbone_origin  # noqa: E402
 from hnclip.frameworks.registry import framework_entry  # noqa: E402
 from hnclip.experiments import figured_experiments, report_figures  # noqa: E402
@@ -197,13 +198,16 @@ def get_report_inputs():
         "geometry": geometry,
         "summaries": get_summaries(),
         "regime": [paths.regime_path(b) for b in REGIME_BENCHMARKS],
-        # the tuning record the rates came from, and the config they are checked against
-        **(
-            {
-                "tuning": shipped_path(config["tuning"]["record"]),
-                "effective_config": paths.EFFECTIVE_CONFIG,
-            }
-            if config.get("tuning")
-            else {}
-        ),
+        **tuning_check_inputs(),
+    }
+
+
+def tuning_check_inputs(wildcards=None):
+    """The tuning record the rates came from, and the config they are checked against (the report's tuning
+    section, the summary's tuning line); none without a tuning section."""
+    if not config.get("tuning"):
+        return {}
+    return {
+        "tuning": shipped_path(config["tuning"]["record"]),
+        "effective_config": paths.EFFECTIVE_CONFIG,
     }

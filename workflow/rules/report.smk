@@ -75,6 +75,7 @@ rule report:
 # (`hnclip summary --compare`).
 rule summary:
     input:
+        unpack(tuning_check_inputs),
         regime=[f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
         claims="results/claims.json",
         backbone="results/backbone/model",
@@ -93,7 +94,12 @@ rule summary:
             if BACKBONE_ORIGIN.ships_its_spec
             else ""
         ),
+        tuning=lambda w, input: (
+            f"--tuning {input.tuning} --effective-config {input.effective_config}"
+            if "tuning" in input.keys()
+            else ""
+        ),
     shell:
         "python -m hnclip summary --scale {params.scale} --regime {input.regime} --claims {input.claims} "
-        "--backbone {input.backbone} {params.release} --out-json {output.json} --out-md {output.md} "
+        "--backbone {input.backbone} {params.release} {params.tuning} --out-json {output.json} --out-md {output.md} "
         "> {log} 2>&1"

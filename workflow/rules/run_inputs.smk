@@ -152,9 +152,12 @@ def get_run_evaluations(wildcards):
 
 def get_tune_inputs(wildcards):
     """The backbone, the tuning benchmark's train and scoring splits, and every product the tuned methods'
-    frameworks train on."""
-    bench = config["tuning"]["benchmark"]
-    split = config["tuning"]["split"]
+    frameworks train on; without a tuning section, one line naming the key."""
+    try:
+        section = require_tuning(config)
+    except ConfigError as error:
+        raise ConfigError(str(error)) from None
+    bench, split = section["benchmark"], section["split"]
     products = sorted(
         {
             p

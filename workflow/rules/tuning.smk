@@ -2,7 +2,8 @@
 # Not part of `all`: `snakemake tune` (about 25 minutes on 2 cores for the embedded default) writes
 # results/tuning/record.json; shipping it means copying it over the config's tuning.record, whose choices the
 # config's rates must then be (tests/test_tuning.py). Its grid points' runs stay in results/tuning/work/ (not
-# declared outputs, so an interrupted search resumes at the next point).
+# declared outputs, so an interrupted search resumes: finished points are read, a half-trained one continues
+# from its checkpoint; hnclip.tuning.work keys them on everything that changes a point).
 
 
 rule tune:

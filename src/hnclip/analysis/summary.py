@@ -107,9 +107,22 @@ def render_summary_markdown(summary: Mapping) -> str:
                          f"| {_interval_text(baseline)} | – |")
         else:
             lines.append(f"| {bench}: HN-CLIP − {_against(main)}, average R@1 | {_interval_text(main)} | – |")
+    if summary.get("tuning"):
+        lines.append(_tuning_line(summary["tuning"]))
     tally = summary["claims"]["tally"]
     lines.append(f"| claims of the paper | {', '.join(f'{n} {v}' for v, n in tally.items())} | |")
     return "\n".join(lines) + "\n"
+
+
+def _tuning_line(tuning: Mapping) -> str:
+    """The rates against the tuning record (:func:`hnclip.tuning.record.record_check`): its choices, or what
+    differs, or why the record could not be read."""
+    if tuning.get("error"):
+        return f"| tuning record | not read: {tuning['error']} | |"
+    if tuning["problems"]:
+        return (f"| tuning record `{tuning['record']}` | **this run's rates are not the record's**: "
+                f"{'; '.join(tuning['problems'])} | its choices on {tuning['split']} |")
+    return f"| tuning record `{tuning['record']}` | every rate and the competitor are its choices on {tuning['split']} | |"
 
 
 def machine_record(git_commit: str | None) -> dict:

@@ -48,6 +48,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
     from hnclip import plan
     from hnclip.checkpoint_formats import backbone_origin
     from hnclip.config.loading import job_resources, profile_train_resources
+    from hnclip.config_checks import config_warnings
     from hnclip.cost import build_plan, planned_backbone, resolve_throughput, train_set_sizes
     from hnclip.job_needs import (
         diagnostics_cost,
@@ -97,6 +98,7 @@ def print_plan(configfile, profile=None, samples_per_s: float | None = None, res
             text += (f"\nper-job needs: none measured for backbone {backbone!r} ({other}; no run of it in "
                      f"{Path(results_dir) / 'runs'}): train one run and plan again, or measure it with "
                      f"python benchmarks/job_cost.py --model {backbone} --out FILE and pass --job-cost FILE")
+    text += "".join(f"\nwarning: {line}" for line in config_warnings(config))  # what snakemake -n logs too
     print(text, file=file or sys.stdout)
     return rows
 

@@ -100,6 +100,10 @@ def add_summary(sub) -> None:
     p.add_argument("--claims", help=paths.CLAIMS)
     p.add_argument("--backbone", help="the backbone's model folder (its weights' sha256)")
     p.add_argument("--release", default=None, help="the released backbone's name, when it is one")
+    p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the summary's tuning line")
+    p.add_argument("--effective-config", default=None,
+                   help=f"the workflow's effective config ({paths.EFFECTIVE_CONFIG}), whose rates the tuning line "
+                        "checks against the record")
     p.add_argument("--out-json")
     p.add_argument("--out-md")
 
@@ -137,6 +141,11 @@ def cmd_summary(args) -> None:
         [json.loads(Path(p).read_text()) for p in args.regime], json.loads(Path(args.claims).read_text()),
         {"weights_sha256": sha256_file(Path(args.backbone) / MODEL_WEIGHTS), "release": args.release},
         machine_record(git_commit()), args.scale)
+    if args.tuning:
+        from hnclip.tuning.record import record_check
+
+        config = json.loads(Path(args.effective_config).read_text()) if args.effective_config else {"methods": {}}
+        summary["tuning"] = record_check(config, args.tuning)
     write_json_atomic(Path(args.out_json), summary, sort_keys=True)
     write_text_atomic(Path(args.out_md), render_summary_markdown(summary))
     print(render_summary_markdown(summary))

@@ -30,11 +30,11 @@ def cmd_tune(args) -> None:
     from hnclip.tuning.search import run_search
 
     config = workflow_config(args.configfile, args.effective_config)
-    if not config.get("tuning"):
-        raise SystemExit("hnclip tune: the config has no `tuning` section (config/README.md, 'tuning')")
     record = run_search(config, args.backbone, args.data, args.work, threads=args.threads, methods=args.methods,
                         progress=lambda line: print(line, flush=True))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(f"tuning record: {args.out} ({record['provenance']['minutes']} min); strongest competitor on val: "
-          f"{record['competitor']}", flush=True)
+    cost = record["provenance"]
+    print(f"tuning record: {args.out}: {cost['points']} points, {cost['minutes']} min of training over all "
+          f"sessions ({cost['session_minutes']} min this session); strongest competitor on "
+          f"{record['protocol']['split']}: {record['competitor']}", flush=True)

@@ -25,8 +25,12 @@ from hnclip.frameworks.registry import framework_entry
 from hnclip.plan import Run, run_settings
 from hnclip.plan.roles import REFERENCE_METHOD
 
-__all__ = ["config_disagreements", "load_record", "rate_source", "strongest_competitor", "tuned_methods",
-           "tuned_rate_key"]
+__all__ = ["check_record", "chosen_point", "config_disagreements", "load_record", "rate_source", "record_check",
+           "record_warnings", "resolve_record", "strongest_competitor", "tuned_methods", "tuned_rate_key"]
+
+REPO = Path(__file__).resolve().parents[3]  # a relative tuning.record not in the working directory: the checkout's
+_ENTRY_KEYS = ("key", "chosen", "score", "paper_rate", "under_trained", "above_zeroshot", "points")
+_POINT_KEYS = ("rate", "step", "score", "epochs")
 
 
 def tuned_methods(config: Mapping) -> list[str]:
@@ -78,7 +82,35 @@ def load_record(path: str | Path) -> dict:
         raise ValueError(f"tuning record {path} is not JSON: {error}") from None
     if not isinstance(record, dict) or not isinstance(record.get("methods"), dict):
         raise ValueError(f"tuning record {path} has no 'methods' table: not a record `hnclip tune` wrote")
+    check_record(record, path)
     return record
+
+
+def chosen_point(entry: Mapping) -> Mapping | None:
+    """The grid point at the entry's chosen rate, None when its grid has no such point."""
+    return next((p for p in entry["points"] if math.isclose(float(p["rate"]), float(entry["chosen"]),
+                                                             rel_tol=1e-9)), None)
+
+
+def check_record(record: Mapping, path) -> None:
+    """What a reader of the record relies on, one line naming the file, the method and what is wrong: every
+    entry's keys, every point's, and a chosen rate that is one of its grid's points."""
+    for name in ("protocol", "zeroshot"):
+        if not isinstance(record.get(name), dict):
+            raise ValueError(f"tuning record {path} has no {name!r}: not a record `hnclip tune` wrote")
+    for method, entry in record["methods"].items():
+        missing = [k for k in _ENTRY_KEYS if k not in (entry if isinstance(entry, dict) else {})]
+        if missing:
+            raise ValueError(f"tuning record {path}: methods.{method} has no {', '.join(missing)}")
+        for point in entry["points"]:
+            lacking = [k for k in _POINT_KEYS if k not in point]
+            if lacking:
+                raise ValueError(f"tuning record {path}: a point of methods.{method} has no {', '.join(lacking)}")
+        if chosen_point(entry) is None:
+            rates = ", ".join(f"{float(p['rate']):g}" for p in entry["points"])
+            raise ValueError(f"tuning record {path}: methods.{method} chose {entry['key']} "
+                             f"{float(entry['chosen']):g}, which is none of its grid's points ({rates}); "
+                             "rerun `snakemake tune` or restore the record")
 
 
 def _configured_rate(config: Mapping, method: str, key: str) -> float:
@@ -110,3 +142,39 @@ def config_disagreements(config: Mapping, record: Mapping) -> list[str]:
         problems.append(f"competitor: {config.get('competitor')!r} in the config, the tuning record's strongest "
                         f"baseline on val is {record['competitor']!r}")
     return problems
+
+
+def resolve_record(path) -> Path:
+    """``tuning.record`` as the workflow reads it: from the working directory, else from the checkout (the
+    shipped ``resources/tuning/record.json`` for a run in another ``--directory``)."""
+    path = Path(path)
+    if path.is_absolute() or path.exists() or not (REPO / path).exists():
+        return path
+    return REPO / path
+
+
+def record_warnings(config: Mapping) -> list[str]:
+    """The config's rates against its tuning record, one warning line each naming the config key and the
+    record file (:func:`config_disagreements`); a record that is missing or broken says so in one line. None
+    without a ``tuning`` section, or while the record is the search's own output and not written yet."""
+    section = config.get("tuning") or {}
+    path = resolve_record(section["record"]) if section.get("record") else None
+    if path is None or (path == Path(paths.TUNING_RECORD) and not path.exists()):
+        return []
+    try:
+        record = load_record(path)
+    except (FileNotFoundError, ValueError) as error:
+        return [f"config key tuning.record: {error}"]
+    return [f"config key {problem} (tuning.record {path})" for problem in config_disagreements(config, record)]
+
+
+def record_check(config: Mapping, path) -> dict:
+    """What the summary says of the tuning record: its file, the split it chose on, and every place the
+    config's rates are not its choices (:func:`config_disagreements`), or the one line that makes it no
+    record (``error``)."""
+    try:
+        record = load_record(path)
+    except (FileNotFoundError, ValueError) as error:
+        return {"record": str(path), "error": str(error)}
+    return {"record": str(path), "split": record["protocol"].get("split"),
+            "problems": config_disagreements(config, record)}

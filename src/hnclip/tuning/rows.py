@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hnclip.tuning.record import chosen_point
+
 __all__ = ["tuning_section"]
-
-
-def _point(entry: Mapping, rate: float) -> Mapping:
-    return next(p for p in entry["points"] if p["rate"] == rate)
 
 
 def tuning_section(record: Mapping, labels: Mapping[str, str], config_problems: list[str] = ()) -> dict:
@@ -19,7 +17,7 @@ def tuning_section(record: Mapping, labels: Mapping[str, str], config_problems: 
     rows = []
     for method, entry in record["methods"].items():
         paper = next((p for p in entry["points"] if p["step"] == 0), None)
-        chosen = _point(entry, entry["chosen"])
+        chosen = chosen_point(entry)  # one of its points: load_record checked
         rows.append({
             "method": method, "label": labels.get(method, method), "key": entry["key"],
             "paper_rate": entry["paper_rate"], "paper_score": paper["score"] if paper else None,

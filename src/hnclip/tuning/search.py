@@ -2,15 +2,20 @@
 same ``hnclip train`` command, the same settings, the first seed) but scored on the val split, then the
 record (:mod:`hnclip.tuning.record`).
 
-Each point is its own ``hnclip train`` process, one after another, in ``<work>/<method>/<rate>/``; a point
-whose ``epochs.csv`` and ``epoch_ranks.csv`` are already there (an interrupted search) is read, not trained
-again. The zero-shot backbone is scored on the same split once, the floor every tuned method is held to.
+Each point is its own ``hnclip train`` process, one after another, in a folder keyed on everything that
+changes it (:mod:`hnclip.tuning.work`: benchmark, split, budget, recipe, backbone, rate). A point whose run
+finished (its ``summary.json``) is read, not trained again; a point an interrupted search left half-trained
+is handed to the trainer again, which resumes it from its last checkpoint, so every point is scored on all
+its epochs. A search stopped by SIGTERM (a scheduler's limit, ``snakemake`` stopping) passes it on to the
+trainer it waits for, which stops as a terminated run does (its lock released, its checkpoint kept). The
+zero-shot backbone is scored on the same split once, the floor every tuned method is held to.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,11 +27,15 @@ from hnclip.analysis.bootstrap import settings_from_config
 from hnclip.frameworks.registry import framework_entry
 from hnclip.paths import format_number
 from hnclip.tuning import grid, score
+from hnclip.tuning import work as folders
 from hnclip.tuning.record import strongest_competitor, tuned_methods, tuned_rate_key
+from hnclip.tuning.section import refuse_test_split, require_tuning
 
-__all__ = ["Split", "protocol_of", "run_search", "train_command"]
+__all__ = ["Split", "point_items", "protocol_of", "run_child", "run_search", "search_minutes", "train_command"]
 
 RATE_SOURCE = "config/paper.yaml"  # the paper's recipes, whose ratios centre each method's grid
+STOP_WAIT_S = 60.0  # how long a terminated trainer gets to stop by itself before it is killed
+GRACE_S = 1.0  # how long the trainer may take to stop on a signal of its own before the search passes SIGTERM on
 
 
 class Split:
@@ -46,7 +55,7 @@ def protocol_of(config: Mapping) -> dict:
     section = config["tuning"]
     train = config["train"]
     return {"benchmark": section["benchmark"], "split": section["split"],
-            "score": "mean of i2t and t2i R@1 on the split after the last epoch",
+            "score": f"mean of i2t and t2i R@1 on the {section['split']} split after the last epoch",
             "grid": f"half-decade steps around each method's paper-ratio rate, {section['steps']} on each side, "
                     f"extended by one step while the best sits on an edge (at most {section['max_extensions']})",
             "steps": section["steps"], "max_extensions": section["max_extensions"], "base_lr": section["base_lr"],
@@ -55,11 +64,10 @@ def protocol_of(config: Mapping) -> dict:
                                                  "weight_decay", "grad_clip", "schedule")}}
 
 
-def train_command(config: Mapping, method: str, key: str, rate: float, backbone: Path, split: Split,
-                  out: Path, threads: int) -> list[str]:
-    """The ``hnclip train`` command of one grid point: the workflow's settings for ``method``'s first-seed
-    run (:func:`hnclip.plan.train_overrides`), its ``key`` set to ``rate``, evaluated on the split after
-    every epoch, no gradient probe (it never changes the weights)."""
+def point_items(config: Mapping, method: str, key: str, rate: float) -> list[str]:
+    """The ``--set`` items of one grid point: the workflow's settings for ``method``'s first-seed run
+    (:func:`hnclip.plan.train_overrides`), its ``key`` set to ``rate``, evaluated after every epoch, no
+    gradient probe (it never changes the weights)."""
     from hnclip import plan
 
     benchmark = config["tuning"]["benchmark"]
@@ -68,7 +76,14 @@ def train_command(config: Mapping, method: str, key: str, rate: float, backbone:
                    format_number(1.0), config["seeds"][0])
     items = [i for i in plan.train_overrides(config, run, probed=set(), epoch_evaluated={run})
              if not i.startswith((f"{key}=", "eval_every_epoch="))]
-    items += [f"{key}={rate!r}", "eval_every_epoch=true"]
+    return items + [f"{key}={rate!r}", "eval_every_epoch=true"]
+
+
+def train_command(config: Mapping, method: str, key: str, rate: float, backbone: Path, split: Split,
+                  out: Path, threads: int) -> list[str]:
+    """The ``hnclip train`` command of one grid point (:func:`point_items`), scored on the split."""
+    benchmark = config["tuning"]["benchmark"]
+    items = point_items(config, method, key, rate)
     data = split.data
     command = [sys.executable, "-m", "hnclip", "train", "--init", str(backbone),
                "--manifest", str(data / "train.csv"), "--images", str(data / "train_images"),
@@ -90,12 +105,38 @@ def _subprocess_trainer(config: Mapping, backbone: Path, split: Split, threads: 
         with open(log, "a", encoding="utf-8") as stream:
             stream.write(f"\n$ {' '.join(command)}\n")
             stream.flush()
-            result = subprocess.run(command, stdout=stream, stderr=stream, env=env)
-        if result.returncode:
+            returncode = run_child(command, stream, env)
+        if returncode:
             raise RuntimeError(f"hnclip tune: training {method} at {key} {rate:g} failed (exit "
-                               f"{result.returncode}); its log is {log}")
+                               f"{returncode}); its log is {log}")
 
     return train
+
+
+def run_child(command: list[str], stream, env: Mapping) -> int:
+    """Run one trainer and wait for it. Stopped meanwhile (SIGTERM, which ``hnclip`` raises as an exception;
+    Ctrl-C), the search passes SIGTERM on and waits for the trainer to stop by itself (:data:`STOP_WAIT_S`):
+    it releases its run lock and keeps its checkpoint, where ``subprocess.run`` would kill it outright."""
+    child = subprocess.Popen(command, stdout=stream, stderr=stream, env=dict(env))
+    try:
+        return child.wait()
+    except BaseException:
+        # a signal sent to the whole process group (Snakemake, a scheduler) reached the trainer too: a second
+        # SIGTERM would cut its own unwinding short, so it gets a moment to stop first
+        if not _stopped(child, GRACE_S):
+            child.send_signal(signal.SIGTERM)
+            if not _stopped(child, STOP_WAIT_S):
+                child.kill()
+                child.wait()
+        raise
+
+
+def _stopped(child: subprocess.Popen, seconds: float) -> bool:
+    try:
+        child.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _training_minutes(out: Path) -> float:
@@ -107,6 +148,7 @@ def _training_minutes(out: Path) -> float:
 
 def _zeroshot(backbone: Path, split: Split, benchmark: str, batch_size: int, threads: int, out: Path) -> dict:
     if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "hnclip", "evaluate", "--model", str(backbone),
                         "--manifest", str(split.data / f"{split.split}.csv"),
                         "--images", str(split.data / f"{split.split}_images"), "--eval-benchmark", benchmark,
@@ -117,59 +159,90 @@ def _zeroshot(backbone: Path, split: Split, benchmark: str, batch_size: int, thr
             "mean": round(score.mean_r1(metrics), 4)}
 
 
+class _Search:
+    """One search's fixed parts: the config's tuning section, the split, where points go, how they train."""
+
+    def __init__(self, config: Mapping, backbone: Path, data: Path, work: Path, threads: int,
+                 trainer: Callable | None, progress: Callable[[str], None]):
+        self.config, self.section = config, require_tuning(config, "hnclip tune")
+        refuse_test_split(self.section)  # an effective config may predate the config check
+        self.split = Split(data, self.section["split"])
+        self.work, self.progress = Path(work), progress
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.trainer = trainer or _subprocess_trainer(config, backbone, self.split, threads, self.work / "search.log")
+        self.identity = folders.inputs_identity(backbone, data, self.split.split,
+                                                str(config.get("cpu_kernels", "native")))
+
+    def point(self, method: str, key: str, rate: float, step: int, method_dir: Path, bootstrap) -> dict:
+        """One grid point scored on all its epochs, trained (or resumed) first unless its run finished."""
+        out = folders.point_folder(method_dir, key, rate)
+        if not folders.finished(out):
+            resumed = " (resuming an interrupted run)" if (out / "epochs.csv").exists() else ""
+            self.progress(f"{method}: {key} {rate:g} (step {step:+d}) training{resumed}")
+            self.trainer(method, key, rate, out)
+        epochs = score.epoch_scores(out / "epochs.csv")
+        self.progress(f"{method}: {key} {rate:g}: {self.split.split} R@1 "
+                      + " / ".join(f"{e['mean']:.1f}" for e in epochs))
+        return {"rate": rate, "step": step, "epochs": epochs, "score": epochs[-1]["mean"],
+                "rise": score.last_rise(out / "epoch_ranks.csv", bootstrap), "minutes": _training_minutes(out)}
+
+    def method(self, method: str, paper: Mapping, bootstrap, zeroshot: float) -> dict:
+        """``method``'s grid, extended while its best sits on an edge, and its choice."""
+        section, key = self.section, tuned_rate_key(self.config, method)
+        ratio = grid.paper_ratio(paper, method, key)
+        centre = float(section["base_lr"]) * ratio
+        method_dir = folders.method_folder(self.work, section["benchmark"], self.identity, method,
+                                           point_items(self.config, method, key, centre), key)
+        points: dict[int, dict] = {}
+        pending = grid.start_steps(section["steps"])
+        while pending:
+            for step in pending:
+                points[step] = self.point(method, key, grid.rate_at(centre, step), step, method_dir, bootstrap)
+            step = grid.next_step({k: p["score"] for k, p in points.items()}, section["steps"],
+                                  section["max_extensions"])
+            pending = [] if step is None else [step]
+        chosen = points[grid.choose({k: p["score"] for k, p in points.items()})]
+        self.progress(f"{method}: chosen {key} {chosen['rate']:g} ({self.split.split} R@1 {chosen['score']:.1f})")
+        return {"key": key, "paper_ratio": ratio, "paper_rate": grid.rate_at(centre, 0), "chosen": chosen["rate"],
+                "score": chosen["score"], "above_zeroshot": chosen["score"] >= zeroshot,
+                "under_trained": bool(chosen["rise"] and chosen["rise"]["under_trained"]),
+                "points": [points[k] for k in sorted(points)]}
+
+
 def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads: int = 1,
                methods: list[str] | None = None, trainer: Callable | None = None,
                progress: Callable[[str], None] = print) -> dict:
     """Tune ``methods`` (default: :func:`tuned_methods`) and return the record. ``trainer(method, key,
     rate, out)`` trains one point into ``out`` (default: an ``hnclip train`` process); ``work`` holds the
-    points and the search's log."""
+    points (:mod:`hnclip.tuning.work`) and the search's log."""
     from hnclip.analysis.summary import machine_record
     from hnclip.provenance import git_commit
     from hnclip.workflow_config import load_config
 
-    section = config["tuning"]
-    split = Split(data, section["split"])
-    work.mkdir(parents=True, exist_ok=True)
-    trainer = trainer or _subprocess_trainer(config, backbone, split, threads, work / "search.log")
+    search = _Search(config, backbone, data, work, threads, trainer, progress)
+    section, split = search.section, search.split
     paper = load_config([Path(__file__).resolve().parents[3] / RATE_SOURCE])
     bootstrap = settings_from_config(config)
     started, commit = time.monotonic(), git_commit()  # the code the points train with
+    batch = config["evaluate"]["batch_size"]
     record = {"protocol": protocol_of(config),
-              "zeroshot": _zeroshot(backbone, split, section["benchmark"], config["evaluate"]["batch_size"],
-                                    threads, work / "zeroshot.json"),
+              "zeroshot": _zeroshot(backbone, split, section["benchmark"], batch, threads,
+                                    folders.zeroshot_file(search.work, section["benchmark"], search.identity, batch)),
               "methods": {}}
-    progress(f"zero-shot backbone: val R@1 {record['zeroshot']['mean']:.1f}")
+    progress(f"zero-shot backbone: {split.split} R@1 {record['zeroshot']['mean']:.1f}")
     for method in methods or tuned_methods(config):
-        key = tuned_rate_key(config, method)
-        ratio = grid.paper_ratio(paper, method, key)
-        centre = float(section["base_lr"]) * ratio
-        points: dict[int, dict] = {}
-        pending = grid.start_steps(section["steps"])
-        while pending:
-            for step in pending:
-                rate = grid.rate_at(centre, step)
-                out = work / method / f"{key}{rate:g}"
-                if not ((out / "epochs.csv").exists() and (out / "epoch_ranks.csv").exists()):
-                    progress(f"{method}: {key} {rate:g} (step {step:+d}) training")
-                    trainer(method, key, rate, out)
-                epochs = score.epoch_scores(out / "epochs.csv")
-                points[step] = {"rate": rate, "step": step, "epochs": epochs, "score": epochs[-1]["mean"],
-                                "rise": score.last_rise(out / "epoch_ranks.csv", bootstrap),
-                                "minutes": _training_minutes(out)}
-                progress(f"{method}: {key} {rate:g}: val R@1 "
-                         + " / ".join(f"{e['mean']:.1f}" for e in epochs))
-            step = grid.next_step({k: p["score"] for k, p in points.items()}, section["steps"],
-                                  section["max_extensions"])
-            pending = [] if step is None else [step]
-        best = grid.choose({k: p["score"] for k, p in points.items()})
-        chosen = points[best]
-        record["methods"][method] = {
-            "key": key, "paper_ratio": ratio, "paper_rate": grid.rate_at(centre, 0), "chosen": chosen["rate"],
-            "score": chosen["score"], "above_zeroshot": chosen["score"] >= record["zeroshot"]["mean"],
-            "under_trained": bool(chosen["rise"] and chosen["rise"]["under_trained"]),
-            "points": [points[k] for k in sorted(points)]}
-        progress(f"{method}: chosen {key} {chosen['rate']:g} (val R@1 {chosen['score']:.1f})")
+        record["methods"][method] = search.method(method, paper, bootstrap, record["zeroshot"]["mean"])
     record["competitor"] = strongest_competitor(record["methods"])
     record["provenance"] = {**machine_record(commit), "cpu_kernels": str(config.get("cpu_kernels", "native")),
-                            "minutes": round((time.monotonic() - started) / 60, 1), "threads": threads}
+                            **search_minutes(record, time.monotonic() - started), "threads": threads}
     return record
+
+
+def search_minutes(record: Mapping, session_s: float) -> dict:
+    """The search's cost: ``minutes``, the sum of every point's own training minutes (each run's
+    ``summary.json``, over all its sessions, so a search resumed over several sessions counts them all), and
+    ``session_minutes``, the wall time of the invocation that wrote the record (reading finished points
+    costs next to nothing)."""
+    points = [p for entry in record["methods"].values() for p in entry["points"]]
+    return {"minutes": round(sum(p["minutes"] for p in points), 1), "points": len(points),
+            "session_minutes": round(session_s / 60, 1)}
