@@ -102,6 +102,12 @@ def add_summary(sub) -> None:
     p.add_argument("--release", default=None, help="the released backbone's name, when it is one")
     p.add_argument("--out-json")
     p.add_argument("--out-md")
+    # scale own (your data): the main experiment's spec and records instead of regime and claims
+    p.add_argument("--spec", default=None, help="scale own: the main experiment's spec (results/specs/main.json)")
+    p.add_argument("--evals", nargs="*", default=[], help="scale own: the evaluation records the spec's cells read")
+    p.add_argument("--test-manifests", nargs="*", default=[],
+                   help="scale own: the benchmarks' prepared test splits (results/data/<benchmark>/test.csv), whose "
+                        "captions name the examples")
 
 
 def cmd_summary(args) -> None:
@@ -129,6 +135,8 @@ def cmd_summary(args) -> None:
         text, disagreements = compare_summaries(summaries)
         print(text)
         raise SystemExit(1 if disagreements else 0)
+    if args.scale == "own":
+        return _own_summary(args)
     missing = [f"--{k.replace('_', '-')}" for k in ("scale", "claims", "backbone", "out_json", "out_md")
                if getattr(args, k) is None]
     if missing:
@@ -140,3 +148,33 @@ def cmd_summary(args) -> None:
     write_json_atomic(Path(args.out_json), summary, sort_keys=True)
     write_text_atomic(Path(args.out_md), render_summary_markdown(summary))
     print(render_summary_markdown(summary))
+
+
+def _own_summary(args) -> None:
+    """``hnclip summary --scale own``: the summary of a run on your own data (:mod:`hnclip.analysis.own_results`),
+    from the main spec and its records; no regime, no claims."""
+    import json
+
+    from hnclip.analysis.bootstrap import settings_from_config
+    from hnclip.analysis.own_results import build_own_summary, own_results, read_captions, render_own_markdown
+    from hnclip.analysis.records import load_spec
+    from hnclip.analysis.summary import machine_record
+    from hnclip.fileio import write_json_atomic, write_text_atomic
+    from hnclip.hashing import sha256_file
+    from hnclip.model_files import MODEL_WEIGHTS
+    from hnclip.provenance import git_commit
+
+    missing = [f"--{k.replace('_', '-')}" for k in ("spec", "backbone", "out_json", "out_md") if getattr(args, k) is None]
+    if missing:
+        raise SystemExit(f"hnclip summary --scale own: {', '.join(missing)} required")
+    spec = load_spec(args.spec)
+    # the records the spec's cells point to (--evals declares them to Snakemake); an absent one drops its row
+    records = {c["eval_path"]: json.loads(Path(c["eval_path"]).read_text(encoding="utf-8")) for c in spec["cells"]
+               if Path(c["eval_path"]).is_file()}
+    captions = {Path(p).parent.name: read_captions(p) for p in args.test_manifests}
+    results = own_results(spec, records, settings_from_config({"statistics": spec.get("statistics")}), captions)
+    summary = build_own_summary(results, {"weights_sha256": sha256_file(Path(args.backbone) / MODEL_WEIGHTS)},
+                                machine_record(git_commit()))
+    write_json_atomic(Path(args.out_json), summary, sort_keys=True)
+    write_text_atomic(Path(args.out_md), render_own_markdown(summary))
+    print(render_own_markdown(summary))
