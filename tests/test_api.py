@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 import torch
 from PIL import Image
 from test_train_support import make_dataset, run_training, small_config
