@@ -50,11 +50,14 @@ def _numpy_paired_bootstrap(hn: dict, plain: dict, resamples: int, seed: int) ->
     counts = np.bincount(text_image, minlength=n).astype(float)
     (hi, ht), (pi, pt) = per_image(hn), per_image(plain)
     rng = np.random.default_rng(seed)
+
+    def avg(i2t, t2i, idx):
+        return 50.0 * (i2t[idx].mean() + t2i[idx].sum() / counts[idx].sum())
+
     draws = []
     for _ in range(resamples):
         idx = rng.integers(0, n, n)
-        avg = lambda i2t, t2i: 50.0 * (i2t[idx].mean() + t2i[idx].sum() / counts[idx].sum())  # noqa: E731
-        draws.append(avg(hi, ht) - avg(pi, pt))
+        draws.append(avg(hi, ht, idx) - avg(pi, pt, idx))
     point = 50.0 * (hi.mean() + ht.sum() / counts.sum()) - 50.0 * (pi.mean() + pt.sum() / counts.sum())
     return point, float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
 
@@ -168,3 +171,60 @@ def test_hnclip_summary_at_scale_own_writes_markdown_and_json_without_claims(tmp
     with pytest.raises(SystemExit) as info:
         main(["summary", "--compare", "summary.json", "summary.json"])
     assert info.value.code == 0
+
+
+# ------------------------------------------------------------------------------------------ figures
+def _captured_figure(monkeypatch, module):
+    """Replace ``module.save_figure`` by one that keeps the figure (its axes read back here)."""
+    kept = {}
+
+    def save(fig, out_prefix):
+        kept["fig"] = fig
+        return []
+
+    monkeypatch.setattr(module, "save_figure", save)
+    return kept
+
+
+def test_epoch_figure_draws_the_zero_shot_row_as_a_line(monkeypatch):
+    import pandas as pd
+
+    from hnclip.analysis import figures
+
+    kept = _captured_figure(monkeypatch, figures)
+    index = pd.MultiIndex.from_tuples([("Plain", "Mine", 1), ("Plain", "Mine", 2)], names=["method", "benchmark", "epoch"])
+    columns = pd.MultiIndex.from_tuples([(d, "R@1", s) for d in ("I->T", "T->I") for s in ("mean", "std")])
+    table = pd.DataFrame([[10.0, 0.0, 12.0, 0.0], [20.0, 0.0, 22.0, 0.0]], index=index, columns=columns)
+    figures.plot_epoch_recall(table, "unused", {("Mine", "I->T"): 7.5, ("Mine", "T->I"): 9.25})
+    axes = kept["fig"].axes
+    for ax, level in zip(axes[:2], (7.5, 9.25), strict=True):
+        zero_shot = [line for line in ax.get_lines() if line.get_label() == "zero-shot"]
+        assert len(zero_shot) == 1 and list(zero_shot[0].get_ydata()) == [level, level]
+    figures.plt.close("all")
+
+
+def test_training_figure_plots_each_runs_loss_and_learning_rate_from_its_dynamics_log(tmp_path, monkeypatch):
+    from hnclip.analysis import own_figures
+    from hnclip.dynamics_log import DYNAMICS_COLUMNS
+
+    spec = _spec(tmp_path)
+    logs = {}
+    for cell in spec["cells"]:
+        if cell.get("zeroshot"):
+            continue
+        cell["run_dir"] = str(tmp_path / cell["run"]["method"])
+        Path(cell["run_dir"]).mkdir()
+        rows = [(step, 1e-5 * step / 3, 4.0 / step + (cell["run"]["method"] == "hnclip")) for step in (1, 2, 3)]
+        logs[f"{cell['row']} (seed 0)"] = rows
+        with open(Path(cell["run_dir"]) / "dynamics.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(DYNAMICS_COLUMNS))
+            writer.writeheader()
+            for step, lr, loss in rows:
+                writer.writerow({"step": step, "epoch": 1, "lr": lr, "loss": loss})
+    kept = _captured_figure(monkeypatch, own_figures)
+    own_figures.plot_training(spec, "unused")
+    loss_ax, lr_ax = kept["fig"].axes
+    for ax, column in ((loss_ax, 2), (lr_ax, 1)):
+        drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+        assert drawn == {label: ([float(r[0]) for r in rows], [r[column] for r in rows]) for label, rows in logs.items()}
+    own_figures.plt.close("all")

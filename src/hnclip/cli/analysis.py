@@ -89,14 +89,24 @@ def cmd_table_cost(args) -> None:
 
 def add_figure(sub) -> None:
     p = add_verb(sub, "figure", cmd_figure, "one figure of the paper")
-    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence"])
+    p.add_argument("name", choices=["dynamics", "fractions", "gamma_sweep", "epochs", "convergence", "training"])
     p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
     p.add_argument("--out-prefix", required=True)
+    p.add_argument("--zeroshot", action="store_true",
+                   help="epochs: the zero-shot rows' R@1 as lines (their evaluation records must exist)")
 
 
 def cmd_figure(args) -> None:
     from hnclip.analysis import figures
 
+    if args.name == "training":  # your own data: loss and learning rate per step
+        from hnclip.analysis.own_figures import plot_training
+
+        plot_training(args.spec, args.out_prefix)
+        return
+    if args.name == "epochs":
+        figures.plot_epochs(args.spec, args.out_prefix, zeroshot=args.zeroshot)
+        return
     draw = {
         "dynamics": figures.plot_dynamics,
         "fractions": figures.plot_fractions,
@@ -111,6 +121,9 @@ def add_gallery(sub) -> None:
     p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
     p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
     p.add_argument("--captions", type=int, required=True, help="query captions shown (report.gallery_captions)")
+    p.add_argument("--pick", choices=["spaced", "changed"], default="spaced",
+                   help="spaced: captions evenly spaced over the split; changed: those whose own image's rank changed "
+                        "most between the two runs (their evaluation records' ranks)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
 
@@ -119,7 +132,7 @@ def cmd_gallery(args) -> None:
     from hnclip.analysis.gallery_job import run_gallery
 
     set_threads(args.threads)
-    run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix)
+    run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix, pick=args.pick)
 
 
 def add_premise(sub) -> None:

@@ -64,6 +64,9 @@ def add_report(sub) -> None:
     p.add_argument("--regime", nargs="*", default=[],
                    help=f"regime conditions per benchmark ({paths.regime_path('<benchmark>')}, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
+    p.add_argument("--own-summary", default=None,
+                   help="on your own data: results/summary.json (hnclip summary --scale own), HN-CLIP minus plain "
+                        "fine-tuning, changed captions, last-epoch rises")
     p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
     p.add_argument("--effective-config", type=Path, default=None,
                    help=f"the workflow's effective config ({paths.EFFECTIVE_CONFIG}), whose rates the tuning section "
@@ -83,7 +86,7 @@ def cmd_report(args) -> None:
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime], claims=Path(args.claims) if args.claims else None, evals=args.evals,
-        backbone=args.backbone, tuning=args.tuning,
+        backbone=args.backbone, tuning=args.tuning, own_summary=args.own_summary,
         config=workflow_config([], args.effective_config) if args.effective_config else None,
     )
 
