@@ -65,8 +65,8 @@ def add_report(sub) -> None:
                    help=f"regime conditions per benchmark ({paths.regime_path('<benchmark>')}, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
     p.add_argument("--own-summary", default=None,
-                   help="on your own data: results/summary.json (hnclip summary --scale own), HN-CLIP minus plain "
-                        "fine-tuning, changed captions, last-epoch rises")
+                   help=f"on your own data: {paths.SUMMARY_JSON} (hnclip summary --scale own), HN-CLIP minus "
+                        "plain fine-tuning, changed captions, last-epoch rises")
     p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
     p.add_argument("--effective-config", type=Path, default=None,
                    help=f"the workflow's effective config ({paths.EFFECTIVE_CONFIG}), whose rates the tuning section "
@@ -106,11 +106,11 @@ def add_summary(sub) -> None:
     p.add_argument("--out-json")
     p.add_argument("--out-md")
     # scale own (your data): the main experiment's spec and records instead of regime and claims
-    p.add_argument("--spec", default=None, help="scale own: the main experiment's spec (results/specs/main.json)")
+    p.add_argument("--spec", default=None, help=f"scale own: the main experiment's spec ({paths.spec_path('main')})")
     p.add_argument("--evals", nargs="*", default=[], help="scale own: the evaluation records the spec's cells read")
     p.add_argument("--test-manifests", nargs="*", default=[],
-                   help="scale own: the benchmarks' prepared test splits (results/data/<benchmark>/test.csv), whose "
-                        "captions name the examples")
+                   help=f"scale own: the benchmarks' prepared test splits ({paths.manifest_path('<benchmark>', 'test')}), "
+                        "whose captions name the examples")
 
 
 def cmd_summary(args) -> None:
