@@ -4,7 +4,7 @@ Per benchmark of the main experiment: each row's average R@1 (the zero-shot back
 method), HN-CLIP minus plain fine-tuning (the spec's ``roles``: ``reference`` minus ``baseline``, Long-CLIP FT,
 i.e. the contrastive loss alone) with its paired bootstrap interval (the headline comparison's code,
 :func:`hnclip.analysis.regime.conditions.seed_average_difference`), the captions whose rank changed most between
-the two, and per run whether its score was still rising at the last epoch (the tuning search's test,
+the two (on the first seed of each), and per run whether its score was still rising at the last epoch (the tuning search's test,
 :func:`hnclip.tuning.score.last_rise`, on the run's test-split ranks per epoch).
 
 Where the main experiment does not train both (config/finetune.yaml trains only ``longclip`` unless ``hnclip`` is
@@ -125,7 +125,8 @@ def render_own_markdown(summary: Mapping) -> str:
             lines += ["", f"HN-CLIP − plain fine-tuning: not measured (the main experiment trains no "
                       f"{' and no '.join(map(repr, result['missing']))}; add it to experiments.main.methods)"]
         if result["changed"]:
-            lines += ["", "Captions whose rank changed most (rank of their own image, 1 = first):", ""]
+            lines += ["", "Captions whose rank changed most (rank of their own image, 1 = first; plain fine-tuning "
+                      "-> HN-CLIP, first seed of each):", ""]
             lines += [f"- {c['caption'] or 'caption ' + str(c['caption_row'])!r}: {c['rank_plain']} -> {c['rank_hn']}"
                       for c in result["changed"]]
         if result["improving"]:
