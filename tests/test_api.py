@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 from PIL import Image
 from test_train_support import make_dataset, run_training, small_config
@@ -80,3 +81,83 @@ def test_readme_api_snippet_matches_open_clip_reference_and_ranks_pairs(tmp_path
     torch.testing.assert_close(similarity, ref_images @ ref_texts.T, atol=1e-5, rtol=0)
     # the fine-tuned model ranks each image's own caption first
     assert similarity.argmax(dim=1).tolist() == list(range(n))
+
+
+# ------------------------------------------------------------------------------------------ preprocess, exports
+def _odd_images(tmp_path: Path) -> list[Path]:
+    """Images the resize and crop treat differently: wide, tall, already at the size, grayscale, RGBA, odd margins."""
+    rng = np.random.default_rng(7)
+    shapes = [(37, 53, "RGB"), (91, 40, "RGB"), (32, 32, "RGB"), (33, 32, "L"), (64, 47, "RGBA"), (32, 70, "RGB")]
+    files = []
+    for i, (width, height, mode) in enumerate(shapes):
+        channels = {"RGB": 3, "L": 1, "RGBA": 4}[mode]
+        pixels = rng.integers(0, 256, size=(height, width, channels), dtype=np.uint8)
+        files.append(tmp_path / f"odd{i}.png")
+        Image.fromarray(pixels[..., 0] if channels == 1 else pixels, mode).save(files[-1])
+    return files
+
+
+def _small_model(interpolation: str = "bicubic"):
+    from hnclip.models import DualEncoder
+
+    config = {"embed_dim": 32, "quick_gelu": True,
+              "vision_cfg": {"image_size": 32, "patch_size": 16, "width": 64, "layers": 1, "head_width": 64},
+              "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 64, "heads": 1, "layers": 1},
+              "preprocess_cfg": {"interpolation": interpolation, "mean": [0.5, 0.4, 0.3], "std": [0.2, 0.25, 0.3]}}
+    torch.manual_seed(0)
+    return DualEncoder(config, 77, 0).eval()
+
+
+def test_preprocess_is_an_inspectable_compose_giving_the_stores_tensors(tmp_path):
+    from torchvision.transforms import CenterCrop, Compose, Normalize, Resize
+
+    from hnclip.api import preprocess_for
+    from hnclip.data.image_store import resize_center_crop, to_model_input
+
+    files = _odd_images(tmp_path)
+    for interpolation in ("bicubic", "bilinear"):
+        model = _small_model(interpolation)
+        preprocess = preprocess_for(model)
+        assert isinstance(preprocess, Compose)
+        text = repr(preprocess)
+        for step in ("ConvertRGB", "Resize(size=32", f"interpolation={interpolation}", "CenterCrop(size=(32, 32))",
+                     "ToTensor", "Normalize(mean=[0.5, 0.4, 0.3], std=[0.2, 0.25, 0.3])"):
+            assert step in text, f"{step!r} not in {text}"
+        assert [type(t) for t in preprocess.transforms][1:3] == [Resize, CenterCrop]
+        assert isinstance(preprocess.transforms[-1], Normalize)
+        for path in files:  # the reference: what the image stores and the evaluation compute
+            with Image.open(path) as image:
+                pixels = np.asarray(resize_center_crop(image.convert("RGB"), 32, interpolation))
+                expected = to_model_input(pixels[None], model.image_mean, model.image_std)[0]
+                got = preprocess(image)
+            assert got.dtype == torch.float32 and got.shape == (3, 32, 32)
+            assert torch.equal(got, expected), f"{path.name} ({interpolation}): max diff {(got - expected).abs().max()}"
+
+
+def test_load_reads_open_clip_and_transformers_exports_and_names_other_folders(tmp_path):
+    from hnclip.api import load
+    from hnclip.export import export_model
+    from hnclip.models import save_model
+
+    model = _small_model("bilinear")
+    model_dir = save_model(model, tmp_path / "run" / "model")
+    images = torch.randn(2, 3, 32, 32)
+    captions = ["a red cube left of a blue sphere", "two green cylinders"]
+    with torch.no_grad():
+        ref_images, ref_texts = model.encode_image(images), model.encode_text(model.tokenize(captions))
+    for fmt in ("open_clip", "transformers"):
+        folder = export_model(model_dir, fmt, tmp_path / "exports" / fmt)
+        loaded, preprocess, tokenize = load(folder)
+        assert not loaded.training
+        with torch.no_grad():
+            torch.testing.assert_close(loaded.encode_image(images), ref_images, atol=1e-5, rtol=0)
+            torch.testing.assert_close(loaded.encode_text(tokenize(captions)), ref_texts, atol=1e-5, rtol=0)
+        assert "interpolation=bilinear" in repr(preprocess) and "mean=[0.5, 0.4, 0.3]" in repr(preprocess)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "weights.bin").write_bytes(b"x")
+    with pytest.raises(FileNotFoundError) as info:
+        load(other)
+    message = str(info.value)
+    assert "\n" not in message and str(other) in message and "weights.bin" in message
+    assert "model.json" in message and "open_clip_config.json" in message and "config.json" in message

@@ -115,11 +115,15 @@ def test_your_csv_fine_tunes_from_an_open_clip_model_with_released_rows_beside_i
     log = _run(root, [], overlay, env)
     ran = set(re.findall(r"^(?:local)?rule (\w+):", log, re.M))
     assert ran == {"fetch_benchmark", "prepare", "convert_backbone", "train", "evaluate_zeroshot", "spec", "table",
-                   "table_epochs", "table_cost", "figure_epochs", "export", "convert_released", "store_released",
-                   "evaluate_released", "spec_released", "table_released", "report", "all"}, ran
+                   "table_epochs", "table_cost", "figure_epochs", "figure_training", "export", "convert_released",
+                   "store_released", "evaluate_released", "spec_released", "table_released", "summary", "report",
+                   "all"}, ran
     results = root / "results"
-    assert not (results / "claims.json").exists() and not (results / "summary.md").exists()
-    assert not (results / "pretrain").exists()
+    assert not (results / "claims.json").exists() and not (results / "pretrain").exists()
+    # config/finetune.yaml trains plain fine-tuning only: the summary says HN-CLIP's difference is not measured
+    summary_md = (results / "summary.md").read_text()
+    assert "HN-CLIP − plain fine-tuning: not measured (the main experiment trains no 'hnclip'" in summary_md
+    assert json.loads((results / "summary.json").read_text())["main"] == {"my_captions": None}
 
     html = (results / "report.html").read_text()
     assert 'id="scale-banner">Results on your data: My shapes (CSV).' in html
@@ -178,3 +182,47 @@ def test_a_transformers_backbone_fine_tunes_on_stores_at_its_own_geometry(tmp_pa
     assert proc.returncode != 0
     assert "backbone.image_size is 64, but the backbone" in proc.stderr + "".join(
         p.read_text() for p in (results / "logs/prepare").glob("*.log"))
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_hn_clip_beside_plain_fine_tuning_on_your_data_gets_a_summary_with_the_paired_difference(tmp_path):
+    """experiments.main.methods [longclip, hnclip]: summary.md and summary.json hold HN-CLIP minus plain fine-tuning
+    (the records' average R@1, computed here) with an interval around it and each run's last-epoch rise; the report
+    shows them with the loss / learning-rate figure and the gallery of the captions whose rank changed most."""
+    from checkout import copy_checkout, user_env
+
+    data = tmp_path / "data"
+    _captions(data)
+    backbone = tmp_path / "oc-backbone"
+    _open_clip_folder(backbone, seed=0)
+    root = copy_checkout(tmp_path / "checkout")
+    overlay = {
+        "backbone": {"model": f"local-dir:{backbone}", "checkpoint": None, "image_size": 32},
+        "benchmarks": {"my_captions": {"label": "My shapes (CSV)", "root": str(data)}},
+        "train": {"micro_batch": 8, "epochs": 2, "lr": 1.0e-3},
+        "experiments": {"main": {"benchmarks": ["my_captions"], "methods": ["longclip", "hnclip"]}},
+        "export": {"formats": ["open_clip"]},
+    }
+    log = _run(root, [], overlay, user_env(HF_HUB_OFFLINE="1"))
+    ran = set(re.findall(r"^(?:local)?rule (\w+):", log, re.M))
+    assert {"summary", "figure_training", "gallery", "report"} <= ran, ran
+    results = root / "results"
+    records = {m: json.loads((results / f"evals/my_captions/{m}/g{g}/f1/s0/my_captions.json").read_text())
+               for m, g in (("hnclip", "0.5"), ("longclip", "0"))}
+    average = {m: (r["metrics"]["i2t_r1"] + r["metrics"]["t2i_r1"]) / 2 for m, r in records.items()}
+    expected = average["hnclip"] - average["longclip"]
+    summary = json.loads((results / "summary.json").read_text())
+    main = summary["main"]["my_captions"]
+    assert main["difference"] == pytest.approx(expected, abs=1e-9)
+    assert main["interval"][0] <= main["difference"] <= main["interval"][1]
+    assert (main["against"], main["seeds"]) == ("longclip", 1)
+    rises = summary["own"]["my_captions"]["improving"]
+    assert [(r["row"], r["epochs"]) for r in rises] == [("Fine-tuned (CLIP loss)", [1, 2]), ("HN-CLIP", [1, 2])]
+    md = (results / "summary.md").read_text()
+    assert f"HN-CLIP − Fine-tuned (CLIP loss) (plain fine-tuning), average R@1, 95 % paired bootstrap interval over " \
+           f"test images: {expected:+.2f} [{main['interval'][0]:+.2f}, {main['interval'][1]:+.2f}] (1 seed)" in md
+    html = (results / "report.html").read_text()
+    assert 'id="own-results-my_captions"' in html and f"{expected:+.2f}" in html
+    for figure in ("epochs", "training", "gallery"):
+        assert f'id="figure-{figure}"' in html, figure

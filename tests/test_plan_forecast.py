@@ -583,3 +583,49 @@ def test_the_committed_job_costs_are_package_data_read_by_default():
     assert load_job_cost(path)["frameworks"]
     assert '"job_cost.json"' in (REPO / "pyproject.toml").read_text()
     assert not (REPO / "benchmarks/job_cost.json").exists()
+
+
+# ------------------------------------------------------------------------------------------ own data, not prepared
+def _own_overlay(tmp_path, root, micro_batch=64) -> Path:
+    overlay = tmp_path / "my-data.yaml"
+    overlay.write_text(f"benchmarks:\n  my_captions: {{label: Mine, root: {root}}}\ntrain: {{micro_batch: {micro_batch}}}\n")
+    return overlay
+
+
+def _plan_cli(tmp_path, *configs):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.run([sys.executable, "-m", "hnclip", "plan", "--configfile", *map(str, configs)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True)
+
+
+def test_plan_on_own_data_not_prepared_and_not_there_says_so_in_one_line(tmp_path):
+    proc = _plan_cli(tmp_path, REPO / "config/finetune.yaml", _own_overlay(tmp_path, tmp_path / "nowhere"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line, line
+    assert line.startswith("hnclip plan: the training set size of benchmark 'my_captions' is unknown")
+    assert f"{tmp_path / 'nowhere' / 'train.csv'} does not exist" in line
+    assert "snakemake results/data/my_captions/train.csv" in line and "expected_counts.train" in line
+
+
+def test_plan_on_own_data_not_prepared_counts_the_tables_rows(tmp_path):
+    from PIL import Image
+
+    data = tmp_path / "data"
+    (data / "images").mkdir(parents=True)
+    for i in range(6):
+        Image.new("RGB", (8, 8), (i, 0, 0)).save(data / f"images/{i}.png")
+    # 5 rows, two of them a second caption of one image: 5 training pairs
+    rows = ["images/0.png\ta", "images/0.png\tb", "images/1.png\tc", "images/2.png\td", "images/2.png\te"]
+    (data / "train.csv").write_text("filepath\ttitle\n" + "\n".join(rows) + "\n")
+    (data / "test.csv").write_text("filepath\ttitle\nimages/5.png\tf\n")
+    proc = _plan_cli(tmp_path, REPO / "config/finetune.yaml", _own_overlay(tmp_path, data, micro_batch=2))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"my_captions: 5 (the rows of {data / 'train.csv'}, not prepared yet)" in proc.stdout
+    # 3 epochs x 2 whole batches of 2 = 12 samples
+    main_row = next(line for line in proc.stdout.splitlines() if line.startswith("main "))
+    assert main_row.split()[5] == "12"
+    proc = _plan_cli(tmp_path, REPO / "config/finetune.yaml", _own_overlay(tmp_path, data, micro_batch=64))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == ("hnclip plan: 5 training samples (fraction 1 of 5) are fewer than one effective "
+                                   "batch (train.micro_batch 64 x train.accum_steps 1)")

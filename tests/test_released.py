@@ -173,7 +173,8 @@ def test_finetune_config_plans_no_pretraining_and_no_claims(tmp_path):
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout.split("Job stats:")[1].split("total")[0], re.M))
     assert counts == {"fetch_benchmark": "1", "prepare": "2", "convert_backbone": "1", "evaluate_zeroshot": "1",
                       "train": "1", "spec": "1", "table": "1", "table_epochs": "1", "table_cost": "1",
-                      "figure_epochs": "1", "export": "2", "report": "1", "all": "1"}, counts
+                      "figure_epochs": "1", "figure_training": "1", "export": "2", "summary": "1", "report": "1",
+                      "all": "1"}, counts
     assert "--format open_clip --source laion2b_s34b_b79k --model ViT-B-32 --context-length 77" in proc.stdout
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from hnclip import paths, plan, protocols
 from hnclip.backbone.released import released_spec
 from hnclip.checkpoint_formats import backbone_origin
+from hnclip.config.validation import ConfigError
 from hnclip.data import protocol_counts
 from hnclip.data.subsets import subset_size
 
@@ -127,10 +128,41 @@ def train_set_sizes(config: dict, train_sets, results_dir) -> dict[str, tuple[in
             sizes[name] = (_count_manifest(manifest), f"prepared manifest {manifest}")
         elif (count := _protocol_train_count(bench.get("adapter", ""))) is not None:
             sizes[name] = count
+        elif isinstance(count := _own_table_count(name, bench), tuple):
+            sizes[name] = count
         else:
-            raise ValueError(f"hnclip plan: the training set size of benchmark {name!r} is unknown; set "
-                             f"benchmarks.{name}.expected_counts.train or prepare it ({manifest})")
+            why = f" ({count})" if count else ""
+            raise UnknownTrainSize(
+                f"the training set size of benchmark {name!r} is unknown until its data is prepared{why}: prepare "
+                f"it with `snakemake {paths.manifest_path(name, 'train')}` and the same --configfile, or set "
+                f"benchmarks.{name}.expected_counts.train to plan without it")
     return sizes
+
+
+class UnknownTrainSize(ConfigError):
+    """A training set whose size neither the config, a prepared manifest nor the files tell; ``hnclip plan``
+    prints its one line (no traceback), as for a config error."""
+
+
+def _own_table_count(name: str, bench: dict) -> tuple[int, str] | str | None:
+    """A table benchmark not prepared yet: (its train table's rows, where from), read without opening an
+    image; else why not (the table missing or unreadable), or None for another adapter."""
+    if bench.get("adapter") != "table":
+        return None
+    from hnclip.data.own import split_files, split_settings
+    from hnclip.data.table import table_rows
+
+    try:
+        settings = bench.get("table")
+        table = split_files("table", bench["root"], settings, name).get("train", [None])[0]
+        if table is None:
+            return f"benchmarks.{name}.table.files has no train table"
+        if not table.is_file():
+            return f"its train table {table} does not exist"
+        rows = sum(1 for _ in table_rows(table, split_settings("table", settings, name)))
+    except (OSError, ValueError, KeyError) as error:
+        return f"{type(error).__name__}: {error}"
+    return rows, f"the rows of {table}, not prepared yet"
 
 
 # ----------------------------------------------------------------------------------------- throughput
@@ -234,8 +266,8 @@ def run_samples(train: dict, n_train: int, fraction: str) -> int:
     n = subset_size(n_train, float(fraction)) if float(fraction) < 1 else n_train
     steps_per_epoch = n // effective
     if steps_per_epoch == 0:
-        raise ValueError(f"hnclip plan: {n} training samples (fraction {fraction} of {n_train}) are fewer than "
-                         f"one effective batch ({train['micro_batch']} x {train['accum_steps']})")
+        raise ConfigError(f"{n} training samples (fraction {fraction} of {n_train}) are fewer than one effective "
+                          f"batch (train.micro_batch {train['micro_batch']} x train.accum_steps {train['accum_steps']})")
     steps = train["epochs"] * steps_per_epoch
     if train.get("max_steps"):
         steps = min(steps, train["max_steps"])

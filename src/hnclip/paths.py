@@ -34,6 +34,7 @@ __all__ = [
     "RUN",
     "RUNS_DIR",
     "RUN_FIELDS",
+    "SUMMARY_JSON",
     "SUMMARY_MD",
     "TUNING_RECORD",
     "WEIGHTS_DIR",
@@ -209,6 +210,7 @@ def subset_path(benchmark: str = "{benchmark}", fraction: str = "{fraction}", se
 # ------------------------------------------------------------------------ what the analysis and the report read
 REPORT = f"{RESULTS}/report.html"
 SUMMARY_MD = f"{RESULTS}/summary.md"
+SUMMARY_JSON = f"{RESULTS}/summary.json"
 CLAIMS = f"{RESULTS}/claims.json"  # the paper's claims judged (hnclip claims)
 PREMISE = f"{RESULTS}/premise.json"  # the premise measurements from the plain and HN-only runs
 EFFECTIVE_CONFIG = f"{RESULTS}/config.json"  # the config as Snakemake validated it, defaults filled in

@@ -202,7 +202,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
                   template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
                   power_reference: str = "", regime: Mapping[str, Mapping] | None = None,
-                  backbone: str | None = None, tuning: Mapping | None = None) -> Path:
+                  backbone: str | None = None, tuning: Mapping | None = None,
+                  own_results: Mapping | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
@@ -217,6 +218,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     ``regime``: benchmark -> its regime conditions (:func:`hnclip.analysis.regime.regime_report`).
     ``backbone``: what the backbone was converted from (a report on your own data names it).
     ``tuning``: the tuning section (:func:`hnclip.tuning.rows.tuning_section`; None: no section).
+    ``own_results``: on your own data, :func:`hnclip.analysis.own_results.own_results` (the summary's ``own``).
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -258,6 +260,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         premise_rows=_premise_rows(premise), regime=_regime_rows(regime), fmt=format_number, power=list(power or []), power_reference=power_reference,
         headline=_headline_rows(regime),
         confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95), tuning=tuning,
+        own_results=own_results or {},
     )
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +273,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
                              summaries: Iterable[Path], published=DEFAULT_PUBLISHED,
                              premise=None, regime: Iterable[Path] = (), claims=None,
                              evals: Iterable | None = None, backbone=None, tuning=None,
-                             config: Mapping | None = None) -> Path:
+                             config: Mapping | None = None, own_summary=None) -> Path:
     """``hnclip report``: load everything the workflow produced and render the report.
 
     Tables and figures are named by their file stem. ``claims``: the verdicts and power notes to show,
@@ -282,7 +285,9 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
     evaluation records a rule declared (given, every record the specs read must be among them). ``backbone``: the
     backbone's model folder, named on your own data (scale ``own``, which judges no claim) by what it was
     converted from. ``tuning``: the tuning record (its section in the report), checked against ``config`` (the
-    workflow config, whose rates should be the record's choices) where one is given.
+    workflow config, whose rates should be the record's choices) where one is given. ``own_summary``: on your own
+    data, ``results/summary.json`` (``hnclip summary --scale own``): HN-CLIP minus plain fine-tuning, the captions
+    whose rank changed, each run's last-epoch rise.
     """
     from hnclip.analysis.claims.files import judge_from_files, load_claims, load_premise, spec_records
     from hnclip.analysis.records import load_summary
@@ -327,6 +332,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         regime=regime_results,
         backbone=_backbone_words(backbone),
         tuning=_tuning(tuning, specs, config),
+        own_results=json.loads(Path(own_summary).read_text(encoding="utf-8"))["own"] if own_summary else None,
     )
 
 

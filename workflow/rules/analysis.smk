@@ -229,6 +229,12 @@ rule figure_epochs:
     input:
         spec=spec_path("main"),
         epochs=rules.table_epochs.input.epochs,
+        # on your own data the zero-shot row is a line in the figure
+        zeroshot=(
+            [c["eval_path"] for c in experiment_cells("main") if plan.is_zeroshot(c)]
+            if OWN_DATA
+            else []
+        ),
     output:
         report(
             "results/figures/epochs.png",
@@ -243,8 +249,32 @@ rule figure_epochs:
         "../../envs/report.yaml"
     params:
         prefix=lambda w, output: output[0].removesuffix(".png"),
+        zeroshot="--zeroshot" if OWN_DATA else "",
     shell:
-        "python -m hnclip figure epochs --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
+        "python -m hnclip figure epochs --spec {input.spec} {params.zeroshot} --out-prefix {params.prefix} 2> {log}"
+
+
+# your own data: loss and learning rate per step of each fine-tuned run (their dynamics.csv)
+rule figure_training:
+    input:
+        spec=spec_path("main"),
+        dynamics=[f"{d}/dynamics.csv" for d in spec_runs("main")],
+    output:
+        report(
+            "results/figures/training.png",
+            caption="../report/training.rst",
+            category="Figures",
+            labels={"figure": "loss and learning rate"},
+        ),
+    log:
+        "results/logs/figures/training.log",
+    localrule: True
+    conda:
+        "../../envs/report.yaml"
+    params:
+        prefix=lambda w, output: output[0].removesuffix(".png"),
+    shell:
+        "python -m hnclip figure training --spec {input.spec} --out-prefix {params.prefix} 2> {log}"
 
 
 rule gallery:
@@ -274,6 +304,8 @@ rule gallery:
     params:
         n=lookup(dpath="report/gallery_captions", within=config),
         prefix=lambda w, output: output[0].removesuffix(".png"),
+        # your own data: the captions whose rank changed most between HN-CLIP and plain fine-tuning
+        pick="--pick changed" if OWN_DATA else "",
     shell:
-        "python -m hnclip gallery --spec {input.spec} --captions {params.n} "
+        "python -m hnclip gallery --spec {input.spec} --captions {params.n} {params.pick} "
         "--out-prefix {params.prefix} 2> {log}"

@@ -125,7 +125,9 @@ def get_final_output():
         *get_summaries(),
     ]
     if OWN_DATA:
-        return outputs + get_exports()
+        return (
+            outputs + get_exports() + ([paths.SUMMARY_MD] if is_active("main") else [])
+        )
     return outputs + [paths.SUMMARY_MD, *protocol_eval_paths()]
 
 
@@ -155,6 +157,59 @@ def get_claims_inputs():
     }
 
 
+def own_figures():
+    """The figures of a report on your own data: R@1 per epoch (zero-shot as a line), loss and learning rate per
+    step, and, where the main experiment trains HN-CLIP beside plain fine-tuning, the retrieval gallery of the
+    captions whose rank changed most."""
+    if not is_active("main"):
+        return []
+    figures = [paths.figure_path("epochs"), paths.figure_path("training")]
+    methods = config["experiments"]["main"].get("methods", [])
+    roles = plan.spec_roles()
+    if roles["reference"] in methods and roles["baseline"] in methods:
+        figures.append(paths.figure_path("gallery"))
+    return figures
+
+
+def get_summary_inputs():
+    """What `hnclip summary` reads: the regime files, the claims, the backbone and the tuning check; on your own data (scale own) the
+    main spec, its evaluation records, the runs' per-epoch ranks (the last epoch's rise), the test splits (the
+    changed captions' text) and the backbone."""
+    if OWN_DATA:
+        return {
+            "spec": spec_path("main"),
+            "evals": eval_paths("main"),
+            "epoch_ranks": [f"{d}/epoch_ranks.csv" for d in spec_runs("main")],
+            "test_manifests": [
+                paths.manifest_path(b, "test")
+                for b in config["experiments"]["main"]["benchmarks"]
+            ],
+            "backbone": paths.BACKBONE_MODEL,
+        }
+    return {
+        "regime": [paths.regime_path(b) for b in REGIME_BENCHMARKS],
+        "claims": paths.CLAIMS,
+        "backbone": paths.BACKBONE_MODEL,
+        # the tuning record and the config it is checked against: the summary's tuning line
+        **tuning_check_inputs(),
+    }
+
+
+def get_summary_args(wildcards, input):
+    """`hnclip summary`'s inputs as options (the keys of get_summary_inputs but epoch_ranks, read beside the spec's
+    runs)."""
+    keys = [k for k in input.keys() if k != "epoch_ranks"]
+    return " ".join(
+        f"--{k.replace('_', '-')} "
+        + (
+            " ".join(map(str, input[k]))
+            if isinstance(input[k], list)
+            else str(input[k])
+        )
+        for k in keys
+    )
+
+
 def get_report_inputs():
     """Everything the report shows: the claims' verdicts (results/claims.json), the specs, evaluation
     records and premise measurements the claims were judged on, and every table, figure, geometry, run
@@ -175,9 +230,10 @@ def get_report_inputs():
             "specs": [spec_path(e) for e in config["experiments"]],
             "evals": sorted({p for e in config["experiments"] for p in eval_paths(e)}),
             "tables": tables,
-            "figures": [paths.figure_path("epochs")] if is_active("main") else [],
+            "figures": own_figures(),
             "summaries": get_summaries(),
             "backbone": paths.BACKBONE_MODEL,
+            **({"own_summary": paths.SUMMARY_JSON} if is_active("main") else {}),
         }
     claims = get_claims_inputs()
     if is_active("main"):

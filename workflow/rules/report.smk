@@ -62,6 +62,7 @@ rule report:
                 "backbone",
                 "tuning",
                 "effective_config",
+                "own_summary",
             )
             if key in input.keys()
         ),
@@ -73,12 +74,11 @@ rule report:
 
 # What the run shows, in one short file (the README's table) and as JSON another machine's run compares with
 # (`hnclip summary --compare`).
+# On your own data (scale own): the main table's rows, HN-CLIP minus plain fine-tuning, changed captions, last-epoch
+# rises (hnclip.analysis.own_results).
 rule summary:
     input:
-        unpack(tuning_check_inputs),
-        regime=[f"results/regime/{b}.json" for b in REGIME_BENCHMARKS],
-        claims="results/claims.json",
-        backbone="results/backbone/model",
+        unpack(lambda w: get_summary_inputs()),
     output:
         md="results/summary.md",
         json="results/summary.json",
@@ -89,17 +89,12 @@ rule summary:
         "../../envs/report.yaml"
     params:
         scale=config["scale"],
+        args=get_summary_args,
         release=(
             f"--release {Path(config['backbone']['checkpoint']).name}"
-            if BACKBONE_ORIGIN.ships_its_spec
-            else ""
-        ),
-        tuning=lambda w, input: (
-            f"--tuning {input.tuning} --effective-config {input.effective_config}"
-            if "tuning" in input.keys()
+            if BACKBONE_ORIGIN.ships_its_spec and not OWN_DATA
             else ""
         ),
     shell:
-        "python -m hnclip summary --scale {params.scale} --regime {input.regime} --claims {input.claims} "
-        "--backbone {input.backbone} {params.release} {params.tuning} --out-json {output.json} --out-md {output.md} "
-        "> {log} 2>&1"
+        "python -m hnclip summary --scale {params.scale} {params.args} {params.release} "
+        "--out-json {output.json} --out-md {output.md} > {log} 2>&1"

@@ -8,6 +8,7 @@ on cluster nodes without a display.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -261,8 +262,9 @@ def plot_sweep(table: pd.DataFrame, x_level: str, out_prefix, log_x: bool = Fals
     return save_figure(fig, out_prefix)
 
 
-def plot_epoch_recall(table: pd.DataFrame, out_prefix) -> list[Path]:
-    """R@1 after each epoch per method (an epochs table): rows = benchmark, columns = direction."""
+def plot_epoch_recall(table: pd.DataFrame, out_prefix, zero_shot: Mapping | None = None) -> list[Path]:
+    """R@1 after each epoch per method (an epochs table): rows = benchmark, columns = direction. ``zero_shot``:
+    (benchmark, direction label) -> the zero-shot backbone's R@1, drawn as a dotted horizontal line."""
     benchmarks = list(dict.fromkeys(table.index.get_level_values("benchmark")))
     methods = list(dict.fromkeys(table.index.get_level_values("method")))
     if not benchmarks:
@@ -280,6 +282,8 @@ def plot_epoch_recall(table: pd.DataFrame, out_prefix) -> list[Path]:
                 mean, std = _row_values(sub, (d, "R@1"))
                 ax.plot(epochs, mean, label=str(method), **_style(len(epochs)))
                 ax.fill_between(epochs, mean - std, mean + std, alpha=0.15)
+            if (zero_shot or {}).get((bench, d)) is not None:
+                ax.axhline(zero_shot[(bench, d)], color="0.4", linestyle=":", linewidth=1.2, label="zero-shot")
             ax.set_title(f"{bench}: {d.replace('->', '→')} R@1", fontsize=9)
             ax.set_xlabel("epoch", fontsize=8)
             ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
@@ -339,8 +343,17 @@ def plot_experiment(spec, out_prefix) -> list[Path]:
                       title=layout.title)
 
 
-def plot_epochs(spec, out_prefix) -> list[Path]:
-    return plot_epoch_recall(build_epochs_table(spec), out_prefix)
+def plot_epochs(spec, out_prefix, zeroshot: bool = False) -> list[Path]:
+    """The epochs figure of ``spec``; ``zeroshot``: its zero-shot rows' R@1 as lines (their records must exist)."""
+    lines = {}
+    if zeroshot:
+        spec = load_spec(spec)
+        for cell in spec["cells"]:
+            if cell.get("zeroshot"):
+                metrics = json.loads(Path(cell["eval_path"]).read_text(encoding="utf-8"))["metrics"]
+                for label, key in zip(DIRECTION_LABELS, ("i2t_r1", "t2i_r1"), strict=True):
+                    lines[(cell["group"], label)] = float(metrics[key])
+    return plot_epoch_recall(build_epochs_table(spec), out_prefix, lines)
 
 
 def dynamics_panels(spec) -> dict[tuple[float, str], pd.DataFrame]:

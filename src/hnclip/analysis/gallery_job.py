@@ -59,8 +59,22 @@ def choose_runs(spec: dict, hn_method: str | None = None) -> tuple[str, dict, di
     return group, hn[0], cells[best]
 
 
+def _changed_queries(hn_cell: dict, base_cell: dict, n_captions: int) -> list[int]:
+    """The caption rows whose own image's rank differs most between the two cells' evaluation records
+    (:func:`hnclip.analysis.own_results.changed_captions`), in caption order; none changed: the first rows."""
+    import json
+
+    from hnclip.analysis.own_results import changed_captions
+
+    hn, base = (json.loads(Path(c["eval_path"]).read_text(encoding="utf-8")) for c in (hn_cell, base_cell))
+    rows = sorted(c["caption_row"] for c in changed_captions(hn, base, None, n_captions))
+    return rows or list(range(min(n_captions, len(hn["ranks"]["t2i"]))))
+
+
 def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: Path = Path(paths.DATA_DIR),
-                hn_method: str | None = None) -> list[Path]:
+                hn_method: str | None = None, pick: str = "spaced") -> list[Path]:
+    """The gallery of ``spec``'s main runs; ``pick``: ``spaced`` (captions evenly spaced over the split, typical
+    cases) or ``changed`` (those whose rank changed most between HN-CLIP and the baseline: what changed)."""
     from hnclip.analysis.gallery import plot_retrieval_gallery
     from hnclip.data.image_store import ImageStore
     from hnclip.data.manifest import read_manifest
@@ -83,7 +97,8 @@ def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: 
         image_features, text_features = encode_split(model, manifest, store)
         models[cell["row"]] = (text_features.numpy(), image_features.numpy())
     n_captions = min(n_captions, len(manifest))
-    queries = np.linspace(0, len(manifest) - 1, n_captions).round().astype(int).tolist()
+    queries = (_changed_queries(hn_cell, base_cell, n_captions) if pick == "changed"
+               else np.linspace(0, len(manifest) - 1, n_captions).round().astype(int).tolist())
     log.info("gallery on %s: %s vs %s, captions %s", group, hn_cell["row"], base_cell["row"], queries)
     return plot_retrieval_gallery(
         captions=list(manifest["caption"]), queries=queries,

@@ -89,7 +89,7 @@ def cmd_table_cost(args) -> None:
 
 # the figures drawn from runs' logs, each by its own function; every other name is an experiment whose
 # registration row declares a figure drawn from its table (hnclip.experiments, figures.plot_experiment)
-LOG_FIGURES = ("dynamics", "epochs", "convergence")
+LOG_FIGURES = ("dynamics", "epochs", "convergence", "training")
 
 
 def add_figure(sub) -> None:
@@ -99,14 +99,23 @@ def add_figure(sub) -> None:
     p.add_argument("name", choices=[*LOG_FIGURES, *figured_experiments()])
     p.add_argument("--spec", type=Path, required=True, help=SPEC_HELP)
     p.add_argument("--out-prefix", required=True)
+    p.add_argument("--zeroshot", action="store_true",
+                   help="epochs: the zero-shot rows' R@1 as lines (their evaluation records must exist)")
 
 
 def cmd_figure(args) -> None:
     from hnclip.analysis import figures
 
+    if args.name == "training":  # your own data: loss and learning rate per step
+        from hnclip.analysis.own_figures import plot_training
+
+        plot_training(args.spec, args.out_prefix)
+        return
+    if args.name == "epochs":
+        figures.plot_epochs(args.spec, args.out_prefix, zeroshot=args.zeroshot)
+        return
     draw = {
         "dynamics": figures.plot_dynamics,
-        "epochs": figures.plot_epochs,
         "convergence": figures.plot_convergence,
     }.get(args.name, figures.plot_experiment)
     draw(args.spec, args.out_prefix)
@@ -116,6 +125,9 @@ def add_gallery(sub) -> None:
     p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
     p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
     p.add_argument("--captions", type=int, required=True, help="query captions shown (report.gallery_captions)")
+    p.add_argument("--pick", choices=["spaced", "changed"], default="spaced",
+                   help="spaced: captions evenly spaced over the split; changed: those whose own image's rank changed "
+                        "most between the two runs (their evaluation records' ranks)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
 
@@ -124,7 +136,7 @@ def cmd_gallery(args) -> None:
     from hnclip.analysis.gallery_job import run_gallery
 
     set_threads(args.threads)
-    run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix)
+    run_gallery(args.spec, n_captions=args.captions, out_prefix=args.out_prefix, pick=args.pick)
 
 
 def add_premise(sub) -> None:

@@ -64,6 +64,9 @@ def add_report(sub) -> None:
     p.add_argument("--regime", nargs="*", default=[],
                    help=f"regime conditions per benchmark ({paths.regime_path('<benchmark>')}, hnclip regime)")
     p.add_argument("--backbone", default=None, help="the backbone's model folder (named in a report on your own data)")
+    p.add_argument("--own-summary", default=None,
+                   help=f"on your own data: {paths.SUMMARY_JSON} (hnclip summary --scale own), HN-CLIP minus "
+                        "plain fine-tuning, changed captions, last-epoch rises")
     p.add_argument("--tuning", default=None, help="the tuning record (config tuning.record): the report's tuning section")
     p.add_argument("--effective-config", type=Path, default=None,
                    help=f"the workflow's effective config ({paths.EFFECTIVE_CONFIG}), whose rates the tuning section "
@@ -83,7 +86,7 @@ def cmd_report(args) -> None:
         geometry=[Path(p) for p in args.geometry], summaries=[Path(p) for p in args.summaries],
         premise=Path(args.premise) if args.premise else None,
         regime=[Path(p) for p in args.regime], claims=Path(args.claims) if args.claims else None, evals=args.evals,
-        backbone=args.backbone, tuning=args.tuning,
+        backbone=args.backbone, tuning=args.tuning, own_summary=args.own_summary,
         config=workflow_config([], args.effective_config) if args.effective_config else None,
     )
 
@@ -106,6 +109,12 @@ def add_summary(sub) -> None:
                         "checks against the record")
     p.add_argument("--out-json")
     p.add_argument("--out-md")
+    # scale own (your data): the main experiment's spec and records instead of regime and claims
+    p.add_argument("--spec", default=None, help=f"scale own: the main experiment's spec ({paths.spec_path('main')})")
+    p.add_argument("--evals", nargs="*", default=[], help="scale own: the evaluation records the spec's cells read")
+    p.add_argument("--test-manifests", nargs="*", default=[],
+                   help=f"scale own: the benchmarks' prepared test splits ({paths.manifest_path('<benchmark>', 'test')}), "
+                        "whose captions name the examples")
 
 
 def cmd_summary(args) -> None:
@@ -133,6 +142,8 @@ def cmd_summary(args) -> None:
         text, disagreements = compare_summaries(summaries)
         print(text)
         raise SystemExit(1 if disagreements else 0)
+    if args.scale == "own":
+        return _own_summary(args)
     missing = [f"--{k.replace('_', '-')}" for k in ("scale", "claims", "backbone", "out_json", "out_md")
                if getattr(args, k) is None]
     if missing:
@@ -149,3 +160,33 @@ def cmd_summary(args) -> None:
     write_json_atomic(Path(args.out_json), summary, sort_keys=True)
     write_text_atomic(Path(args.out_md), render_summary_markdown(summary))
     print(render_summary_markdown(summary))
+
+
+def _own_summary(args) -> None:
+    """``hnclip summary --scale own``: the summary of a run on your own data (:mod:`hnclip.analysis.own_results`),
+    from the main spec and its records; no regime, no claims."""
+    import json
+
+    from hnclip.analysis.bootstrap import settings_from_config
+    from hnclip.analysis.own_results import build_own_summary, own_results, read_captions, render_own_markdown
+    from hnclip.analysis.records import load_spec
+    from hnclip.analysis.summary import machine_record
+    from hnclip.fileio import write_json_atomic, write_text_atomic
+    from hnclip.hashing import sha256_file
+    from hnclip.model_files import MODEL_WEIGHTS
+    from hnclip.provenance import git_commit
+
+    missing = [f"--{k.replace('_', '-')}" for k in ("spec", "backbone", "out_json", "out_md") if getattr(args, k) is None]
+    if missing:
+        raise SystemExit(f"hnclip summary --scale own: {', '.join(missing)} required")
+    spec = load_spec(args.spec)
+    # the records the spec's cells point to (--evals declares them to Snakemake); an absent one drops its row
+    records = {c["eval_path"]: json.loads(Path(c["eval_path"]).read_text(encoding="utf-8")) for c in spec["cells"]
+               if Path(c["eval_path"]).is_file()}
+    captions = {Path(p).parent.name: read_captions(p) for p in args.test_manifests}
+    results = own_results(spec, records, settings_from_config({"statistics": spec.get("statistics")}), captions)
+    summary = build_own_summary(results, {"weights_sha256": sha256_file(Path(args.backbone) / MODEL_WEIGHTS)},
+                                machine_record(git_commit()))
+    write_json_atomic(Path(args.out_json), summary, sort_keys=True)
+    write_text_atomic(Path(args.out_md), render_own_markdown(summary))
+    print(render_own_markdown(summary))
