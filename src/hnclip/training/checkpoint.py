@@ -78,10 +78,11 @@ class TrainState:
     plain_timed: int = 0
     epoch_eval_s: float = 0.0  # seconds of the evaluations after each epoch
     # fp16: optimizer steps the gradient scaler skipped (non-finite scaled gradients), in the run and in the
-    # current epoch; an epoch or a run of nothing but skipped steps stops it
-    # (hnclip.training.step.check_skipped_steps)
+    # current epoch, and those of them before its first step taken (its scale calibrating); an epoch or a run
+    # of nothing but skipped steps stops it (hnclip.training.fp16_skips)
     skipped_steps: int = 0
     skipped_in_epoch: int = 0
+    calibration_skips: int = 0
 
 
 def capture_rng_state() -> dict:
