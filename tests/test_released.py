@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from checkout import copy_checkout, user_env
+from hub_cache import write_hub_cache
 
 from hnclip import released
 from hnclip.config.validation import ConfigError, validate_config
@@ -46,13 +47,7 @@ def _config(**extra) -> dict:
 def hub_cache(tmp_path, monkeypatch):
     """A Hugging Face Hub cache (HF_HUB_CACHE) holding openai/clip-vit-base-patch16's config.json, in the cache's
     layout (refs/main names the snapshot), so a config naming that Hub id checks without a network."""
-    cache = tmp_path / "hub-cache"
-    repo = cache / "models--openai--clip-vit-base-patch16"
-    commit = "0" * 40
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    (repo / "snapshots" / commit).mkdir(parents=True)
-    (repo / "snapshots" / commit / "config.json").write_text("{}")
+    cache = write_hub_cache(tmp_path / "hub-cache", "openai/clip-vit-base-patch16")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     return cache
 
