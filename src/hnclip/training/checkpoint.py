@@ -157,7 +157,8 @@ def _load_error(path: Path, err: Exception) -> RuntimeError:
     """One line for torch's refusal of ``path`` (its own message runs over several lines and advises
     ``weights_only=False``, i.e. running the file's code: it is never passed on)."""
     text = str(err)
-    needed = re.search(r"GLOBAL ([\w.]+)", text)
+    # a pickled object names module.qualname; garbage starting with pickle's GLOBAL byte ('c') names no such thing
+    needed = re.search(r"GLOBAL ([A-Za-z_]\w*(?:\.\w+)+)(?:\s|$)", text)
     if isinstance(err, pickle.UnpicklingError) and needed:
         return CheckpointRefusedError(
             f"checkpoint {path} refused: loading it would execute code (it asks for the Python object "
