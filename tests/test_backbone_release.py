@@ -27,7 +27,14 @@ def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _record(folder) -> None:
+    """A release.json recording the sha256 of the folder's two model files (computed here with hashlib)."""
+    (folder / "release.json").write_text(json.dumps({"weights_sha256": _sha(folder / "model.safetensors"),
+                                                     "spec_sha256": _sha(folder / "model.json")}))
+
+
 def test_install_copies_the_pinned_weights_byte_for_byte(released, tmp_path):
+    _record(released)  # a pinned folder needs its record (the next tests)
     digest = _sha(released / "model.safetensors")
     out = tmp_path / "installed"
     assert install_released(released, out, sha256=digest.upper(), image_size=32, context_length=248) == digest
@@ -93,6 +100,37 @@ def test_an_edited_model_json_of_a_release_stops_the_install_naming_the_file_and
     # the unedited release installs as before
     shutil.copyfile(SHIPPED / "model.json", spec_path)
     assert main(args) == 0 and _sha(tmp_path / "out" / "model.json") == recorded
+
+
+def test_a_pinned_release_without_its_record_is_refused_so_an_edited_model_json_cannot_install(shipped_copy,
+                                                                                               tmp_path):
+    # release.json deleted and quick_gelu flipped: the weights still match backbone.sha256, but nothing pins
+    # the architecture any more; the install must refuse, naming the folder, the missing file and the key
+    from hnclip.cli import main
+
+    (shipped_copy / "release.json").unlink()
+    spec_path = shipped_copy / "model.json"
+    spec = json.loads(spec_path.read_text())
+    spec["spec"]["config"]["quick_gelu"] = True
+    spec_path.write_text(json.dumps(spec))
+    pinned = _sha(shipped_copy / "model.safetensors")
+    args = ["install-backbone", "--source", str(shipped_copy), "--sha256", pinned, "--image-size", "48",
+            "--context-length", "248", "--out", str(tmp_path / "out")]
+    with pytest.raises(FileNotFoundError) as error:
+        main(args)
+    text = str(error.value)
+    assert text.startswith(f"released backbone {shipped_copy}: no release.json, but backbone.sha256 pins its weights")
+    assert str(spec_path) in text and "\n" not in text and not (tmp_path / "out").exists()
+    # a record that lacks the architecture's sha256 is refused too
+    (shipped_copy / "release.json").write_text(json.dumps({"weights_sha256": pinned}))
+    with pytest.raises(FileNotFoundError, match=r"release\.json records no spec_sha256, but backbone\.sha256 pins"):
+        main(args)
+
+
+def test_an_unpinned_folder_without_a_record_installs_as_it_is(released, tmp_path):
+    # backbone.sha256 null (the DAG's own pretrained folder): nothing is pinned, nothing to cover
+    digest = install_released(released, tmp_path / "out", sha256=None, image_size=32, context_length=248)
+    assert digest == _sha(released / "model.safetensors") and not (tmp_path / "out" / "release.json").exists()
 
 
 def _timing(path, seconds):

@@ -76,3 +76,44 @@ def test_a_job_killed_while_drawing_a_progress_bar_is_said_to_be_so_not_shown_as
                  "hnclip train: terminated by SIGTERM at step 3/12"):
         (tmp_path / "error.log").write_text(f"encode images:  40%|####\n{text}\n")
         assert last_line(tmp_path / "error.log") == text
+
+
+def test_a_job_killed_after_an_ordinary_log_record_is_said_to_be_so_naming_what_it_logged_last(tmp_path):
+    from hnclip.job_errors import last_line
+
+    # a trainer killed with -9 just after an epoch's evaluation: tqdm closed its bar with a cursor-up escape
+    # (ESC[A) and the epoch's INFO record followed; written by hand as the log holds it
+    record = "2026-12-07 14:02:11,532 INFO hnclip.train: epoch 4: test R@1 I->T 41.2 T->I 39.8"
+    cases = {
+        f"train:  50%|#####     | 4/8 [00:09<00:09]\n\x1b[A{record}\n": record,
+        f"{record}\n": record,
+        # colour codes around the level, a DEBUG and a WARNING record: ordinary records too
+        "2026-12-07 14:02:11,532 \x1b[32mDEBUG\x1b[0m hnclip.data: cached\n":
+            "2026-12-07 14:02:11,532 DEBUG hnclip.data: cached",
+        "2026-12-07 14:02:11 WARNING hnclip.training.session: 3 captions cut\n":
+            "2026-12-07 14:02:11 WARNING hnclip.training.session: 3 captions cut",
+    }
+    for i, (text, logged) in enumerate(cases.items()):
+        log = tmp_path / f"{i}.log"
+        log.write_text(text)
+        line = last_line(log)
+        assert line == (f"(no error line: the job stopped without a message after logging {logged!r}; killed from "
+                        "outside? a signal (kill -9, a time limit) or the out-of-memory killer)"), line
+        assert "\x1b" not in line
+    # a very long record is cut in the quote
+    (tmp_path / "long.log").write_text(f"2026-12-07 14:02:11,532 INFO hnclip.x: {'a' * 500}\n")
+    assert "a" * 120 + "...'" in last_line(tmp_path / "long.log") and "a" * 200 not in last_line(tmp_path / "long.log")
+    # error lines stay the job's error, escapes stripped: an ERROR record, a traceback's last line
+    for text, shown in (("2026-12-07 14:02:11,532 ERROR hnclip.cli: disk full\n",
+                         "2026-12-07 14:02:11,532 ERROR hnclip.cli: disk full"),
+                        ("\x1b[AValueError: benchmarks.mine.root is empty\n", "ValueError: benchmarks.mine.root is empty")):
+        (tmp_path / "error.log").write_text(text)
+        assert last_line(tmp_path / "error.log") == shown
+
+
+def test_escape_codes_before_a_progress_bar_do_not_hide_it(tmp_path):
+    from hnclip.job_errors import last_line
+
+    (tmp_path / "bar.log").write_text("INFO loading\n\x1b[A\x1b[2Kencode images:  40%|####      | 2/5 [00:01<00:02]")
+    line = last_line(tmp_path / "bar.log")
+    assert line.startswith("(no error line: the job stopped during 'encode images' at 40% without a message")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from checkout import copy_checkout, user_env
+from hub_cache import write_hub_cache
 
 from hnclip import released
 from hnclip.config.validation import ConfigError, validate_config
@@ -42,7 +43,16 @@ def _config(**extra) -> dict:
     return validate_config(base, SCHEMA)
 
 
-def test_models_entries_are_checked_naming_the_key():
+@pytest.fixture()
+def hub_cache(tmp_path, monkeypatch):
+    """A Hugging Face Hub cache (HF_HUB_CACHE) holding openai/clip-vit-base-patch16's config.json, in the cache's
+    layout (refs/main names the snapshot), so a config naming that Hub id checks without a network."""
+    cache = write_hub_cache(tmp_path / "hub-cache", "openai/clip-vit-base-patch16")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def test_models_entries_are_checked_naming_the_key(hub_cache):
     check_config(_config(models={"ok": {"source": "transformers", "checkpoint": "openai/clip-vit-base-patch16"}}))
     cases = [
         ({"m": {"source": "open_clip", "checkpoint": "laion2b_s34b_b79k"}}, r"models\.m\.model: required for source open_clip"),
@@ -62,7 +72,8 @@ def test_models_entries_are_checked_naming_the_key():
         _config(models={"../escape": {"source": "openai", "checkpoint": "o.pt"}})
 
 
-def test_a_models_row_naming_a_local_file_or_folder_that_is_not_there_fails_at_config_time(tmp_path, monkeypatch):
+def test_a_models_row_naming_a_local_file_or_folder_that_is_not_there_fails_at_config_time(tmp_path, monkeypatch,
+                                                                                           hub_cache):
     monkeypatch.chdir(tmp_path)  # relative paths are read from the working directory, as Snakemake's
     (tmp_path / "weights").mkdir()
     (tmp_path / "weights" / "goal.pth").write_bytes(b"")
@@ -83,7 +94,7 @@ def test_a_models_row_naming_a_local_file_or_folder_that_is_not_there_fails_at_c
     for entry, message in cases:
         with pytest.raises(ConfigError, match=message):
             check_config(_config(models={"m": entry}))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["weights"]  # nothing made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hub-cache", "weights"]  # nothing made
 
 
 def test_converting_a_missing_relative_transformers_folder_says_so_and_leaves_nothing(tmp_path, monkeypatch):
@@ -94,6 +105,71 @@ def test_converting_a_missing_relative_transformers_folder_says_so_and_leaves_no
     with pytest.raises(FileNotFoundError, match=r"models\.m\.checkpoint 'weights/my-clip': no such folder"):
         fetch_transformers_model("weights/my-clip", tmp_path / "downloads", key="models.m.checkpoint")
     assert not (tmp_path / "downloads").exists() and list((tmp_path / "weights").iterdir()) == []
+
+
+def test_a_hub_id_spelled_folder_that_is_no_folder_and_no_reachable_hub_model_fails_at_config_time(tmp_path,
+                                                                                                 monkeypatch):
+    """`weights/my-clip` with neither weights/ nor weights/my-clip here reads as a Hub id; offline (no network, or
+    HF_HUB_OFFLINE) and with no copy in resources/checkpoints/ or the Hub cache, the check says so in one line
+    naming the key and the path, instead of the conversion job failing with the Hub's generic message."""
+    import httpx
+    from huggingface_hub import HfApi
+
+    from hnclip import hub_models
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub_models, "_ASKED", {})
+    asked = []
+
+    def no_network(self, repo_id, **kwargs):  # what huggingface_hub raises without a network
+        asked.append(repo_id)
+        raise httpx.ConnectError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(HfApi, "model_info", no_network)
+    models = {"mine": {"source": "transformers", "checkpoint": "weights/my-clip"}}
+    with pytest.raises(ConfigError) as error:
+        check_config(_config(models=models))
+    text = str(error.value)
+    assert text.startswith("config key models.mine.checkpoint: 'weights/my-clip' is neither a folder here "
+                           f"(relative paths are read from {tmp_path}) nor a Hub model reachable from here: the Hub "
+                           "cannot be reached from here (ConnectError: [Errno -2] Name or service not known)")
+    assert "resources/checkpoints/weights--my-clip/" in text and "\n" not in text and asked == ["weights/my-clip"]
+    # a base spelled as a Hub id, likewise
+    goal = {"source": "goal", "checkpoint": str(tmp_path / "g.pth"), "base": "openai/clip-vit-base-patch16"}
+    (tmp_path / "g.pth").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"^config key models\.g\.base: 'openai/clip-vit-base-patch16' is neither"):
+        check_config(_config(models={"g": goal}))
+    # HF_HUB_OFFLINE: the Hub is not asked
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match=r"models\.mine\.checkpoint: .*HF_HUB_OFFLINE is set and neither "
+                                          r"resources/checkpoints/weights--my-clip/ nor the Hub cache"):
+        check_config(_config(models=models))
+    assert asked == ["weights/my-clip", "openai/clip-vit-base-patch16"]
+    # a job's own parse of the workflow never asks the Hub; a copy fetched before counts as reachable
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    check_config(_config(models=models), probe_hub=False)
+    (tmp_path / "resources/checkpoints/weights--my-clip").mkdir(parents=True)
+    (tmp_path / "resources/checkpoints/weights--my-clip/config.json").write_text("{}")
+    monkeypatch.setattr(hub_models, "_ASKED", {})
+    check_config(_config(models=models))
+    assert len(asked) == 2
+
+
+def test_a_failed_hub_fetch_names_key_and_path_and_leaves_no_folder(tmp_path, monkeypatch):
+    from hnclip.models.format_loaders import fetch_transformers_model
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline: the Hub cache alone, which is empty
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(FileNotFoundError) as error:
+        fetch_transformers_model("weights/my-clip", tmp_path / "downloads", key="models.mine.checkpoint")
+    text = str(error.value)
+    assert text.startswith("models.mine.checkpoint 'weights/my-clip': neither a folder here (relative paths are "
+                           f"read from {tmp_path}) nor a Hub model that could be fetched (") and "\n" not in text
+    assert not (tmp_path / "downloads" / "weights--my-clip").exists()
+    assert [p.name for p in (tmp_path / "downloads").iterdir()] == [".weights--my-clip.fetching"]  # the lock only
 
 
 def test_backbone_sources_of_the_ecosystem_are_checked_naming_the_key():

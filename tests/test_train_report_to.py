@@ -287,11 +287,14 @@ def test_every_other_verb_prints_a_heartbeat_and_plan_prints_none(monkeypatch, c
     assert capsys.readouterr().out == ""
 
 
-def test_a_trainer_sent_sigterm_stops_saying_so_and_leaves_its_run_free(tmp_path):
+@pytest.mark.parametrize("progress_every", [0.2, 600])
+def test_a_trainer_sent_sigterm_stops_saying_so_and_leaves_its_run_free(tmp_path, progress_every):
     """``kill`` (SIGTERM, also a scheduler's time limit): the job unwinds instead of dying mid-line; its
-    progress line says where it stopped, the log's last line (what onerror shows) says it was terminated,
-    exit status 143, and the run's folders are free for the restart."""
+    progress line says where it stopped, the log's last line (what onerror shows) says it was terminated and at
+    which step, exit status 143, and the run's folders are free for the restart. With ``progress_every`` 600 the
+    job is killed before its first progress line: the stop still names its step on both."""
     import signal
+    import time
 
     import hnclip
     from hnclip.job_errors import last_line
@@ -304,22 +307,30 @@ def test_a_trainer_sent_sigterm_stops_saying_so_and_leaves_its_run_free(tmp_path
                "--manifest", str(paths["train_manifest"]), "--images", str(paths["store_dir"]), "--out", str(out),
                "--checkpoint-dir", str(ckpt), "--threads", "1"]
     for item in ("micro_batch=4", "accum_steps=2", "epochs=200", "device=cpu", "dynamics_every=1",
-                 "progress_every=0.2"):
+                 f"progress_every={progress_every}"):
         command += ["--set", item]
     log = tmp_path / "train.log"
     with open(log, "w") as stderr:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         lines = []
-        for line in proc.stdout:  # wait until it trains
-            lines.append(line.rstrip("\n"))
-            if re.match(r"^hnclip train \S+: step [1-9]\d*/600 ", lines[-1]):
-                break
+        if progress_every < 1:
+            for line in proc.stdout:  # wait until it trains
+                lines.append(line.rstrip("\n"))
+                if re.match(r"^hnclip train \S+: step [1-9]\d*/600 ", lines[-1]):
+                    break
+        else:  # no progress line yet: tqdm's bar in the log says it trains
+            deadline = time.monotonic() + 120
+            while not re.search(r"train:\s+\d+%\|[^|\n]*\| [1-9]\d*/600", log.read_text()):
+                assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=120)
     lines += rest.splitlines()
     assert proc.returncode == 143, log.read_text()[-3000:]
-    assert re.match(rf"^hnclip train {re.escape(str(out))}: terminated by SIGTERM at step \d+/600 after \S+$",
-                    lines[-1]), lines[-3:]
-    assert last_line(log) == "hnclip train: terminated by SIGTERM (kill, a time limit or a cancelled job)"
+    shown = re.match(rf"^hnclip train {re.escape(str(out))}: terminated by SIGTERM at step (\d+)/600 after \S+$",
+                     lines[-1])
+    assert shown, lines[-3:]
+    assert re.match(rf"^hnclip train: terminated by SIGTERM at step {shown.group(1)}/600 after \S+ \(kill, a time "
+                    r"limit or a cancelled job\)$", last_line(log)), last_line(log)
     assert "Traceback" not in log.read_text()
     assert live_holder(out) is None and not (out / LOCK_NAME).exists() and not (ckpt / LOCK_NAME).exists()

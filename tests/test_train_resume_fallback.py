@@ -75,3 +75,57 @@ def test_a_last_checkpoint_deleted_by_hand_starts_over_and_drops_the_previous_on
     save_checkpoint(tmp_path / PREVIOUS_NAME, {"state": {"step": 4}})
     assert _checkpoint(tmp_path).read() is None
     assert not (tmp_path / PREVIOUS_NAME).exists()
+
+
+class _RunsCode:
+    """Pickled as a call of os.system: what a malicious checkpoint holds (never unpickled in these tests)."""
+
+    def __reduce__(self):
+        return (os.system, ("echo pwned > pwned.txt",))
+
+
+def test_a_last_checkpoint_that_needs_code_is_refused_in_one_line_and_its_advice_never_reaches_the_log(tmp_path):
+    """torch refuses the pickle (weights_only=True) in a message of many lines that advises weights_only=False;
+    the job's log (whose last line the console shows) says in one line that the file is refused because loading it
+    would run code, names it, and keeps none of that advice. previous.pt is not fallen back to: the file is no
+    damaged copy of ours."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    import hnclip
+    from hnclip.job_errors import last_line
+    from hnclip.training.checkpoint import save_checkpoint
+
+    paths = make_dataset(tmp_path / "data", n=16)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    torch.save({"state": _RunsCode()}, ckpt / CHECKPOINT_NAME)
+    save_checkpoint(ckpt / PREVIOUS_NAME, {"state": {"step": 1}})
+    command = [sys.executable, "-m", "hnclip", "train", "--init", str(paths["init_model_dir"]), "--manifest",
+               str(paths["train_manifest"]), "--images", str(paths["store_dir"]), "--out", str(tmp_path / "out"),
+               "--checkpoint-dir", str(ckpt), "--threads", "1", "--set", "micro_batch=4", "--set", "accum_steps=2",
+               "--set", "device=cpu", "--set", "progress_every=0"]
+    env = dict(os.environ, PYTHONPATH=str(Path(hnclip.__file__).resolve().parents[1]))
+    log = tmp_path / "train.log"
+    with open(log, "w") as stderr:
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=tmp_path,
+                              timeout=300)
+    assert proc.returncode == 1 and not (tmp_path / "pwned.txt").exists()
+    line = last_line(log)
+    assert line.startswith(f"hnclip.training.checkpoint.CheckpointRefusedError: checkpoint {ckpt / CHECKPOINT_NAME} "
+                           "refused: loading it would execute code (it asks for the Python object ")
+    assert "system" in line and f"rm {ckpt / CHECKPOINT_NAME}" in line
+    text = log.read_text()
+    assert "weights_only" not in text and "will likely succeed" not in text and "resuming from" not in text
+
+
+def test_a_file_torch_cannot_unpickle_at_all_is_unreadable_in_one_line_without_torchs_advice(tmp_path):
+    (tmp_path / CHECKPOINT_NAME).write_bytes(bytes(range(200, 256)) * 20)  # no zip, no pickle
+    with pytest.raises(CheckpointUnreadableError) as error:
+        load_checkpoint(tmp_path / CHECKPOINT_NAME)
+    text = str(error.value)
+    assert text.startswith(f"cannot read checkpoint {tmp_path / CHECKPOINT_NAME} (") and "\n" not in text
+    assert "weights_only" not in text and text.endswith(f"(rm {tmp_path / CHECKPOINT_NAME}) to start over")

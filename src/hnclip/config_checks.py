@@ -41,8 +41,11 @@ def _check_own_captions(name: str, bench: dict) -> None:
                                                           f"{splits}; add it there or remove it here")
 
 
-def check_config(config: dict) -> None:
-    """Cross-reference checks the JSON schema cannot express; each error names the offending key."""
+def check_config(config: dict, probe_hub: bool = True) -> None:
+    """Cross-reference checks the JSON schema cannot express; each error names the offending key.
+
+    ``probe_hub``: a Hub model named in ``models:`` with no copy here is looked up on the Hub (one request per
+    id, :mod:`hnclip.hub_models`); the workflow turns it off in a job's own parse of the Snakefile."""
     benchmarks, methods = config["benchmarks"], config["methods"]
     for name, bench in benchmarks.items():
         _check_own_captions(name, bench)
@@ -69,7 +72,7 @@ def check_config(config: dict) -> None:
     if config["backbone"].get("stretch") and not origin.stretchable:
         fail("backbone.stretch", f"stretches a converted 77-position tower (sources {', '.join(stretchable_sources())}); "
                                   f"source {origin.name!r} has its positions already")
-    check_models(config)
+    check_models(config, probe_hub)
     _check_files_from(benchmarks)
     experiments = config.get("experiments", {})
     for exp_name, exp in experiments.items():

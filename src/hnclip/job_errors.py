@@ -9,8 +9,11 @@ name. Reads only; a log that is missing or empty is said to be so.
 
 A job killed from outside (``kill -9``, the kernel's out-of-memory killer, a scheduler's time limit) writes
 no error line: its log ends in whatever it was drawing, often half a progress bar ("encode images:
-40%|████"). Such a bar is not passed off as the job's error: the line says the job stopped without a
-message, where it was (the bar's label and share), and the likely causes.
+40%|████"), or in an ordinary log record ("... INFO hnclip.train: epoch 4 ..."), which a bar closed just
+before may have prefixed with a terminal escape (``ESC[A``, cursor up). Neither is passed off as the job's
+error: terminal escapes are stripped, and the line says the job stopped without a message, where it was (the
+bar's label and share, or the last thing it logged) and the likely causes. A record at ERROR or above is an
+error line and is shown as it is.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ _MAX_CHARS = 2000  # one line of a log can be a progress bar's whole history
 # a tqdm bar as drawn in a log: "label: 40%|####      | 2/5 [00:01<00:02, 1.5it/s]" (cut anywhere after the
 # "%|"), or a bar without a total: "label: 12it [00:03, 3.9it/s]"
 _BAR = re.compile(r"^(?:(?P<label>[^|]*?):\s*)?(?:(?P<share>\d{1,3})%\|.*|\d+(?:\.\d+)?[kMG]?[A-Za-z/]* \[\d+:\d\d.*)$")
+# a terminal escape sequence (CSI: ESC [ ... final byte, e.g. tqdm's cursor-up ESC[A; or OSC: ESC ] ... BEL)
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# an ordinary record of the verbs' logging format (hnclip.cli: "%(asctime)s %(levelname)s %(name)s: %(message)s")
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d+)? (?:DEBUG|INFO|WARNING) \S+: .*$")
+_SHOWN = 160  # characters of the last record quoted
+_KILLED = "killed from outside? a signal (kill -9, a time limit) or the out-of-memory killer"
 
 
 def failed_job_logs(snakemake_log: str) -> list[tuple[str, list[str]]]:
@@ -57,17 +66,20 @@ def last_line(path: Path) -> str:
     except OSError as err:
         return f"(no log: {err.strerror})"
     # a progress bar redraws with carriage returns: its last state is the text after the last one
-    lines = [line.rsplit("\r", 1)[-1].strip() for line in tail.splitlines()]
+    lines = [line.rsplit("\r", 1)[-1].strip() for line in _ANSI.sub("", tail).splitlines()]
     lines = [line for line in lines if line]
     if not lines:
         return "(the log is empty)"
-    bar = _BAR.match(lines[-1])
+    last = lines[-1]
+    if _RECORD.match(last):
+        shown = last if len(last) <= _SHOWN else last[:_SHOWN] + "..."
+        return f"(no error line: the job stopped without a message after logging {shown!r}; {_KILLED})"
+    bar = _BAR.match(last)
     if bar is None:
-        return lines[-1][-_MAX_CHARS:]
+        return last[-_MAX_CHARS:]
     where = f" during {bar.group('label')!r}" if bar.group("label") else ""
     share = f" at {bar.group('share')}%" if bar.group("share") else ""
-    return (f"(no error line: the job stopped{where}{share} without a message; killed from outside? a signal "
-            "(kill -9, a time limit) or the out-of-memory killer)")
+    return f"(no error line: the job stopped{where}{share} without a message; {_KILLED})"
 
 
 def job_error_lines(snakemake_logs: Iterable, workdir=".") -> list[str]:

@@ -13,7 +13,8 @@ training, evaluating, saving) and, while training, the step, epoch and the step'
 the loop already holds as Python values (recording them costs no device sync). The thread keeps printing
 through a long data load, frozen-margin encoding or per-epoch evaluation, so a job longer than the
 interval is never silent for more than about one interval. A job that printed anything ends with a
-last line; one shorter than the interval prints nothing. Under torchrun only rank 0 prints.
+last line, and so does one stopped by SIGTERM (where it stood: its step, however short the job); one
+shorter than the interval that ends otherwise prints nothing. Under torchrun only rank 0 prints.
 
 Every other ``hnclip`` verb a rule runs (fetch, prepare, evaluate, geometry, segments, ...) gets the same
 thread without the loop's numbers (:func:`hnclip.cli.main`): ``hnclip evaluate results/evals/...: running,
@@ -43,6 +44,8 @@ class Terminated(SystemExit):
 
     def __init__(self):
         super().__init__(128 + signal.SIGTERM)
+        # where the job stood (" at step 3/12 after 41s"), set by the innermost Progress it unwinds through
+        self.where = ""
 
 
 def _raise_terminated(signum, frame) -> None:
@@ -115,12 +118,15 @@ class Progress:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
+        terminated = kind is not None and issubclass(kind, Terminated)
+        if terminated and isinstance(error, Terminated) and not error.where:
+            error.where = self.stop_point()  # for the verb's last line in its log (hnclip.cli.main)
         if self._thread is None:
             return
         self._stop.set()
         self._thread.join()
-        if self.printed:
-            terminated = kind is not None and issubclass(kind, Terminated)
+        # a terminated job says where it stopped even when it was shorter than the interval
+        if self.printed or terminated:
             self._print(self.final_line(failed=kind is not None, terminated=terminated))
 
     # ---------------------------------------------------------------------------------- the loop's side
@@ -156,6 +162,14 @@ class Progress:
         eta = (self.total_steps - self.step) / rate
         return (f"{head}{where}, loss {self.loss:.4f}, {rate * self.samples_per_step:.1f} samples/s, {elapsed}, "
                 f"ETA {format_duration(eta)}")
+
+    def stop_point(self) -> str:
+        """Where the job stands, for a stop: `` at step 3/12 after 41s`` once the loop runs, else the phase
+        (`` while loading the training data after 5s``)."""
+        took = format_duration(self.clock() - self.started)
+        if self._loop_start is not None:
+            return f" at step {self.step}/{self.total_steps} after {took}"
+        return f" while {self.phase} after {took}"
 
     def final_line(self, failed: bool = False, terminated: bool = False) -> str:
         took = format_duration(self.clock() - self.started)

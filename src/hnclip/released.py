@@ -34,8 +34,9 @@ RELEASED_TRAIN_SET = "released"  # the train_set of a released model's records: 
 _STRETCH_KEEP = 20  # Long-CLIP's rows kept by the 77 -> 248 stretch
 
 
-def check_models(config: dict) -> None:
-    """What the schema cannot say about ``models:``; each error names the key."""
+def check_models(config: dict, probe_hub: bool = True) -> None:
+    """What the schema cannot say about ``models:``; each error names the key. ``probe_hub``: a Hub id with no
+    copy here may be looked up on the Hub (:mod:`hnclip.hub_models`; off in a job's own parse)."""
     benchmarks = config["benchmarks"]
     for name, entry in config.get("models", {}).items():
         key = f"models.{name}"
@@ -46,7 +47,7 @@ def check_models(config: dict) -> None:
             if "test" not in plan.benchmark_splits(benchmarks[bench]):
                 fail(f"{key}.benchmarks[{i}]", f"benchmark {bench!r} has no test split to score it on")
         if not config.get("rehearsal"):  # a rehearsal writes its stand-in files in its first job
-            _check_local_files(entry, key)
+            _check_local_files(entry, key, probe_hub)
     if config.get("models") and not released_evaluations(config):
         fail("models", "no configured benchmark has a test split to score the released checkpoints on")
 
@@ -65,17 +66,36 @@ def _check_format_fields(entry: dict, key: str) -> None:
         fail(f"{key}.stretch", f"source {entry['source']} has its 248 positions already")
 
 
-def _check_local_files(entry: dict, key: str) -> None:
+def _check_local_files(entry: dict, key: str, probe_hub: bool = True) -> None:
     """A local checkpoint file or folder that is not there, caught at config time (naming the key) instead of
-    by its conversion job after the main runs trained, or fetched from the Hub as if it were a repository."""
+    by its conversion job after the main runs trained, or fetched from the Hub as if it were a repository; and a
+    CLIPModel folder spelled like a Hub id that is neither a folder nor a Hub model reachable from here."""
     from hnclip.model_files import missing_local_source
 
     kinds = {"checkpoint": checkpoint_format(entry["source"]).checkpoint_kind, "base": "folder"}
     for field, kind in kinds.items():
         if entry.get(field):
-            problem = missing_local_source(entry[field], kind)
+            problem = missing_local_source(entry[field], kind) or _unreachable_hub_folder(entry[field], kind,
+                                                                                          probe_hub)
             if problem:
                 fail(f"{key}.{field}", problem)
+
+
+def _unreachable_hub_folder(value: str, kind: str, probe_hub: bool) -> str | None:
+    """For a folder field whose value is no folder here (so a Hub id, ``hf://`` or not): why the Hub model
+    cannot be had (hnclip.hub_models), or None."""
+    from pathlib import Path
+
+    from hnclip.hub_models import hub_model_problem
+
+    text = str(value)
+    if kind != "folder" or Path(text).expanduser().is_dir():
+        return None
+    problem = hub_model_problem(text.removeprefix("hf://"), probe=probe_hub)
+    if problem is None:
+        return None
+    return (f"{text!r} is neither a folder here (relative paths are read from {Path.cwd()}) nor a Hub model "
+            f"reachable from here: {problem}")
 
 
 def released_benchmarks(config: dict, name: str) -> list[str]:

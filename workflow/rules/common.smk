@@ -58,7 +58,8 @@ try:
         Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
         overrides=workflow.config_settings.config,
     )
-    check_config(config)
+    # the planning process may ask the Hub whether a models: entry exists; a job's own parse never waits on it
+    check_config(config, probe_hub=workflow.is_main_process)
     for warning in config_warnings(config):
         logger.warning(f"hnclip: {warning}")
 except ConfigError as error:

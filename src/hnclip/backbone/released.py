@@ -9,7 +9,10 @@ architecture fits the config's ``backbone.image_size`` / ``backbone.context_leng
 model files byte for byte, so the installed weights keep the released sha256 that cards and provenance cite.
 Both files are also checked against the sha256 their ``release.json`` records (:data:`RECORDED_FILES`): the
 config pins only the weights, and an edited ``model.json`` (``quick_gelu`` flipped, say) builds another model
-around the same weights while every provenance line still credits the release.
+around the same weights while every provenance line still credits the release. So a pinned folder must have its
+``release.json``, recording both files: through it the pin covers the architecture too, and a folder whose
+record was deleted (or never written) is refused rather than installed around an unchecked ``model.json``. An
+unpinned folder (``backbone.sha256`` null, the DAG's own pretrained one) is taken as it is.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ def read_release(folder) -> dict | None:
 def check_release_record(folder) -> None:
     """Refuse a released folder whose model files differ from the sha256 its ``release.json`` records.
 
-    A folder without ``release.json`` (released before the format) has nothing to check against. The error
-    names the file, both hashes and the record, and says what the difference means.
+    A folder without ``release.json`` has nothing to check against here (a pinned one is refused by
+    :func:`install_released`). The error names the file, both hashes and the record, and says what the
+    difference means.
     """
     folder = Path(folder)
     release = read_release(folder)
@@ -64,6 +68,21 @@ def check_release_record(folder) -> None:
                 f"restore the released file or release the edited model anew (snakemake backbone_release)")
 
 
+def _require_record(folder: Path, release: dict | None) -> None:
+    """A pinned folder's ``release.json`` must exist and record the sha256 of both model files."""
+    record = folder / RELEASE_FILE
+    missing = [key for key in RECORDED_FILES.values() if release is not None and not release.get(key)]
+    if release is not None and not missing:
+        return
+    what = f"no {RELEASE_FILE}" if release is None else f"{record} records no {' or '.join(missing)}"
+    raise FileNotFoundError(
+        f"released backbone {folder}: {what}, but backbone.sha256 pins its weights; the pin covers the "
+        f"architecture ({folder / MODEL_JSON}: activation, widths, positions) only through the spec_sha256 "
+        f"{RELEASE_FILE} records, so this folder could build another model around the pinned weights: restore "
+        f"{record} as released (snakemake backbone_release writes it), or set backbone.sha256: null to install "
+        f"the folder unchecked")
+
+
 def released_spec(folder) -> dict:
     """The architecture spec of the released model in ``folder`` (its ``model.json``), naming the file on error."""
     path = Path(folder) / MODEL_JSON
@@ -79,7 +98,8 @@ def released_spec(folder) -> dict:
 def install_released(folder, out, *, sha256: str | None, image_size: int, context_length: int) -> str:
     """Check the released model in ``folder`` and copy its weights and spec to ``out``; return the weights' sha256.
 
-    ``sha256`` is ``backbone.sha256`` (None: not pinned, the weights are taken as they are). The spec must
+    ``sha256`` is ``backbone.sha256`` (None: not pinned, the weights are taken as they are; pinned: the folder's
+    ``release.json`` must record both files, so the pin covers ``model.json`` too). The spec must
     have the config's ``backbone.image_size`` and ``backbone.context_length``: the image stores are prepared
     at the configured size, so a mismatch would only surface as a shape error inside the first training job.
     """
@@ -87,7 +107,13 @@ def install_released(folder, out, *, sha256: str | None, image_size: int, contex
     weights = folder / MODEL_WEIGHTS
     if not weights.is_file():
         raise FileNotFoundError(f"released backbone {folder}: no {MODEL_WEIGHTS}")
-    check_release_record(folder)  # first: an edited model.json can also change the sizes checked next
+    check_release_record(folder)  # first: an edited model.json can also change the sizes checked below
+    digest = sha256_file(weights)
+    if sha256 is not None and sha256.lower() != digest:
+        raise ChecksumMismatchError(f"{weights}: sha256 {digest} does not match the pinned {sha256.lower()} "
+                                    "(backbone.sha256); refusing to continue")
+    if sha256 is not None:  # the pin covers model.json only through the record (module docstring)
+        _require_record(folder, read_release(folder))
     spec = released_spec(folder)
     found = {"backbone.image_size": spec["config"]["vision_cfg"]["image_size"],
              "backbone.context_length": spec["context_length"]}
@@ -96,10 +122,6 @@ def install_released(folder, out, *, sha256: str | None, image_size: int, contex
         if found[key] != value:
             raise ValueError(f"{key} is {value}, but the released backbone {folder} has {found[key]} "
                              f"({folder / MODEL_JSON}); set {key}: {found[key]}")
-    digest = sha256_file(weights)
-    if sha256 is not None and sha256.lower() != digest:
-        raise ChecksumMismatchError(f"{weights}: sha256 {digest} does not match the pinned {sha256.lower()} "
-                                    "(backbone.sha256); refusing to continue")
     out.mkdir(parents=True, exist_ok=True)
     for name in (MODEL_WEIGHTS, MODEL_JSON, RELEASE_FILE):  # release.json: which release, built on which CPU
         if name != RELEASE_FILE or (folder / name).is_file():

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Terminated as stop:  # its last line (the log's, which onerror shows) says so, not a half-drawn bar
         close_progress_bars()
-        print(f"hnclip {args.verb}: terminated by SIGTERM (kill, a time limit or a cancelled job)", file=sys.stderr)
+        print(f"hnclip {args.verb}: terminated by SIGTERM{stop.where} (kill, a time limit or a cancelled job)",
+              file=sys.stderr)
         return stop.code
     return 0
 

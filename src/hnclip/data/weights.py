@@ -15,6 +15,8 @@ checkpoints on 2024-05-21, so ``longclip-L.pt`` names two different files and on
 Several jobs may ask for the same weights at once (one SAM job per benchmark on a cluster), so each
 source's fetch and lock update run under an exclusive ``flock`` of ``download_dir/.<name>.fetching``
 (beside the folder, not in it: the folder holds only what the download places, see hnclip.data.roots).
+A first fetch that fails (offline, no such repository) removes the folder it made, so a failed job leaves no
+half-made ``resources/checkpoints/<name>/`` to be mistaken for a download.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import re
+import shutil
 from pathlib import Path
 
 from hnclip.data.checksum_lock import ChecksumMismatchError
 from hnclip.data.download import LOCK_FILE, download_checkpoint, load_sources
 from hnclip.hashing import sha256_file
 
-__all__ = ["HF_SCHEME", "fetch_weights", "parse_hub_source"]
+__all__ = ["HF_SCHEME", "fetch_weights", "parse_hub_source", "source_folder_name"]
 
 log = logging.getLogger(__name__)
 
@@ -77,21 +80,36 @@ def fetch_weights(source, download_dir, *, revision: str | None = None, sha256: 
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest.parent / f".{name}.fetching", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes, or by the kernel if we die
-        return download_checkpoint(dest, dest / LOCK_FILE, name=name, sources=sources, revision=revision,
-                                   sha256=sha256, allow_patterns=allow_patterns)
+        first = not dest.exists()
+        try:
+            return download_checkpoint(dest, dest / LOCK_FILE, name=name, sources=sources, revision=revision,
+                                       sha256=sha256, allow_patterns=allow_patterns)
+        except BaseException:
+            if first:  # a first fetch that failed leaves no folder behind (its files stay in the Hub cache)
+                shutil.rmtree(dest, ignore_errors=True)
+            raise
 
 
-def _source_entry(repo_id: str, filename: str | None) -> tuple[str, dict]:
-    """The sources table entry of a Hub source, or one made for a repository the table does not list."""
-    sources = load_sources()
+def source_folder_name(repo_id: str, filename: str | None = None, sources: dict | None = None) -> str:
+    """The folder a Hub source is placed in under the download folder: its sources table name, or one made
+    from the repository (``OWNER--NAME``)."""
+    sources = load_sources() if sources is None else sources
     for name, entry in sources.items():
         if entry.get("kind") != "checkpoint":
             continue
         spec = entry["files"][0]
         hub = spec.get("hub") or spec.get("hub_snapshot")
         if hub["repo_id"] == repo_id and hub.get("filename") == filename:
-            return name, sources
-    name = re.sub(r"[^A-Za-z0-9._-]", "--", repo_id)
+            return name
+    return re.sub(r"[^A-Za-z0-9._-]", "--", repo_id)
+
+
+def _source_entry(repo_id: str, filename: str | None) -> tuple[str, dict]:
+    """The sources table entry of a Hub source, or one made for a repository the table does not list."""
+    sources = load_sources()
+    name = source_folder_name(repo_id, filename, sources)
+    if name in sources:
+        return name, sources
     spec = ({"path": filename, "hub": {"repo_id": repo_id, "repo_type": "model", "filename": filename}}
             if filename else {"hub_snapshot": {"repo_id": repo_id, "repo_type": "model"}})
     log.info("hf://%s%s is not in %s: locked without a recorded licence", repo_id,

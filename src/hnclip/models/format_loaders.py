@@ -28,6 +28,7 @@ def fetch_transformers_model(source: str, download_dir, revision: str | None = N
                              sha256: str | None = None, key: str = "checkpoint") -> Path:
     """A CLIPModel folder: ``source`` itself when it is one, else the Hub repository ``OWNER/NAME`` fetched
     (:data:`TRANSFORMERS_FILES`) into ``download_dir`` and locked; ``sha256`` pins its weights file."""
+    from hnclip.data.transport import DownloadError
     from hnclip.data.weights import fetch_weights
     from hnclip.model_files import missing_local_source
 
@@ -42,8 +43,13 @@ def fetch_transformers_model(source: str, download_dir, revision: str | None = N
     repo = text.removeprefix("hf://")
     if not _HUB_ID.match(repo):
         raise FileNotFoundError(f"{key} {text!r}: neither an existing transformers model folder nor a Hub id OWNER/NAME")
-    return fetch_weights(f"hf://{repo}", download_dir, revision=revision, sha256=pins,
-                         allow_patterns=TRANSFORMERS_FILES)
+    try:
+        return fetch_weights(f"hf://{repo}", download_dir, revision=revision, sha256=pins,
+                             allow_patterns=TRANSFORMERS_FILES)
+    except DownloadError as error:  # Hugging Face's message names neither the key nor the path, over many lines
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        raise FileNotFoundError(f"{key} {text!r}: neither a folder here (relative paths are read from {Path.cwd()}) "
+                                f"nor a Hub model that could be fetched ({first})") from None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 - :mod:`.objective` one micro-batch's objective beside plain InfoNCE, the DDP-wrapped step module, the
   frozen-margin caption features, the logit-scale clamp.
 - :mod:`.session` everything up to the first step (framework, optimizer, logs, a checkpoint resumed).
-- :mod:`.step` one optimizer step (micro-batches, fp16 scaling, probe, clip, AdamW) and the fp16 skip check.
+- :mod:`.step` one optimizer step (micro-batches, fp16 scaling, probe, clip, AdamW, schedule).
+- :mod:`.fp16_skips` the steps fp16's scaler skipped: calibration vs overflow, the stop, the end-of-run line.
 - :mod:`.timing` where the wall time goes (plain vs probed steps, evaluations).
 - :mod:`.evaluation` the evaluation after each epoch and the columns of its logs.
 - :mod:`.loop` the step loop over epochs; :mod:`.finish` the exported model and ``summary.json``.

@@ -20,6 +20,9 @@ when an existing file is resumed, refused or superseded, and what stays once the
   lacks the probe columns, so a finished one is superseded (trained again, now probing) and an
   unfinished one refused. The other way round (it probed, this run does not) resumes: the log keeps
   the probe columns it has.
+- A ``last.pt`` whose unpickling would run code (a pickled class or function) is refused in one line naming
+  it, never loaded and never fallen back from; torch's advice to load it with ``weights_only=False`` is not
+  passed on.
 - A ``last.pt`` that cannot be read (truncated by a full disk, a copy cut short) falls back to
   ``previous.pt``, the checkpoint before it, with a warning; the unreadable file is kept aside as
   ``last.pt.unreadable``. Keeping the previous one costs a second checkpoint's disk while the run trains
@@ -36,7 +39,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
 import random
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -48,9 +53,9 @@ from hnclip.fileio import link_or_copy_atomic
 
 from .distributed import check_world_size
 
-__all__ = ["CHECKPOINT_NAME", "PREVIOUS_NAME", "CheckpointUnreadableError", "Resumable", "RunCheckpoint",
-           "TrainState", "capture_rng_state", "check_resumable", "load_checkpoint", "restore_rng_state",
-           "save_checkpoint"]
+__all__ = ["CHECKPOINT_NAME", "PREVIOUS_NAME", "CheckpointRefusedError", "CheckpointUnreadableError", "Resumable",
+           "RunCheckpoint", "TrainState", "capture_rng_state", "check_resumable", "load_checkpoint",
+           "restore_rng_state", "save_checkpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +83,11 @@ class TrainState:
     plain_timed: int = 0
     epoch_eval_s: float = 0.0  # seconds of the evaluations after each epoch
     # fp16: optimizer steps the gradient scaler skipped (non-finite scaled gradients), in the run and in the
-    # current epoch; an epoch or a run of nothing but skipped steps stops it
-    # (hnclip.training.step.check_skipped_steps)
+    # current epoch, and those of them before its first step taken (its scale calibrating); an epoch or a run
+    # of nothing but skipped steps stops it (hnclip.training.fp16_skips)
     skipped_steps: int = 0
     skipped_in_epoch: int = 0
+    calibration_skips: int = 0
 
 
 def capture_rng_state() -> dict:
@@ -142,13 +148,37 @@ def save_checkpoint(path, payload: dict) -> None:
         raise
 
 
+class CheckpointRefusedError(RuntimeError):
+    """A checkpoint whose unpickling would run code (a pickled class or function): refused, never fallen back
+    from (it is no damaged copy of ours, but a file hnclip did not write, or one altered since)."""
+
+
+def _load_error(path: Path, err: Exception) -> RuntimeError:
+    """One line for torch's refusal of ``path`` (its own message runs over several lines and advises
+    ``weights_only=False``, i.e. running the file's code: it is never passed on)."""
+    text = str(err)
+    # a pickled object names module.qualname; garbage starting with pickle's GLOBAL byte ('c') names no such thing
+    needed = re.search(r"GLOBAL ([A-Za-z_]\w*(?:\.\w+)+)(?:\s|$)", text)
+    if isinstance(err, pickle.UnpicklingError) and needed:
+        return CheckpointRefusedError(
+            f"checkpoint {path} refused: loading it would execute code (it asks for the Python object "
+            f"{needed.group(1)}, and hnclip's checkpoints hold tensors and plain values only), so hnclip did not "
+            f"write it or it was altered since; delete it to train from scratch: rm {path}")
+    detail = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reason = detail.group(1).strip() if detail else (lines[0] if lines else type(err).__name__)
+    return CheckpointUnreadableError(f"cannot read checkpoint {path} ({type(err).__name__}: {reason}); delete it "
+                                     f"(rm {path}) to start over")
+
+
 def load_checkpoint(path) -> dict:
+    """``path`` read with ``weights_only=True``; :class:`CheckpointRefusedError` for a file that needs code,
+    :class:`CheckpointUnreadableError` for one torch cannot read (truncated, not a checkpoint)."""
     path = Path(path)
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        raise CheckpointUnreadableError(f"cannot read checkpoint {path} ({err}); delete it (rm {path}) to start "
-                                        "over") from err
+        raise _load_error(path, err) from None
     if checkpoint.get("format_version") != FORMAT_VERSION:
         raise RuntimeError(f"checkpoint {path} has format_version {checkpoint.get('format_version')!r}, "
                            f"expected {FORMAT_VERSION}; delete it (rm {path}) to start over")

@@ -1,5 +1,6 @@
-"""The end of a run: rank 0 exports the model with the framework's modules and writes ``summary.json``
-(settings, recipe, counts, timing, device and provenance); every rank returns that summary."""
+"""The end of a run: rank 0 says how many steps fp16's scaler skipped (if any), exports the model with the
+framework's modules and writes ``summary.json`` (settings, recipe, counts, timing, device and provenance);
+every rank returns that summary."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hnclip.fileio import write_json_atomic
 from hnclip.frameworks import save_framework
 from hnclip.hashing import sha256_file
 from hnclip.provenance import git_commit
+from hnclip.training.fp16_skips import report_skipped_steps
 from hnclip.training.runtime import peak_memory_mb
 from hnclip.training.schedule import describe_recipe
 from hnclip.training.session import Session
@@ -29,6 +31,7 @@ def finish_run(session: Session, run_info: dict | None) -> dict:
     summary = None
     session.shown.set_phase("saving the model and the summary")
     if session.context.is_main:
+        report_skipped_steps(state, parts.scaler, session.shown.name)
         wall_time_s = session.wall_time()
         model_dir = save_model(parts.framework.export_model(parts.model), session.out_dir / "model")
         save_framework(parts.framework, model_dir)
@@ -63,7 +66,9 @@ def finish_run(session: Session, run_info: dict | None) -> dict:
             "git_commit": git_commit(),
             "data_fingerprint": session.fingerprint,
             # fp16: the gradient scaler's scale at the end (a step whose scaled gradients overflowed halved it)
-            **({"grad_scale": parts.scaler.get_scale(), "skipped_steps": state.skipped_steps}
+            # and the steps it skipped, those before its first step taken (calibrating) among them
+            **({"grad_scale": parts.scaler.get_scale(), "skipped_steps": state.skipped_steps,
+                "calibration_skips": state.calibration_skips}
                if parts.scaler is not None else {}),
             **({"run": run_info} if run_info else {}),
         }

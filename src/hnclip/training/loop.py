@@ -12,9 +12,10 @@ from tqdm import tqdm
 from hnclip.training.batches import MicroBatchImages, epoch_order
 from hnclip.training.distributed import wrap_data_parallel
 from hnclip.training.evaluation import evaluate_epoch
+from hnclip.training.fp16_skips import check_skipped_steps
 from hnclip.training.objective import TrainStep
 from hnclip.training.session import Session
-from hnclip.training.step import check_skipped_steps, optimizer_step
+from hnclip.training.step import optimizer_step
 
 __all__ = ["run_epochs"]
 

@@ -1,7 +1,7 @@
 """One optimizer step: ``accum_steps`` micro-batches forward and backward (a non-finite loss stops the run,
 named by its step and rows), fp16's gradient scaling, the gradient probe on its steps, then clip, AdamW,
-schedule, the logit-scale clamp and the step's dynamics row; and the check that stops an fp16 run whose
-scaler skips every step."""
+schedule (not on a step fp16's scaler skipped: :mod:`hnclip.training.fp16_skips`), the logit-scale clamp and
+the step's dynamics row."""
 
 from __future__ import annotations
 
@@ -15,50 +15,22 @@ from torch import nn
 from hnclip.config.train import TrainConfig
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, format_micro_batch_losses
 from hnclip.frameworks.base import Batch
-from hnclip.training.checkpoint import TrainState
 from hnclip.training.distributed import all_reduce_probe, sync_gradients
 from hnclip.training.dynamics import GradientProbe, step_saturation
+from hnclip.training.fp16_skips import record_scaler_step
 from hnclip.training.objective import clamp_logit_scale
 from hnclip.training.timing import time_step
 
 if TYPE_CHECKING:
     from hnclip.training.session import Session
 
-__all__ = ["SkippedStepsError", "check_skipped_steps", "optimizer_step", "probes_step"]
+__all__ = ["optimizer_step", "probes_step"]
 
 
 def probes_step(cfg: TrainConfig, step: int) -> bool:
     """Whether the optimizer step after ``step`` done runs the gradient probe: steps 1, 1 + k, 1 + 2k, ...
     with k = ``dynamics_every``, in a run with ``dynamics_probe`` on."""
     return bool(cfg.dynamics_probe and cfg.dynamics_every and step % cfg.dynamics_every == 0)
-
-
-class SkippedStepsError(RuntimeError):
-    """Every optimizer step of an epoch was skipped by fp16's gradient scaler: the weights did not move."""
-
-
-def check_skipped_steps(state: TrainState, steps_per_epoch: int, scaler, run_end: bool = False) -> None:
-    """Stop an fp16 run whose gradient scaler skips steps because the gradients are non-finite at any scale.
-
-    A skipped step leaves the weights as they were and halves the scale. The first steps of a run may be
-    skipped while the scale calibrates (torch starts at 2**16); an epoch of nothing but skipped steps that
-    took the scale below 1 means gradients that overflow unscaled, i.e. inf or NaN, and a run that took
-    no step at all saved its initial weights as "fine-tuned". Either stops the run here instead of an exit
-    code 0 (checked at each epoch end and, with ``run_end``, once more at the end of the run).
-    """
-    if scaler is None or state.step == 0:
-        return
-    scale = scaler.get_scale()
-    if run_end and state.skipped_steps == state.step:
-        what = f"all {state.step} optimizer steps of the run"
-    elif not run_end and state.skipped_in_epoch == steps_per_epoch and scale < 1.0:
-        what = f"all {steps_per_epoch} optimizer steps of epoch {state.epoch + 1}"
-    else:
-        return
-    raise SkippedStepsError(
-        f"precision fp16: the gradient scaler skipped {what} (their gradients overflowed float16 even as the "
-        f"scale fell to {scale:g}, i.e. they were inf or NaN), so the weights never changed; train with "
-        f"precision: fp32 (or bf16 on a GPU that has it)")
 
 
 def optimizer_step(session: Session, runner: nn.Module, batches, global_rows) -> None:
@@ -87,6 +59,7 @@ def optimizer_step(session: Session, runner: nn.Module, batches, global_rows) ->
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
     lr = parts.optimizer.param_groups[0]["lr"]
+    skipped = False
     if scaler is None:
         parts.optimizer.step()
     else:  # skipped when the scaled gradients overflowed; the scale adapts (halved: the sign of a skip)
@@ -94,10 +67,10 @@ def optimizer_step(session: Session, runner: nn.Module, batches, global_rows) ->
         scaler.step(parts.optimizer)
         scaler.update()
         skipped = scaler.get_scale() < scale_before
-        state.skipped_steps += skipped
-        state.skipped_in_epoch += skipped
+        record_scaler_step(state, skipped)
     parts.optimizer.zero_grad(set_to_none=True)
-    parts.scheduler.step()
+    if not skipped:  # the schedule follows the steps taken (hnclip.training.fp16_skips)
+        parts.scheduler.step()
     clamp_logit_scale(parts.model)
 
     state.step = step_number
