@@ -5,7 +5,7 @@ method), HN-CLIP minus plain fine-tuning (the spec's ``roles``: ``reference`` mi
 i.e. the contrastive loss alone) with its paired bootstrap interval (the headline comparison's code,
 :func:`hnclip.analysis.regime.conditions.seed_average_difference`), the captions whose rank changed most between
 the two (on the first seed of each), and per run whether its score was still rising at the last epoch (the tuning search's test,
-:func:`hnclip.tuning.score.last_rise`, on the run's test-split ranks per epoch).
+:func:`hnclip.analysis.epoch_rise.last_rise`, on the run's test-split ranks per epoch).
 
 Where the main experiment does not train both (config/finetune.yaml trains only ``longclip`` unless ``hnclip`` is
 added to ``experiments.main.methods``) the difference is None and ``missing`` says which method is absent.
@@ -47,7 +47,7 @@ def changed_captions(hn: Mapping, plain: Mapping, captions: Sequence[str] | None
 def run_rises(cells: Sequence[Mapping], settings: BootstrapSettings) -> list[dict]:
     """Per fine-tuned run with per-epoch ranks (``<run>/epoch_ranks.csv``): the last epoch's rise of mean R@1
     on the test split with its paired interval, ``still_improving`` when the interval lies above 0."""
-    from hnclip.tuning.score import last_rise
+    from hnclip.analysis.epoch_rise import last_rise
 
     out = []
     for cell in cells:
