@@ -165,6 +165,54 @@ def test_a2_per_direction_allows_one_miss_in_36_cases_but_not_in_12():
     assert _verdicts({"plugin": table}, {"plugin": spec})["a2_directions"]["verdict"] == "does not hold"
 
 
+def test_counting_claims_say_what_they_read_without_the_baselines_below_the_zero_shot_backbone():
+    """a2_frameworks, a2_directions and a1_first_epoch count baselines; GOAL and StructXLIP ending below the
+    zero-shot backbone (80 here) make their "+HN gains" repairs. The verdict stays the paper's count, and beside
+    it the same criterion with those baselines left out."""
+    main, _, _ = _build("main", [_cell(ZEROSHOT_ROW, "DOCCI", 80, 80), _cell("HN-CLIP", "DOCCI", 90, 90, gamma=0.5),
+                                 _cell("LoRA", "DOCCI", 85, 85), _cell("GOAL", "DOCCI", 70, 72),
+                                 _cell("StructXLIP", "DOCCI", 60, 61), _cell("DoRA", "DOCCI", 80.5, 79.5)])
+    # DoRA (80.0 on average) is at the backbone: within it, left out too
+    gains = {("LoRA", "DOCCI"): (-0.5, -0.5), ("GOAL", "DOCCI"): (8.0, 6.0), ("StructXLIP", "DOCCI"): (11.0, 11.0)}
+    table, spec, _ = _plugin(gains)
+    v = _verdicts({"plugin": table, "main": main}, {"plugin": spec})
+    frameworks = v["a2_frameworks"]
+    assert frameworks["verdict"] == "does not hold"  # LoRA -0.5
+    assert frameworks["without_collapsed"] == {"left_out": ["GOAL", "StructXLIP"], "verdict": "does not hold",
+                                               "conditions": 1}
+    # the repairs alone: LoRA improves too, then every framework does, and without the collapsed ones LoRA decides
+    gains[("LoRA", "DOCCI")] = (0.5, 0.5)
+    table, spec, _ = _plugin(gains)
+    v = _verdicts({"plugin": table, "main": main}, {"plugin": spec})
+    assert v["a2_frameworks"]["verdict"] == "holds" and v["a2_frameworks"]["without_collapsed"]["verdict"] == "holds"
+    gains[("LoRA", "DOCCI")] = (0.0, 0.0)  # only the repairs improve
+    table, spec, _ = _plugin(gains)
+    v = _verdicts({"plugin": table, "main": main}, {"plugin": spec})
+    assert v["a2_directions"]["without_collapsed"]["verdict"] == "does not hold"
+    assert "with GOAL, StructXLIP left out (at or below the zero-shot backbone)" in v["a2_directions"]["evidence"]
+    # no baseline below the backbone: nothing left out
+    healthy, _, _ = _build("main", [_cell(ZEROSHOT_ROW, "DOCCI", 50, 50), _cell("HN-CLIP", "DOCCI", 90, 90, gamma=0.5),
+                                    _cell("GOAL", "DOCCI", 70, 72)])
+    v = _verdicts({"plugin": table, "main": healthy}, {"plugin": spec})
+    assert v["a2_frameworks"]["without_collapsed"]["left_out"] == []
+
+
+def test_a1_first_epoch_without_the_collapsed_baselines(tmp_path):
+    # epoch 1 at 75: above GOAL (70) and StructXLIP (60), below LoRA (85) and Long-CLIP FT (84); 2 of 4 is not
+    # more than half; without the two collapsed baselines 0 of 2
+    finals = {ZEROSHOT_ROW: (80, 80), "HN-CLIP": (90, 90), "LoRA": (85, 85), "Long-CLIP FT": (84, 84),
+              "GOAL": (70, 70), "StructXLIP": (60, 60)}
+    main, epochs = _epochs_table(tmp_path, finals, {"HN-CLIP": [(75, 75), (90, 90)]})
+    v = _verdicts({"main": main, "epochs": epochs})["a1_first_epoch"]
+    assert v["verdict"] == "does not hold"
+    assert v["without_collapsed"]["left_out"] == ["GOAL", "StructXLIP"]
+    assert v["without_collapsed"]["verdict"] == "does not hold"
+    # epoch 1 at 84.5: 3 of 4 (holds); without the collapsed, 1 of 2 is not more than half
+    main, epochs = _epochs_table(tmp_path, finals, {"HN-CLIP": [(84.5, 84.5), (90, 90)]})
+    v = _verdicts({"main": main, "epochs": epochs})["a1_first_epoch"]
+    assert v["verdict"] == "holds" and v["without_collapsed"]["verdict"] == "does not hold"
+
+
 def test_a2_gain_must_grow_with_caption_length():
     table, spec, _ = _plugin({("LoRA", "DOCCI"): (1.0, 1.0), ("LoRA", "DCI"): (3.0, 3.0)})
     words = {"DOCCI": 120.0, "DCI": 130.0}

@@ -108,7 +108,7 @@ def cmd_figure(args) -> None:
 
 
 def add_gallery(sub) -> None:
-    p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
+    p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: where HN-CLIP and the val-chosen competitor disagree")
     p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
     p.add_argument("--captions", type=int, required=True, help="query captions shown (report.gallery_captions)")
     p.add_argument("--threads", type=int, default=None)
