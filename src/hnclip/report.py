@@ -43,7 +43,7 @@ BANNERS = {
     "own": "Results on your data",
 }
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown"), strict=True))
+VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown", "collapsed"), strict=True))
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -201,7 +201,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   records: list[Mapping] | None = None, specs: Mapping[str, Mapping] | None = None,
                   template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
                   power_reference: str = "", regime: Mapping[str, Mapping] | None = None,
-                  backbone: str | None = None, tuning: Mapping | None = None) -> Path:
+                  backbone: str | None = None, tuning: Mapping | None = None,
+                  collapsed: Mapping[str, Mapping] | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
@@ -216,6 +217,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     ``regime``: benchmark -> its regime conditions (:func:`hnclip.analysis.regime.regime_report`).
     ``backbone``: what the backbone was converted from (a report on your own data names it).
     ``tuning``: the tuning section (:func:`hnclip.tuning.rows.tuning_section`; None: no section).
+    ``collapsed``: the baselines at or below the zero-shot backbone (:func:`hnclip.analysis.claims.collapsed_rows`),
+    listed on the first screen with the tuning record's flags.
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -257,6 +260,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         premise_rows=_premise_rows(premise), regime=_regime_rows(regime), fmt=format_number, power=list(power or []), power_reference=power_reference,
         headline=_headline_rows(regime),
         confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95), tuning=tuning,
+        collapsed=_collapsed_rows(collapsed),
     )
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
@@ -326,6 +330,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         regime=regime_results,
         backbone=_backbone_words(backbone),
         tuning=_tuning(tuning, specs, config),
+        collapsed=judged.get("collapsed"),
     )
 
 
@@ -348,6 +353,13 @@ def _headline_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
                          "difference": compared["difference"], "ci_low": low, "ci_high": high,
                          "seeds": compared["seeds"]})
     return rows
+
+
+def _collapsed_rows(collapsed: Mapping[str, Mapping] | None) -> list[str]:
+    """Each baseline at or below the zero-shot backbone as "label (benchmark −x.x [low, high])"."""
+    return [f"{label} (" + "; ".join(f"{bench} {d:+.1f} [{low:+.1f}, {high:+.1f}]" for bench, (d, low, high)
+                                     in sorted(per.items())) + ")"
+            for label, per in sorted((collapsed or {}).items())]
 
 
 def _tuning(record_path, specs: Mapping[str, Mapping], config: Mapping | None) -> dict | None:
