@@ -31,6 +31,7 @@ from hnclip.analysis.regime.definitions import (
     HN_METHOD,
     LEARNABLE_FIXED_MIN,
     NEAR_DUPLICATE_TEXT,
+    NEAR_DUPLICATE_Z,
     POWER_HALF_WIDTH_MAX,
     POWER_SEEDS_MIN,
     POWER_TEST_SCENES_MIN,
@@ -511,7 +512,8 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
                   train_features: np.ndarray, text_image, main_records=None,
                   settings: BootstrapSettings | None = None, sources: Mapping[str, str] | None = None,
                   agreement: Mapping[str, float] | None = None, logit_scale: float | None = None,
-                  transfer: Mapping[str, tuple[Mapping, str]] | None = None, competitor: str | None = None) -> dict:
+                  transfer: Mapping[str, tuple[Mapping, str]] | None = None, competitor: str | None = None,
+                  near_z: float = NEAR_DUPLICATE_Z) -> dict:
     """The conditions of one benchmark (``results/regime/<benchmark>.json``), in :data:`CONDITION_KEYS` order.
 
     ``plain``: the plain runs with their test ``features``; ``zeroshot``: the backbone's test features
@@ -522,7 +524,9 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
     ``logit_scale``: the backbone's, for condition 5's diagnostic (None: not computed); ``transfer``: see
     :func:`transfer_condition`; ``competitor``: the config's strongest competitor (the power condition's and
     the headline's pair with HN-CLIP; None: Long-CLIP FT). ``comparisons``: HN-CLIP minus the competitor and
-    minus Long-CLIP FT (:func:`seed_average_difference`), the summary's two rows."""
+    minus Long-CLIP FT (:func:`seed_average_difference`), the summary's two rows. ``near_z``: the
+    near-duplicate definition's parameter (:class:`NearDuplicates`; docs/toy-design.md shows how the verdicts
+    move with it)."""
     if not plain:
         raise ValueError(f"{benchmark}: the regime conditions need at least one plain fine-tuning run")
     settings = settings or BootstrapSettings()
@@ -534,7 +538,7 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
     # a scene: each image with its first caption
     scene_captions = np.array([int(np.flatnonzero(text_image == i)[0]) for i in range(zeroshot.images.shape[0])])
     split = f"{zeroshot_record.get('eval_benchmark', benchmark)}/{zeroshot_record.get('split', 'test')}"
-    near_test, near_train = NearDuplicates.of(caption_features), NearDuplicates.of(train_features)
+    near_test, near_train = NearDuplicates.of(caption_features, near_z), NearDuplicates.of(train_features, near_z)
     confidence = settings.confidence
     conditions = [
         strong_init_condition(zeroshot_record, settings, sources.get("zeroshot", "")),
