@@ -79,7 +79,8 @@ def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
                     "n_test": data.get("n_test_images"), "plain_runs": len(data.get("plain_runs", [])),
                     "near_definition": near.get("definition")
                     or f"caption cosine ≥ {data.get('near_duplicate_cosine')}",
-                    "near_test": near.get("test"), "near_train": near.get("train"), "weights": identity.get("weights"),
+                    "near_test": near.get("test"), "near_train": near.get("train"),
+                    "near_batches": near.get("micro_batches"), "weights": identity.get("weights"),
                     "kernels": kernels.get("setting"), "cpu": kernels.get("cpu"),
                     "release": identity.get("release")})
     return out
