@@ -396,6 +396,22 @@ def test_a4_every_gamma_from_quarter_to_one_must_beat_zero():
     assert _verdicts({"gamma_sweep": t}, {"gamma_sweep": spec})["a4_gamma"]["verdict"] == "no data"
 
 
+def test_a3_transfer_against_rows_below_the_zero_shot_backbone_reads_collapsed():
+    # the toy's shift target: every fine-tune below the backbone's 82 / 83; HN-CLIP leads the collapsed rows
+    pair = "Synthetic -> Synthetic"
+    rows = {"HN-CLIP": {pair: (64.8, 64.1)}, "Long-CLIP FT": {pair: (73.1, 69.5)}, ZEROSHOT_ROW: {pair: (82.2, 83.0)}}
+    table, _, _ = _transfer(rows)
+    assert _verdicts({"transfer": table})["a3_transfer"]["verdict"] == "does not hold"  # behind Long-CLIP FT
+    rows["Long-CLIP FT"] = {pair: (60.0, 60.0)}
+    table, _, _ = _transfer(rows)
+    v = _verdicts({"transfer": table})["a3_transfer"]
+    assert v["verdict"] == "against a collapsed row"
+    assert v["evidence"]["compared with rows at or below the zero-shot backbone"] == f"Long-CLIP FT on {pair}"
+    rows[ZEROSHOT_ROW] = {pair: (50.0, 50.0)}  # the same rows above a weaker backbone: it holds
+    table, _, _ = _transfer(rows)
+    assert _verdicts({"transfer": table})["a3_transfer"]["verdict"] == "holds"
+
+
 def test_b2_is_the_default_minus_the_frozen_variant_on_each_transfer_column():
     """B.2's evidence: 3.80 / 6.80 R@1 separate the default from the frozen variant on the transfer benchmark.
     Another baseline that transfers worse than the frozen variant does not refute it."""
