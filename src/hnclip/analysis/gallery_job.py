@@ -1,5 +1,5 @@
 """The job of ``hnclip gallery`` (Figure A10's stand-in): HN-CLIP vs the strongest competitor (chosen on val:
-:func:`hnclip.analysis.claims.base.competitor_key`, never on test) on the main experiment's first benchmark.
+:func:`hnclip.plan.competitor_key`, never on test) on the main experiment's first benchmark.
 
 Glue only: it picks the two runs from the main spec, encodes the benchmark's test split with each model,
 ranks every caption's ground-truth image under each (Text→Image, the figure's direction) and shows the
@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from hnclip import paths, plan
-from hnclip.analysis.claims.base import competitor_key
 from hnclip.analysis.figures import plot_no_data
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ def choose_runs(spec: dict, hn_method: str | None = None) -> tuple[str, dict, di
     if not hn:
         raise NoGalleryData(f"the main experiment trains no {hn_method!r} run on {group!r} "
                             f"(methods: {sorted({c['run']['method'] for c in runs})})")
-    rival = competitor_key(roles)
+    rival = plan.competitor_key(roles)
     base = [c for c in runs if c["run"]["method"] == rival and float(c["run"]["gamma"]) == 0]
     if not base:
         raise NoGalleryData(f"the main experiment has no {rival!r} run on {group!r}, the strongest competitor "

@@ -13,7 +13,7 @@ import pandas as pd
 
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, interval, judge, mean_of, resolution
 from hnclip.analysis.tables import DIRECTION_LABELS
-from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, spec_roles
+from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, competitor_key, spec_roles
 
 PAPER_TRANSFER_PAIRS = ("DCI -> DOCCI", "DOCCI -> DCI", "DOCCI -> Long-DCI")
 # the paper's name of its method: measure names (which report/published_numbers.yaml quotes) use it,
@@ -396,13 +396,6 @@ def seed_columns(table: pd.DataFrame) -> list[str]:
                   key=lambda s: int(s[1:]))
 
 # ------------------------------------------------------------------------------ the competitor and collapse
-
-def competitor_key(roles: Mapping[str, str]) -> str:
-    """The method key of "the strongest competitor": the one chosen on val (the config's ``competitor``, from
-    the tuning record), else plain fine-tuning (``roles.baseline``). Never chosen on test: every claim, the
-    summary's headline and the gallery compare HN-CLIP with this one method."""
-    return roles.get("competitor") or roles["baseline"]
-
 
 def competitor_row(ctx: Context, rows: Iterable) -> str | None:
     """The display label of :func:`competitor_key`'s rows if ``rows`` holds it, else None."""

@@ -67,6 +67,7 @@ from hnclip.analysis.regime.measures import (
     saturated_micro_batches,
 )
 from hnclip.dynamics_log import SATURATION_LOSS
+from hnclip.plan import competitor_key
 
 
 # ----------------------------------------------------------------------------------- conditions
@@ -550,7 +551,7 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
                             settings, split, sources.get("backbone", ""), near_test),
         power_condition(int(zeroshot.images.shape[0]), main_records, settings,
                         [sources.get("main_spec", ""), *(p for p in (sources.get("main_evals") or []))],
-                        against=competitor or BASELINE_METHOD),
+                        against=competitor_key({"competitor": competitor, "baseline": BASELINE_METHOD})),
         transfer_condition(transfer or {}, settings),
     ]
     for c in conditions:
