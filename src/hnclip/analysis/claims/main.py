@@ -15,6 +15,7 @@ from hnclip.analysis.bootstrap import (
 )
 from hnclip.analysis.claims.base import (
     Context,
+    at_or_below_zeroshot,
     avg_r1,
     cell_value,
     claim,
@@ -174,8 +175,9 @@ def a1_second_epoch(ctx: Context) -> dict:
                 f"{group}: baselines below the first epoch": ", ".join(b for b, v in finals.items() if e1 > v) or "none"}
     measures = {"first-epoch average R@1": {str(group): round_margin(e1)}, "second-epoch average R@1": {str(group): round_margin(e2)}}
     return ctx.verdict(criterion, [(e2 - finals[strongest], False)], evidence, measures, noise,
-                        measure_intervals={"first-epoch average R@1": {str(group): interval_of(e1)},
-                                           "second-epoch average R@1": {str(group): interval_of(e2)}})
+                       measure_intervals={"first-epoch average R@1": {str(group): interval_of(e1)},
+                                          "second-epoch average R@1": {str(group): interval_of(e2)}},
+                       collapsed=[strongest] if at_or_below_zeroshot(ctx, finals[strongest], group) else [])
 
 @claim("e3_directions", "E.3 per-direction convergence",
        "HN-CLIP leads in both retrieval directions on all four benchmarks from the first epoch.",
