@@ -93,8 +93,8 @@ def run_gallery(spec: dict, n_captions: int, out_prefix, k: int = 5, data_root: 
                                           "both wrong"), strict=True))
     kind_of = {q: names[kind] for kind, qs in kinds.items() for q in qs}
     counts = ", ".join(f"{names[kind]} {len(kinds[kind])}" for kind in DISAGREEMENT_KINDS)
-    title = (f"{group}, Text→Image, {len(manifest)} captions where {hn_cell['row']} and {base_cell['row']} (the "
-             f"strongest competitor, chosen on val) do not both retrieve the ground truth first: {counts}. Shown: "
+    title = (f"{group}, Text→Image: of {len(manifest):,} captions, those where {hn_cell['row']} and {base_cell['row']} "
+             f"(the strongest competitor, chosen on val) do not both retrieve the ground truth first: {counts}. Shown: "
              f"{len(queries)}, the kinds sharing them evenly, each kind's evenly spaced in caption order (never by "
              "score); each row says where the model ranks the ground truth")
     log.info("gallery on %s: %s vs %s, %s; captions %s", group, hn_cell["row"], base_cell["row"], counts, queries)
