@@ -88,10 +88,18 @@ def _main_spec(root):
     return {"experiment": "main", "scale": "toy", "cells": cells}
 
 
-def test_gallery_compares_hn_clip_with_the_best_baseline(split):
+def _with_competitor(spec, competitor):
+    spec["roles"] = {"reference": "hnclip", "baseline": "longclip", "frozen": "hnclip_frozen", "competitor": competitor}
+    return spec
+
+
+def test_gallery_compares_hn_clip_with_the_competitor_chosen_on_val_never_on_test(split):
     spec = _main_spec(split)
     group, hn, base = choose_runs(spec)
-    assert (group, hn["row"], base["row"]) == ("Synthetic", "HN-CLIP", "LoRA")  # LoRA 30 > Long-CLIP 20
+    # no competitor chosen on val: plain fine-tuning, though LoRA scores 30 > 20 on test
+    assert (group, hn["row"], base["row"]) == ("Synthetic", "HN-CLIP", "Long-CLIP FT")
+    spec = _with_competitor(spec, "lora")
+    assert choose_runs(spec)[2]["row"] == "LoRA"
     paths = run_gallery(spec, n_captions=3, out_prefix=split / "fig/gallery", k=4,
                         data_root=split / "results/data")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 0 for p in paths)
@@ -108,7 +116,7 @@ def test_gallery_never_takes_the_zero_shot_row_for_the_strongest_baseline(split)
     spec["cells"].insert(0, {"row": "Zero-shot backbone", "group": "Synthetic", "variant": None, "x": None, "run": run,
                              "eval_benchmark": "synthetic", "eval_path": str(eval_path), "run_dir": None,
                              "zeroshot": True})
-    _, _, base = choose_runs(spec)
+    _, _, base = choose_runs(_with_competitor(spec, "lora"))
     assert base["row"] == "LoRA"  # 99 on the backbone's row, but it is a reference, not a baseline
 
 
@@ -117,7 +125,7 @@ def test_gallery_finds_hn_clip_by_its_method_key_when_its_label_is_renamed(split
     for cell in spec["cells"]:
         if cell["run"]["method"] == "hnclip":
             cell["row"] = "Ours (HN)"  # methods.hnclip.label renamed
-    group, hn, base = choose_runs(spec)
+    group, hn, base = choose_runs(_with_competitor(spec, "lora"))
     assert (group, hn["row"], hn["run"]["method"], base["row"]) == ("Synthetic", "Ours (HN)", "hnclip", "LoRA")
 
 
@@ -126,4 +134,22 @@ def test_gallery_without_a_baseline_draws_a_note_instead_of_failing(split):
     spec["cells"] = [c for c in spec["cells"] if c["run"]["method"] == "hnclip"]
     paths = run_gallery(spec, n_captions=2, out_prefix=split / "fig/gallery", data_root=split / "results/data")
     assert [p.suffix for p in paths] == [".png", ".svg"]
-    assert "No data" in paths[1].read_text() and "baseline" in paths[1].read_text()
+    assert "No data" in paths[1].read_text() and "competitor" in paths[1].read_text()
+
+
+def test_the_gallery_shows_disagreements_by_a_stated_rule():
+    from hnclip.analysis.gallery import choose_disagreements, disagreements
+
+    hn = [1, 1, 3, 2, 1, 1, 5, 1, 9, 1]
+    rival = [1, 4, 1, 1, 2, 1, 6, 7, 1, 3]
+    kinds = disagreements(hn, rival)
+    # by hand: HN alone right at 1, 4, 7, 9; the competitor alone at 2, 3, 8; both wrong at 6 (0 and 5 agree)
+    assert kinds == {"first alone right": [1, 4, 7, 9], "second alone right": [2, 3, 8], "both wrong": [6]}
+    # 4 shown: 2 / 1 / 1 (the first kind takes the remainder), evenly spaced inside each kind
+    assert choose_disagreements(kinds, 4) == [1, 9, 2, 6]
+    # 6 shown: both wrong has one query, its share passes on: 3 / 2 / 1
+    assert choose_disagreements(kinds, 6) == [1, 7, 9, 2, 8, 6]
+    assert sorted(choose_disagreements(kinds, 100)) == [1, 2, 3, 4, 6, 7, 8, 9]
+    assert choose_disagreements(disagreements([1, 1], [1, 1]), 4) == []
+    with pytest.raises(ValueError, match="different queries"):
+        disagreements([1], [1, 2])

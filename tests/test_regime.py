@@ -28,17 +28,38 @@ def unit(*degrees) -> np.ndarray:
 # 0/20 degrees: cos 0.940; 90/100: cos 0.985; 180 and 270 are far from everything (cos <= 0.17)
 ANGLES = (0.0, 20.0, 90.0, 100.0, 180.0, 270.0)
 FEATURES = unit(*ANGLES)
-# one nearest neighbour at cos >= 0.8: 0 <-> 1 and 2 <-> 3, none for 4 and 5
-NEAR = R.NearDuplicates.of(FEATURES, neighbours=1, floor=0.8)
+# one standard deviation above a caption's mean cosine, and at least 0.8: every caption's mean cosine to the
+# other five is at most 0.07 and its spread at most 0.64, so the floor decides: 0 <-> 1 and 2 <-> 3
+NEAR = R.NearDuplicates.of(FEATURES, z=1.0, floor=0.8)
+
+
+def brute_partners(features: np.ndarray, z: float, floor: float) -> list[set]:
+    """The relation by a plain loop: i and j are near-duplicates when cos(i, j) >= max(mean_i + z sd_i, floor)
+    or >= max(mean_j + z sd_j, floor), mean and (population) sd over each caption's cosines to the others."""
+    n = len(features)
+    cos = [[float(features[i] @ features[j]) for j in range(n)] for i in range(n)]
+    threshold = []
+    for i in range(n):
+        others = [cos[i][j] for j in range(n) if j != i]
+        mean = sum(others) / len(others)
+        sd = math.sqrt(sum((c - mean) ** 2 for c in others) / len(others))
+        threshold.append(max(mean + z * sd, floor))
+    partners = [set() for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if i != j and (cos[i][j] >= threshold[i] or cos[i][j] >= threshold[j]):
+                partners[i].add(j)
+    return partners
 
 
 # ------------------------------------------------------------------------------ near-duplicates
 def test_near_duplicate_relation_by_hand():
     assert [sorted(p) for p in NEAR.partners] == [[1], [0], [3], [2], [], []]
-    # two neighbours at cos >= 0.3: 1's second is 2 (70 degrees, 0.342) and 2's is 1, made symmetric;
-    # 3's second (1, 80 degrees, 0.174) and 0's (90 degrees, 0) fall below the floor
-    wider = R.NearDuplicates.of(FEATURES, neighbours=2, floor=0.3, chunk=4)
+    # z = 0 and a floor of 0.3: every threshold is the floor (means <= 0.07); 1 and 2 are 70 degrees apart
+    # (0.342) and join, 1 and 3 (80 degrees, 0.174) and 0 and 2 (90 degrees, 0) do not
+    wider = R.NearDuplicates.of(FEATURES, z=0.0, floor=0.3, chunk=4)
     assert [sorted(p) for p in wider.partners] == [[1], [0, 2], [1, 3], [2], [], []]
+    assert NEAR.pair_count([0, 1, 2, 3]) == 2 and NEAR.pair_count([0, 2, 4]) == 0
     assert NEAR.companions([0, 1, 2]).tolist() == [True, True, False]
     assert NEAR.companions([3, 4, 5]).tolist() == [False, False, False]
     assert NEAR.has_pair([2, 3]) and not NEAR.has_pair([1, 4, 5])
@@ -51,12 +72,48 @@ def test_near_duplicate_relation_by_hand():
     # random batches of 3 of the 6: 4 of the 20 triples hold {0, 1}, 4 others {2, 3}: 8 / 20
     assert NEAR.chance_batch_share(3) == pytest.approx(0.4, abs=0.03)
     assert NEAR.chance_batch_share(2) == pytest.approx(2 / 15, abs=0.02)
-    # a split far apart has none at all, however many neighbours are asked for
-    apart = R.NearDuplicates.of(unit(0.0, 90.0, 180.0, 270.0), neighbours=3)
+    # a split far apart has none at all, however low the relative threshold
+    apart = R.NearDuplicates.of(unit(0.0, 90.0, 180.0, 270.0), z=-1.0)
     assert apart.base_rate()["pairs"] == 0 and apart.chance_batch_share(2) == 0.0
     # A.2's extreme pair (cos >= 0.9), a geometry figure kept for the backbone's release
     assert R.micro_batch_has_extreme_pair(FEATURES, [0, 1]) and not R.micro_batch_has_extreme_pair(FEATURES, [1, 2])
-    assert R.EXTREME_COSINE == 0.9 and R.NEAR_DUPLICATE_NEIGHBOURS == 3 and R.GEOMETRY_COSINE == 0.8
+    assert R.EXTREME_COSINE == 0.9 and R.NEAR_DUPLICATE_Z == 1.5 and R.GEOMETRY_COSINE == 0.8
+
+
+def test_the_relative_threshold_binds_where_a_floor_cannot():
+    """z decides, not the floor: without a floor, z = 1.5 keeps 0 <-> 1 (0.940 against caption 0's mean
+    -0.047 + 1.5 x 0.617 = 0.878) and drops 2 <-> 3 although they are closer (0.985 against caption 3's
+    0.035 + 1.5 x 0.636 = 0.989 and caption 2's 0.065 + 1.5 x 0.643 = 1.03)."""
+    assert [sorted(p) for p in R.NearDuplicates.of(FEATURES, z=1.5, floor=0.0).partners] == [[1], [0], [], [], [], []]
+    assert [sorted(p) for p in R.NearDuplicates.of(FEATURES, z=2.0, floor=0.0).partners] == [[]] * 6
+    # a crowded split like the toy's (every caption's 5th-nearest above 0.95): a floor anywhere in 0.8-0.95
+    # admits every pair, so it never binds; the relative threshold does, and a higher z admits fewer pairs
+    rng = np.random.default_rng(5)
+    centre = np.eye(16)[0]
+    crowded = centre + 0.12 * rng.normal(size=(120, 16)) / 4
+    crowded /= np.linalg.norm(crowded, axis=1, keepdims=True)
+    cos = crowded @ crowded.T
+    np.fill_diagonal(cos, np.inf)
+    assert np.sort(cos, axis=1)[:, -6].min() >= 0.95 and cos.min() >= 0.95
+    for floor in (0.8, 0.9, 0.95):
+        assert R.NearDuplicates.of(crowded, z=-10.0, floor=floor).base_rate()["pair_share"] == 1.0
+    pairs = []
+    for z in (1.0, 1.5, 2.0):
+        near = R.NearDuplicates.of(crowded, z=z, chunk=50)
+        assert [set(p) for p in near.partners] == brute_partners(crowded, z, R.GEOMETRY_COSINE)
+        pairs.append(near.base_rate()["pairs"])
+    assert pairs[0] > pairs[1] > pairs[2] > 0
+
+
+def test_the_relation_means_the_same_at_any_split_size():
+    """A caption's mean and spread are estimates: the share of pairs that are near-duplicates is about the
+    same on 300 captions and on 1,200 of the same distribution (a count of nearest neighbours would be four
+    times the share on the smaller split)."""
+    rng = np.random.default_rng(11)
+    features = np.eye(32)[0] + 0.05 * rng.normal(size=(1200, 32))
+    features /= np.linalg.norm(features, axis=1, keepdims=True)
+    small, large = (R.NearDuplicates.of(features[:n]).base_rate()["pair_share"] for n in (300, 1200))
+    assert large > 0.01 and small == pytest.approx(large, rel=0.2)
 
 
 def test_hardest_partner_is_the_most_similar_other_row():
@@ -94,7 +151,8 @@ def test_errors_with_a_near_duplicate_top1_by_hand():
     # captions at 0, 20, 90 degrees (0 and 20 are near-duplicates; 90's nearest is 70 degrees away, cos 0.34);
     # images at 15, 20, 50 degrees
     captions = unit(0.0, 20.0, 90.0)
-    near = R.NearDuplicates.of(captions, neighbours=1, floor=0.8)
+    near = R.NearDuplicates.of(captions, z=0.5, floor=0.8)
+    assert [sorted(p) for p in near.partners] == [[1], [0], []]
     images = unit(15.0, 20.0, 50.0)
     text_image = np.arange(3)
     got = R.rank_and_top1(images, captions, text_image)
@@ -326,16 +384,27 @@ def test_geometry_and_batch_conditions_over_the_trainers_batches_by_hand():
     assert v["hardest_minus_mean"] == pytest.approx(np.mean(hardest) - np.mean(cosines))
     assert "effective dimensions" in geometry["ours"] and 1.0 <= v["effective_dimensions"] <= 2.0  # the plane
     assert geometry["met"] is False
-    batch = R.batch_condition(plain, batches, NEAR)
-    # epoch 1: [0, 1, 2] holds 0-1; epoch 2: [2, 3, 4] holds 2-3: 1 of 1 micro-batch each
-    assert batch["values"]["mean"] == 1.0 and batch["values"]["min"] == 1.0
-    assert batch["per_seed"]["0"] == {"1": 1.0, "2": 1.0}
+    # what the micro-batches hold: a descriptive figure, no condition (no decision to make)
+    batch = R.batch_figures(plain, batches, NEAR)
+    assert "batch_near_duplicates" not in R.CONDITION_KEYS and "decision" not in batch
+    # epoch 1: [0, 1, 2] holds 0-1; epoch 2: [2, 3, 4] holds 2-3: 1 of 1 micro-batch each, one pair each
+    assert batch["mean_share"] == 1.0 and batch["min_share"] == 1.0 and batch["mean_pairs"] == 1.0
     # one micro-batch an epoch: Wilson's 95 % interval of 1 of 1 is [1 / (1 + z^2), 1] = [0.207, 1]
     z2 = 1.959963984540054 ** 2
-    assert batch["intervals"]["min"] == pytest.approx([1 / (1 + z2), 1.0])
-    assert batch["decision"] == "undecided" and batch["met"] is None
+    assert batch["min_share_interval"] == pytest.approx([1 / (1 + z2), 1.0])
     # random triples of the six: 8 of 20 hold a pair
-    assert batch["chance"] == pytest.approx(0.4, abs=0.03) and "random micro-batches of 3: " in batch["ours"]
+    assert batch["chance_share"] == pytest.approx(0.4, abs=0.03) and batch["micro_batch"] == 3
+
+
+def _saturation_case(saturated_rows, active_rows, near=NEAR):
+    """One plain run's epoch 1: one micro-batch a step, its logged InfoNCE 1e-5 (saturated) or 0.5 (active)."""
+    rows = [*saturated_rows, *active_rows]
+    batches = [R.MicroBatch(1, s + 1, 0, np.array(r)) for s, r in enumerate(rows)]
+    losses = ["1e-05"] * len(saturated_rows) + ["0.5"] * len(active_rows)
+    dynamics = pd.DataFrame({"step": range(1, len(rows) + 1), "epoch": [1] * len(rows),
+                             "saturated_share": [1.0 if x == "1e-05" else 0.0 for x in losses], "infonce_micro": losses})
+    run = R.PlainRun("runs/toy/longclip/g0/f1/s0", {"seed": 0, "config": {}}, dynamics, {})
+    return R.saturation_condition([run], {run.run_dir: batches}, FEATURES, near=near)
 
 
 def test_saturation_condition_counts_pairs_in_the_saturated_batches():
@@ -349,14 +418,36 @@ def test_saturation_condition_counts_pairs_in_the_saturated_batches():
     assert cond["values"]["saturated_share_epoch1"] == pytest.approx(0.75)
     assert cond["values"]["saturated_with_pair"] == pytest.approx(2 / 3)
     assert cond["values"]["active_with_pair"] == 0.0 and cond["values"]["n_saturated"] == 3
+    assert cond["values"]["saturated_pairs_mean"] == pytest.approx(2 / 3) and cond["values"]["active_pairs_mean"] == 0
     assert cond["values"]["pair_difference"] == pytest.approx(2 / 3) and cond["chance"] == 0.0
-    # four micro-batches and one non-saturated: neither part is resolved
+    # one non-saturated micro-batch: no spread to build Welch's interval on, so the pair part is undecided
     assert cond["decision"] == "undecided" and cond["met"] is None
     old = R.PlainRun(run.run_dir, run.summary, dynamics.drop(columns="infonce_micro"), {})
     cond = R.saturation_condition([old], {run.run_dir: batches}, FEATURES, near=NEAR)
     assert cond["met"] is None and cond["values"]["saturated_with_pair"] is None
     assert cond["decision"] == "not measured"
     assert "not measured" in cond["ours"]
+
+
+def test_the_saturation_sub_test_reads_the_papers_direction_on_batches_built_both_ways():
+    """The paper: a few highly similar negatives remain unresolved after the easy majority is separated, so a
+    micro-batch saturates when it holds fewer near-duplicate pairs. NEAR's pairs: 0-1 and 2-3."""
+    with_pairs, without = [[0, 1, 4], [2, 3, 5], [0, 1, 2, 3]], [[0, 2, 4], [1, 3, 5], [0, 4, 5]]
+    # the paper's mechanism: 30 saturated micro-batches without a pair, 10 non-saturated with one or two
+    mechanism = _saturation_case(without * 10, with_pairs * 4)
+    v = mechanism["values"]
+    assert v["saturated_pairs_mean"] == 0.0 and v["active_pairs_mean"] == pytest.approx(16 / 12)
+    # Welch's interval by hand: the saturated side has no spread; the active side 8 ones and 4 twos
+    spread = np.var([1] * 8 + [2] * 4, ddof=1)
+    half = 1.959963984540054 * math.sqrt(spread / 12)
+    assert mechanism["intervals"]["pair_difference"] == pytest.approx([-16 / 12 - half, -16 / 12 + half])
+    assert mechanism["decision"] == "met"
+    # the reverse (saturated micro-batches hold the pairs): the sub-test fails whatever the saturated share
+    reverse = _saturation_case(with_pairs * 10, without * 4)
+    assert reverse["values"]["pair_difference"] > 0 and reverse["decision"] == "not met"
+    # no difference at all: pairs spread evenly; the interval straddles 0
+    even = _saturation_case((with_pairs + without) * 5, with_pairs + without)
+    assert even["values"]["pair_difference"] == pytest.approx(0.0) and even["decision"] == "undecided"
 
 
 def closed_form_least_infonce(degrees_apart: float, logit_scale: float) -> float:
@@ -500,7 +591,8 @@ def test_learnable_condition_is_the_share_of_the_backbones_pairwise_errors_plain
     plain = [_plain({}, 0), _plain({}, 1)]
     plain[0].features = R.ModelFeatures(unit(0.0, 20.0, 60.0), captions)  # every scene right both ways
     plain[1].features = zeroshot  # fixes nothing, breaks nothing
-    near = R.NearDuplicates.of(captions, neighbours=1, floor=0.9)  # 0 <-> 1 only (cos 20 = 0.94)
+    near = R.NearDuplicates.of(captions, z=0.5, floor=0.9)  # 0 <-> 1 only (cos 20 = 0.94)
+    assert [sorted(p) for p in near.partners] == [[1], [0], []]
     cond = R.learnable_condition(plain, zeroshot, np.arange(3), np.arange(3), captions,
                                  BootstrapSettings(resamples=200), "toy/test", near=near)
     v = cond["values"]
@@ -578,24 +670,18 @@ def test_the_regime_verb_end_to_end_on_a_micro_model(tmp_path, monkeypatch):
     assert conditions["power"]["values"] == {"test_scenes": 16, "seeds": 1, "half_width": pytest.approx(0.0),
                                              "difference": 0.0, "seeds_for_target": 1}
     assert conditions["power"]["met"] is False
-    # condition 3 by a loop over the trainer's permutation, with the backbone's caption features
+    # the micro-batches' figure by a loop over the trainer's permutation, with the backbone's caption features
     captions = list(pd.read_csv(manifest)["caption"])
     feats = encode_captions(load_model(paths["init_model_dir"]), captions, device="cpu").double().numpy()
     feats /= np.linalg.norm(feats, axis=1, keepdims=True)
-    partners = [set() for _ in range(16)]  # each caption's 3 nearest at cos >= 0.8, either way round
-    for i in range(16):
-        others = sorted((j for j in range(16) if j != i), key=lambda j: (-float(feats[i] @ feats[j]), j))
-        for j in others[:3]:
-            if float(feats[i] @ feats[j]) >= 0.8:
-                partners[i].add(j)
-                partners[j].add(i)
+    partners = brute_partners(feats, R.NEAR_DUPLICATE_Z, R.GEOMETRY_COSINE)
     shares = []
     for epoch in range(2):
         order = epoch_order(16, 0, epoch)
         batches = [set(order[start:start + 4].tolist()) for start in range(0, 16, 4)]
         shares.append(np.mean([any(partners[i] & rows for i in rows) for rows in batches]))
-    assert conditions["batch_near_duplicates"]["values"]["mean"] == pytest.approx(np.mean(shares))
-    assert conditions["batch_near_duplicates"]["values"]["min"] == pytest.approx(min(shares))
+    assert report["near_duplicates"]["micro_batches"]["mean_share"] == pytest.approx(np.mean(shares))
+    assert report["near_duplicates"]["micro_batches"]["min_share"] == pytest.approx(min(shares))
     text = R.format_conditions(report)
     assert all(c["target"] in text for c in report["conditions"])
     # which backbone: its weight digest (no training summary beside this one, so no kernels)
@@ -686,12 +772,17 @@ def test_strong_init_needs_both_directions_at_the_target_with_a_bootstrap_interv
     cond = R.strong_init_condition(strong, BootstrapSettings(resamples=500))
     assert cond["values"]["i2t"] == pytest.approx(strong["metrics"]["i2t_r1"])
     assert cond["met"] is True and cond["value"] == pytest.approx(strong["metrics"]["t2i_r1"])
-    assert cond["decision"] == "met"
+    assert cond["decision"] == "met" and R.STRONG_INIT_MAX == 89.5
     low, high = cond["intervals"]["t2i"]
     # a binomial R@1 over 1,000 queries: about ±3 points at 95 %
     assert low < cond["values"]["t2i"] < high and 4 < high - low < 8
     weak = _record(rng.random(1000) < 0.7, rng.random(1000) < 0.45, method="zeroshot")
     assert R.strong_init_condition(weak, BootstrapSettings(resamples=200))["met"] is False
+    # strong but imperfect: a backbone that leaves fewer than 10.5 % of the queries wrong is at the ceiling
+    perfect = _record(rng.random(1000) < 0.97, rng.random(1000) < 0.7, method="zeroshot")
+    assert R.strong_init_condition(perfect, BootstrapSettings(resamples=200))["decision"] == "not met"
+    edge = _record(np.arange(1000) % 10 != 0, rng.random(1000) < 0.7, method="zeroshot")  # I->T exactly 90
+    assert R.strong_init_condition(edge, BootstrapSettings(resamples=200))["decision"] == "undecided"
 
 
 @pytest.mark.parametrize(("mean", "hardest", "frac", "met"), [

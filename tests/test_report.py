@@ -532,6 +532,25 @@ def test_a_tuning_record_whose_choice_is_none_of_its_points_is_a_visible_flag_no
     assert f"warning: the tuning section is left out: tuning record {path}: methods.longclip" in capsys.readouterr().err
 
 
+def test_the_first_screen_lists_collapsed_baselines_and_the_tuning_flags_and_flags_come_second(outputs):
+    record = _tuning_record(outputs["root"] / "record.json")
+    collapsed = {"StructXLIP": {"Synthetic": [-3.0, -4.1, -1.9]}, "GOAL": {"Synthetic": [1.1, -0.2, 2.4]}}
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], tuning=record,
+        claims={"claims": [], "power": {"notes": [], "reference": ""}, "collapsed": collapsed})
+    html = unescape(out.read_text(encoding="utf-8"))
+    first = " ".join(html[html.index('<section class="result"'):html.index('<h2 id="claims">')].split())
+    assert "baselines at or below the zero-shot backbone:" in first
+    assert "GOAL (Synthetic +1.1 [-0.2, +2.4]); StructXLIP (Synthetic -3.0 [-4.1, -1.9])" in first
+    assert "under-trained at the shared budget (val R@1 still rising in the last epoch): Long-CLIP FT" in first
+    assert "lifts it above the zero-shot backbone on val: structxlip" in first
+    # the tuning table's flags column is second, beside the method's name (visible without scrolling)
+    section = html[html.index('<h2 id="tuning">'):html.index('<h2 id="tables">')]
+    assert section.index("<th>method</th><th>flags</th>") > 0
+
+
 def test_a_report_without_a_tuning_record_has_no_tuning_section(outputs):
     _, html = _render(outputs)
     assert 'id="tuning"' not in html and 'href="#tuning"' not in html

@@ -45,7 +45,8 @@ def test_the_summary_holds_conditions_main_comparison_and_verdicts():
     assert s["regime"]["synthetic"]["conditions"]["saturation"]["met"] is True
     assert s["main"]["synthetic"] == {"difference": 3.0, "interval": [1.0, 5.0], "seeds": 3, "half_width": 2.0,
                                       "against": "longclip", "against_label": "Long-CLIP FT"}
-    assert s["claims"]["tally"] == {"holds": 1, "does not hold": 0, "inconclusive": 1, "no data": 1}
+    assert s["claims"]["tally"] == {"holds": 1, "does not hold": 0, "inconclusive": 1, "no data": 1,
+                                    "against a collapsed row": 0}
     md = render_summary_markdown(s)
     assert "+3.00 [+1.00, +5.00] (3 seeds)" in md and "AMD EPYC" in md and "2 of 3" in md
     # without a competitor the one row is Long-CLIP FT's, and the paper's figure is not set beside it

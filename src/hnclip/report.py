@@ -44,7 +44,7 @@ BANNERS = {
     "own": "Results on your data",
 }
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown"), strict=True))
+VERDICT_CLASS = dict(zip(VERDICTS, ("holds", "fails", "noise", "unknown", "collapsed"), strict=True))
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -80,7 +80,8 @@ def _regime_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
                     "n_test": data.get("n_test_images"), "plain_runs": len(data.get("plain_runs", [])),
                     "near_definition": near.get("definition")
                     or f"caption cosine ≥ {data.get('near_duplicate_cosine')}",
-                    "near_test": near.get("test"), "near_train": near.get("train"), "weights": identity.get("weights"),
+                    "near_test": near.get("test"), "near_train": near.get("train"),
+                    "near_batches": near.get("micro_batches"), "weights": identity.get("weights"),
                     "kernels": kernels.get("setting"), "cpu": kernels.get("cpu"),
                     "release": identity.get("release")})
     return out
@@ -203,7 +204,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
                   template_dir=TEMPLATE_DIR, premise: Mapping | None = None, power: list[Mapping] | None = None,
                   power_reference: str = "", regime: Mapping[str, Mapping] | None = None,
                   backbone: str | None = None, tuning: Mapping | None = None,
-                  own_results: Mapping | None = None) -> Path:
+                  own_results: Mapping | None = None,
+                  collapsed: Mapping[str, Mapping] | None = None) -> Path:
     """Write the report to ``out_html``.
 
     ``power``: per benchmark, what its test split resolves (:func:`hnclip.analysis.claims.power_notes`).
@@ -219,6 +221,8 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
     ``backbone``: what the backbone was converted from (a report on your own data names it).
     ``tuning``: the tuning section (:func:`hnclip.tuning.rows.tuning_section`; None: no section).
     ``own_results``: on your own data, :func:`hnclip.analysis.own_results.own_results` (the summary's ``own``).
+    ``collapsed``: the baselines at or below the zero-shot backbone (:func:`hnclip.analysis.claims.collapsed_rows`),
+    listed on the first screen with the tuning record's flags.
     """
     label = scale_label(scale)
     tables = {name: _strip_suffix(prefix) for name, prefix in tables.items()}
@@ -261,6 +265,7 @@ def render_report(out_html, tables: Mapping[str, str], figures: Mapping[str, str
         headline=_headline_rows(regime),
         confidence=next((c["confidence"] for c in claims if c.get("confidence")), 0.95), tuning=tuning,
         own_results=own_results or {},
+        collapsed=_collapsed_rows(collapsed),
     )
     out_html = Path(out_html)
     out_html.parent.mkdir(parents=True, exist_ok=True)
@@ -333,6 +338,7 @@ def render_report_from_files(out_html, title: str, scale: str, specs: Mapping[st
         backbone=_backbone_words(backbone),
         tuning=_tuning(tuning, specs, config),
         own_results=json.loads(Path(own_summary).read_text(encoding="utf-8"))["own"] if own_summary else None,
+        collapsed=judged.get("collapsed"),
     )
 
 
@@ -355,6 +361,13 @@ def _headline_rows(regime: Mapping[str, Mapping] | None) -> list[dict]:
                          "difference": compared["difference"], "ci_low": low, "ci_high": high,
                          "seeds": compared["seeds"]})
     return rows
+
+
+def _collapsed_rows(collapsed: Mapping[str, Mapping] | None) -> list[str]:
+    """Each baseline at or below the zero-shot backbone as "label (benchmark −x.x [low, high])"."""
+    return [f"{label} (" + "; ".join(f"{bench} {d:+.1f} [{low:+.1f}, {high:+.1f}]" for bench, (d, low, high)
+                                     in sorted(per.items())) + ")"
+            for label, per in sorted((collapsed or {}).items())]
 
 
 def _tuning(record_path, specs: Mapping[str, Mapping], config: Mapping | None) -> dict | None:

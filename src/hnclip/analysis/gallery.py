@@ -15,7 +15,11 @@ import numpy as np
 
 from hnclip.analysis.figures import plt, save_figure
 
-__all__ = ["cosine_scores", "plot_retrieval_gallery", "top_k_retrievals", "true_ranks"]
+__all__ = ["DISAGREEMENT_KINDS", "choose_disagreements", "cosine_scores", "disagreements", "plot_retrieval_gallery",
+           "top_k_retrievals", "true_ranks"]
+
+# the queries where two models disagree at R@1, in the order the gallery shows them
+DISAGREEMENT_KINDS = ("first alone right", "second alone right", "both wrong")
 
 
 def cosine_scores(text_features, image_features) -> np.ndarray:
@@ -55,16 +59,53 @@ def true_ranks(text_features, image_features, queries: Sequence[int], true_rows:
     return [1 + int(n) for n in (scores > own[:, None]).sum(axis=1)]
 
 
+def disagreements(first_ranks: Sequence[int], second_ranks: Sequence[int]) -> dict[str, list[int]]:
+    """The queries (positions in the rank lists, 1 = retrieved first) where two models do not both retrieve
+    the ground truth first, by kind (:data:`DISAGREEMENT_KINDS`), each in query order."""
+    if len(first_ranks) != len(second_ranks):
+        raise ValueError(f"{len(first_ranks)} and {len(second_ranks)} ranks: the two models ranked different queries")
+    out: dict[str, list[int]] = {kind: [] for kind in DISAGREEMENT_KINDS}
+    for q, (a, b) in enumerate(zip(first_ranks, second_ranks, strict=True)):
+        if a == 1 and b != 1:
+            out["first alone right"].append(q)
+        elif b == 1 and a != 1:
+            out["second alone right"].append(q)
+        elif a != 1 and b != 1:
+            out["both wrong"].append(q)
+    return out
+
+
+def choose_disagreements(kinds: dict[str, list[int]], n: int) -> list[int]:
+    """``n`` queries, chosen by a rule stated in the figure: the kinds share ``n`` as evenly as they can (in
+    :data:`DISAGREEMENT_KINDS` order the first kinds take the remainder; a kind with too few queries passes its
+    share on), and within a kind the queries are evenly spaced over its list (query order), never by score."""
+    sizes = {kind: 0 for kind in DISAGREEMENT_KINDS}
+    left = min(n, sum(len(kinds.get(k, [])) for k in DISAGREEMENT_KINDS))
+    while left:
+        open_kinds = [k for k in DISAGREEMENT_KINDS if sizes[k] < len(kinds.get(k, []))]
+        for kind in open_kinds[:left]:
+            sizes[kind] += 1
+            left -= 1
+    chosen = []
+    for kind in DISAGREEMENT_KINDS:
+        pool = kinds.get(kind, [])
+        if sizes[kind]:
+            chosen += [pool[i] for i in np.linspace(0, len(pool) - 1, sizes[kind]).round().astype(int).tolist()]
+    return chosen
+
+
 def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true_rows: Sequence[int],
                            models: Mapping[str, tuple], read: Callable[[Sequence[int]], Sequence],
                            out_prefix, k: int = 5, score_fn: Callable = cosine_scores,
-                           caption_chars: int = 240) -> list[Path]:
+                           caption_chars: int = 240, title: str | None = None,
+                           labels: Sequence[str] | None = None) -> list[Path]:
     """Draw, per query caption, each model's top-k images with scores; the ground-truth image is framed green
     and each model's row says where it ranks the ground truth (:func:`true_ranks`).
 
     ``captions``: every caption (indexed by ``queries``); ``true_rows[i]``: image-store row of query i's
     own image; ``models``: name -> (text_features [N_text, D], image_features [N_img, D]); ``read(rows)``
-    returns images (PIL images or HxW[xC] arrays) for image-store rows.
+    returns images (PIL images or HxW[xC] arrays) for image-store rows; ``title``: the figure's heading (what
+    was chosen and how); ``labels``: a short tag per query (its kind), shown before its caption.
     """
     if len(true_rows) != len(queries):
         raise ValueError(f"{len(queries)} queries but {len(true_rows)} ground-truth rows")
@@ -79,7 +120,8 @@ def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true
         caption_ax = fig.add_subplot(grid[base, :])
         caption_ax.axis("off")
         text = textwrap.shorten(str(captions[query]), caption_chars, placeholder=" …")
-        label = caption_ax.text(0, 0.5, f"Q{qi + 1}: " + "\n".join(textwrap.wrap(text, 18 * k)), fontsize=7,
+        tag = f" [{labels[qi]}]" if labels else ""
+        label = caption_ax.text(0, 0.5, f"Q{qi + 1}{tag}: " + "\n".join(textwrap.wrap(text, 18 * k)), fontsize=7,
                                 va="center", ha="left", transform=caption_ax.transAxes)
         label.set_in_layout(False)  # long captions must not squeeze the image grid
         for mi, (name, (rows, scores)) in enumerate(retrieved.items()):
@@ -97,4 +139,6 @@ def plot_retrieval_gallery(captions: Sequence[str], queries: Sequence[int], true
                              color="#1a9850" if is_true else "black")
                 if j == 0:
                     ax.set_ylabel(f"{name}\nGT at rank {ranks[name][qi]}", fontsize=8)
+    if title:
+        fig.suptitle("\n".join(textwrap.wrap(title, 20 * k)), fontsize=7)
     return save_figure(fig, out_prefix)

@@ -230,6 +230,13 @@ def objective_active_min_epoch(hn: list[dict]) -> float | None:
     return float(pooled.groupby("epoch")["objective_active_share"].mean().min()) if len(pooled) else None
 
 
+def _objective_active(hn: list[dict]) -> float | None:
+    """:func:`objective_active_min_epoch`, None where an HN run's log predates its column."""
+    if not hn or any("objective_active_share" not in logs["dynamics"].columns for logs in hn):
+        return None
+    return objective_active_min_epoch(hn)
+
+
 def ratio_medians_per_epoch(hn: list[dict]) -> list[float]:
     """Median boosted/standard gradient-norm ratio per (HN run, epoch), over the probed steps where the
     standard gradient is non-zero as torch's fp32 norm sees it (``grad_norm_standard_fp32`` > 0)."""
@@ -363,15 +370,20 @@ def active_per_epoch(hn: list[dict], plain: list[dict]) -> list[dict]:
     :data:`SATURATION_LOSS`) as [k, n] (``hn``, ``plain``), and, over pairs of one HN-only and one plain run
     on the same train set and the same micro-batches (:func:`_same_micro_batches`), the micro-batches
     only the HN run kept active (``hn_only``), only the plain run did (``plain_only``) and both were
-    logged for (``paired``); without such a pair, those three are None."""
-    def active(runs, epoch):
+    logged for (``paired``); without such a pair, those three are None. ``objective``: the HN-only runs'
+    micro-batches whose *trained* (boosted) loss is >= :data:`SATURATION_LOSS` (the logged
+    ``objective_active_share``), [k, n], None for logs without that column."""
+    def active(runs, epoch, column="saturated_share", complement=True):
         k = n = 0
         for logs in runs:
             frame = logs["dynamics"]
-            shares = pd.to_numeric(frame.loc[frame["epoch"] == epoch, "saturated_share"], errors="coerce").dropna()
+            if column not in frame.columns:
+                continue
+            shares = pd.to_numeric(frame.loc[frame["epoch"] == epoch, column], errors="coerce").dropna()
             m = _micro_batches_per_step(logs)
+            counted = int(np.rint(shares.to_numpy(float) * m).sum())
             n += m * int(shares.size)
-            k += m * int(shares.size) - int(np.rint(shares.to_numpy(float) * m).sum())
+            k += m * int(shares.size) - counted if complement else counted
         return [k, n] if n else None
 
     pairs = [(h, p) for h in hn for p in plain if run_train_set(h) == run_train_set(p)
@@ -392,6 +404,7 @@ def active_per_epoch(hn: list[dict], plain: list[dict]) -> list[dict]:
     for epoch in epochs:
         discordant = paired.get(epoch)
         out.append({"epoch": epoch, "hn": active(hn, epoch), "plain": active(plain, epoch),
+                    "objective": active(hn, epoch, "objective_active_share", complement=False),
                     "hn_only": None if discordant is None else discordant[0],
                     "plain_only": None if discordant is None else discordant[1],
                     "paired": None if discordant is None else discordant[2]})
@@ -491,5 +504,6 @@ def premise_report(run_dirs: Iterable, gamma: float, confidence: float = 0.95, r
     figures = premise_figures(roles, confidence, resamples, seed)
     return {**figures, "sources": premise_sources(roles), "gamma": gamma, "confidence": confidence,
             "counts": premise_counts(roles), "active_per_epoch": active_per_epoch(roles.get("hn", []), plain),
+            "objective_active_min_epoch": _objective_active(roles.get("hn", [])),
             "infonce_flat": {k: v for k, v in flat.items() if v is not None},
             "ratio_medians": ratio_median_intervals(roles.get("hn", []), confidence)}

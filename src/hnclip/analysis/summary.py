@@ -23,7 +23,7 @@ from pathlib import Path
 __all__ = ["VERDICTS", "SummaryFileError", "build_summary", "compare_summaries", "load_summaries",
            "render_summary_markdown"]
 
-VERDICTS = ("holds", "does not hold", "inconclusive", "no data")
+VERDICTS = ("holds", "does not hold", "inconclusive", "no data", "against a collapsed row")
 _MARK = {True: "met", False: "not met", None: "not measured"}
 
 

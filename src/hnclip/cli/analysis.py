@@ -122,12 +122,13 @@ def cmd_figure(args) -> None:
 
 
 def add_gallery(sub) -> None:
-    p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: HN-CLIP vs the strongest baseline")
+    p = add_verb(sub, "gallery", cmd_gallery, "qualitative retrieval gallery: where HN-CLIP and the val-chosen competitor disagree")
     p.add_argument("--spec", type=Path, required=True, help="spec file of the main experiment")
     p.add_argument("--captions", type=int, required=True, help="query captions shown (report.gallery_captions)")
-    p.add_argument("--pick", choices=["spaced", "changed"], default="spaced",
-                   help="spaced: captions evenly spaced over the split; changed: those whose own image's rank changed "
-                        "most between the two runs (their evaluation records' ranks)")
+    p.add_argument("--pick", choices=["disagreements", "changed"], default="disagreements",
+                   help="disagreements: captions where HN-CLIP and the competitor do not both rank the ground truth "
+                        "first, with each kind's count; changed: those whose own image's rank changed most between the "
+                        "two runs (their evaluation records' ranks; your own data)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out-prefix", required=True)
 

@@ -54,6 +54,7 @@ from hnclip.plan.roles import (
     FROZEN_METHOD,
     REFERENCE_METHOD,
     ZEROSHOT_ROW,
+    competitor_key,
     spec_roles,
 )
 from hnclip.plan.settings import (
@@ -98,6 +99,7 @@ __all__ = [
     "run_settings",
     "self_evaluated_train_sets",
     "spec_digest",
+    "competitor_key",
     "spec_roles",
     "spec_text",
     "train_overrides",

@@ -3,7 +3,8 @@ ablation's variants. The experiments themselves are :mod:`hnclip.experiments`.""
 
 from __future__ import annotations
 
-__all__ = ["ABLATION_ROLES", "BASELINE_METHOD", "FROZEN_METHOD", "REFERENCE_METHOD", "ZEROSHOT_ROW", "spec_roles"]
+__all__ = ["ABLATION_ROLES", "BASELINE_METHOD", "FROZEN_METHOD", "REFERENCE_METHOD", "ZEROSHOT_ROW", "competitor_key",
+           "spec_roles"]
 
 
 # The backbone before fine-tuning: the first row of the main and transfer tables, a reference every
@@ -34,3 +35,10 @@ def spec_roles(config: dict | None = None) -> dict[str, str | None]:
     config's ``competitor`` (the strongest baseline on val, from the tuning record; None when unset)."""
     return {"reference": REFERENCE_METHOD, "baseline": BASELINE_METHOD, "frozen": FROZEN_METHOD,
             "competitor": (config or {}).get("competitor")}
+
+
+def competitor_key(roles: dict) -> str:
+    """The method key of "the strongest competitor": the one chosen on val (``roles.competitor``, the config's
+    ``competitor`` from the tuning record), else plain fine-tuning (``roles.baseline``). Never chosen on test:
+    the claims, the regime's headline and the gallery compare HN-CLIP with this one method."""
+    return roles.get("competitor") or roles.get("baseline") or BASELINE_METHOD

@@ -58,6 +58,7 @@ from hnclip.analysis.claims.base import (
     Claim,
     Context,
     ablation_rows,
+    collapsed_baselines,
     in_domain_groups,
     label_of,
     order_registry,
@@ -72,7 +73,7 @@ from hnclip.analysis.claims.premise import check_premise
 from hnclip.analysis.premise import PREMISE_KEYS
 
 __all__ = ["ABLATION_ROWS", "CLAIMS", "PREMISE_KEYS", "REGISTRY", "VERDICTS", "Claim", "ablation_rows",
-           "check_premise", "evaluate_claims", "in_domain_groups", "power_notes", "row_methods", "seed_noise"]
+           "check_premise", "collapsed_rows", "evaluate_claims", "in_domain_groups", "power_notes", "row_methods", "seed_noise"]
 
 # the report's order: these paper sections (modules), then each module's definition order
 SECTIONS = ("main", "plugin", "transfer", "fractions", "ablation", "seeds", "premise", "cost")
@@ -107,6 +108,20 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
     its interval and status), decided, interval (the deciding margin's interval and resolution),
     confidence``.
     """
+    ctx = _context(tables, scale, specs, settings, records=records, premise=premise, caption_words=caption_words,
+                   dynamics=dynamics, costs=costs)
+    return [c.judge(replace(ctx, claim=c.id)) for c in REGISTRY.values()]
+
+
+def collapsed_rows(tables: Mapping[str, pd.DataFrame], specs: Mapping[str, Mapping] | None = None,
+                   settings: BootstrapSettings | None = None) -> dict[str, dict]:
+    """The main table's baselines that end at or below the zero-shot backbone
+    (:func:`hnclip.analysis.claims.base.collapsed_baselines`): the report's first screen lists them."""
+    return collapsed_baselines(_context(tables, "", specs, settings))
+
+
+def _context(tables, scale, specs, settings, **inputs) -> Context:
+    """The context every claim is judged in (and the interval settings put in force)."""
     specs = specs or {}
     if settings is None:
         settings = next((t.attrs["statistics"] for t in tables.values()
@@ -118,7 +133,5 @@ def evaluate_claims(tables: Mapping[str, pd.DataFrame], scale: str, specs: Mappi
     if frozen_row not in methods:  # no frozen-G run: its name in the criterion text
         frozen_row = f"{hn_row} (frozen G)"
     use_variants(label for label, m in methods.items() if m == roles["frozen"])
-    ctx = Context(tables=tables, specs=specs, scale=scale, noise=seed_noise(tables.get("seeds")), hn_row=hn_row,
-                  frozen_row=frozen_row, roles=roles, methods=methods, records=records, premise=premise,
-                  caption_words=caption_words, dynamics=dynamics, costs=costs)
-    return [c.judge(replace(ctx, claim=c.id)) for c in REGISTRY.values()]
+    return Context(tables=tables, specs=specs, scale=scale, noise=seed_noise(tables.get("seeds")), hn_row=hn_row,
+                   frozen_row=frozen_row, roles=roles, methods=methods, **inputs)

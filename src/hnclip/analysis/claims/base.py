@@ -13,7 +13,7 @@ import pandas as pd
 
 from hnclip.analysis.bootstrap import BootstrapSettings, Estimate, interval, judge, mean_of, resolution
 from hnclip.analysis.tables import DIRECTION_LABELS
-from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, spec_roles
+from hnclip.plan import ABLATION_ROLES, ZEROSHOT_ROW, competitor_key, spec_roles
 
 PAPER_TRANSFER_PAIRS = ("DCI -> DOCCI", "DOCCI -> DCI", "DOCCI -> Long-DCI")
 # the paper's name of its method: measure names (which report/published_numbers.yaml quotes) use it,
@@ -27,7 +27,10 @@ ABLATION_ROWS = {"infonce": "InfoNCE", "hn": "HN only", "token": "token only", "
 METHOD_TABLES = ("main", "epochs", "transfer", "fractions", "seeds")
 # the margins' reference in the fractions claim (§3.2 A3 compares with GOAL), by method key
 MARGIN_REFERENCE = "goal"
-VERDICTS = ("holds", "does not hold", "inconclusive", "no data")
+# "against a collapsed row": every inequality holds, but a row it compares with ends at or below the zero-shot
+# backbone (:func:`at_or_below_zeroshot`): the margin measures that row's collapse, not the paper's effect
+COLLAPSED = "against a collapsed row"
+VERDICTS = ("holds", "does not hold", "inconclusive", "no data", COLLAPSED)
 
 # -------------------------------------------------------------------------------------------------- registry
 
@@ -109,7 +112,7 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
              missing: str | None = None, coverage: str | None = None, holds: bool | None = None,
              bounds: Sequence[tuple[float, float] | None] | None = None,
              unjudged: Sequence[str] = (), measure_intervals: Mapping | None = None,
-             interval_kind: str = "bootstrap interval") -> dict:
+             interval_kind: str = "bootstrap interval", collapsed: Iterable[str] = ()) -> dict:
     """One verdict. ``margins``: (value, ties_pass) pairs, each an inequality the claim needs (> 0, or >= 0
     when ``ties_pass``); a value is an :class:`Estimate` (its paired interval decides) or a plain number
     (judged on ``bounds`` where given, else on its value, and said so). ``bounds`` gives intervals computed
@@ -121,6 +124,9 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     name -> [low, high], or -> {label: [low, high]}); "Paper vs ours" prints them beside our numbers.
     ``interval_kind``: what ``bounds`` are (a counted share's "Wilson interval", a median's distribution-free
     one), named wherever the interval is shown; an :class:`Estimate`'s own is the "paired bootstrap interval".
+    ``collapsed``: the rows the criterion compares with that end at or below the zero-shot backbone
+    (:func:`at_or_below_zeroshot`); a claim that would hold reads :data:`COLLAPSED` instead, and the rows are
+    named in the evidence whatever the verdict.
     """
     entry = REGISTRY[key]
     section, quote, title = entry.section, entry.quote, entry.title
@@ -133,6 +139,11 @@ def make_verdict(key: str, scale: str, criterion: str, margins: Sequence[tuple[f
     if unjudged and missing is None:
         evidence["not measurable here (undecided)"] = "; ".join(unjudged)
     verdict, holds = _overall(statuses, holds, missing)
+    collapsed = sorted({str(r) for r in collapsed})
+    if collapsed and missing is None:
+        evidence["compared with rows at or below the zero-shot backbone"] = ", ".join(collapsed)
+        if verdict == "holds":
+            verdict, holds = COLLAPSED, None
     if unsampled:
         evidence["conditions judged on their value (no per-query outcomes behind them)"] = \
             f"{unsampled} of {len(conditions)}"
@@ -383,3 +394,71 @@ def seed_noise(seeds_table: pd.DataFrame | None) -> float | None:
 def seed_columns(table: pd.DataFrame) -> list[str]:
     return sorted({str(c[3]) for c in table.columns if str(c[3]).startswith("s") and str(c[3])[1:].isdigit()},
                   key=lambda s: int(s[1:]))
+
+# ------------------------------------------------------------------------------ the competitor and collapse
+
+def competitor_row(ctx: Context, rows: Iterable) -> str | None:
+    """The display label of :func:`competitor_key`'s rows if ``rows`` holds it, else None."""
+    label = label_of(ctx.methods, competitor_key(ctx.roles))
+    return label if label in {str(r) for r in rows} else None
+
+
+def zeroshot_avg_r1(ctx: Context, group) -> Estimate | float:
+    """The zero-shot backbone's average R@1 on ``group`` (its row in the main, fractions or transfer table)."""
+    for name in ("main", "fractions", "transfer"):
+        table = ctx.tables.get(name)
+        if table is None or group not in table_groups(table):
+            continue
+        row = next((r for r in table.index if (r[0] if isinstance(r, tuple) else r) == ZEROSHOT_ROW), None)
+        if row is not None:
+            return avg_r1(table, row, group)
+    return math.nan
+
+
+def at_or_below_zeroshot(ctx: Context, value, group) -> bool | None:
+    """Whether a row's average R@1 ``value`` on ``group`` ends at or below the zero-shot backbone's: the
+    interval of (row - zero-shot) does not lie above 0 (below it, or straddling it: a fine-tune that does not
+    resolve a gain over its own start). None when the table has no zero-shot row there."""
+    zeroshot = zeroshot_avg_r1(ctx, group)
+    if isinstance(value, float) and math.isnan(value) or isinstance(zeroshot, float) and math.isnan(zeroshot):
+        return None
+    difference = value - zeroshot
+    bounds = interval(difference, _SETTINGS) if isinstance(difference, Estimate) else None
+    low = float(difference) if bounds is None else bounds[0]
+    return not low > 0
+
+
+def collapsed_baselines(ctx: Context) -> dict[str, dict]:
+    """The main table's baselines that end at or below the zero-shot backbone on some benchmark
+    (:func:`at_or_below_zeroshot`): label -> {benchmark: [row - zero-shot, low, high]}."""
+    main = ctx.tables.get("main")
+    out: dict[str, dict] = {}
+    if main is None:
+        return out
+    for group in table_groups(main):
+        zeroshot = zeroshot_avg_r1(ctx, group)
+        if isinstance(zeroshot, float) and math.isnan(zeroshot):
+            continue
+        for row in competitors_of(rows_of(main), ctx.hn_row):
+            value = avg_r1(main, row, group)
+            if at_or_below_zeroshot(ctx, value, group):
+                difference = value - zeroshot
+                bounds = interval_of(difference) or [round_margin(difference)] * 2
+                out.setdefault(str(row), {})[str(group)] = [round_margin(difference), *bounds]
+    return out
+
+
+def without_collapsed(ctx: Context, verdict: dict, criterion: str, kept: Sequence[tuple], left_out: Iterable[str]
+                      ) -> dict:
+    """Add to a counting claim's ``verdict`` what it reads with the collapsed baselines left out
+    (:func:`collapsed_baselines`): ``kept``, its margins recomputed without them; ``left_out``, their labels.
+    Sets ``verdict["without_collapsed"]`` ({left_out, verdict, conditions}) and says it in the evidence."""
+    left_out = sorted({str(r) for r in left_out})
+    if not left_out or verdict.get("missing") is not None:
+        verdict["without_collapsed"] = {"left_out": [], "verdict": None, "conditions": None}
+        return verdict
+    reading = make_verdict(ctx.claim, ctx.scale, criterion, kept)["verdict"] if kept else "no data"
+    verdict["without_collapsed"] = {"left_out": left_out, "verdict": reading, "conditions": len(kept)}
+    verdict["evidence"][f"with {', '.join(left_out)} left out (at or below the zero-shot backbone)"] = \
+        f"{reading} ({len(kept)} conditions)"
+    return verdict

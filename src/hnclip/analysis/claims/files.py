@@ -8,9 +8,11 @@ rule declares it as an output and the claims rule as an input, without a flag of
 The tables the claims judge are rebuilt from the records (cheap, and independent of the table files'
 formatting). The report renders the verdicts this writes; it judges nothing itself.
 
-``claims.json``: ``{"claims": [verdict, ...], "power": {"notes": [...], "reference": "..."}}``, the
-verdicts as :func:`hnclip.analysis.claims.evaluate_claims` returns them and the notes of
-:func:`hnclip.analysis.claims.power_notes`. A number that is not finite (an interval nobody could draw)
+``claims.json``: ``{"claims": [verdict, ...], "power": {"notes": [...], "reference": "..."}, "collapsed":
+{baseline: {benchmark: [row - zero-shot, low, high]}}}``, the verdicts as
+:func:`hnclip.analysis.claims.evaluate_claims` returns them, the notes of
+:func:`hnclip.analysis.claims.power_notes` and the baselines at or below the zero-shot backbone
+(:func:`hnclip.analysis.claims.collapsed_rows`; absent from older files). A number that is not finite (an interval nobody could draw)
 is written as JSON's ``NaN``/``Infinity``, which Python's ``json`` reads back as the same float.
 """
 
@@ -24,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from hnclip import paths, plan
-from hnclip.analysis.claims import evaluate_claims, power_notes
+from hnclip.analysis.claims import collapsed_rows, evaluate_claims, power_notes
 
 __all__ = ["judge_from_files", "load_claims", "run_costs", "spec_records", "write_claims"]
 
@@ -108,7 +110,8 @@ def load_premise(premise) -> dict | None:
 
 def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, evals: Iterable | None = None,
                      run_logs: Iterable | None = None) -> dict:
-    """``{"claims": verdicts, "power": {"notes", "reference"}}`` from the specs' records and run logs.
+    """``{"claims": verdicts, "power": {"notes", "reference"}, "collapsed": ...}`` from the specs' records and
+    run logs.
 
     ``premise``: a dict or ``results/premise.json``. ``evals``/``run_logs``: the files a rule declared
     (evaluation records; ``epochs.csv``/``dynamics.csv``); given, every such file the specs need must be
@@ -139,7 +142,8 @@ def judge_from_files(scale: str, specs: Mapping[str, Mapping], premise=None, *, 
                              caption_words=_caption_words(specs, records), dynamics=dynamics,
                              costs=run_costs([specs.get("main"), specs.get("seeds")]))
     notes, reference = power_notes(built.get("main"), specs.get("main"))
-    return {"claims": claims, "power": {"notes": notes, "reference": reference}}
+    return {"claims": claims, "power": {"notes": notes, "reference": reference},
+            "collapsed": collapsed_rows(built, specs)}
 
 
 def _plain(value):
@@ -174,4 +178,5 @@ def load_claims(path) -> dict:
                          "write it with hnclip claims)")
     power = data["power"] or {}
     return {"claims": data["claims"], "power": {"notes": list(power.get("notes") or []),
-                                                 "reference": str(power.get("reference") or "")}}
+                                                 "reference": str(power.get("reference") or "")},
+            "collapsed": dict(data.get("collapsed") or {})}

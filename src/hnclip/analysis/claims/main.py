@@ -15,9 +15,12 @@ from hnclip.analysis.bootstrap import (
 )
 from hnclip.analysis.claims.base import (
     Context,
+    at_or_below_zeroshot,
     avg_r1,
     cell_value,
     claim,
+    collapsed_baselines,
+    competitor_key,
     competitors_of,
     direction_word,
     docci_group,
@@ -30,6 +33,7 @@ from hnclip.analysis.claims.base import (
     rows_of,
     table_groups,
     use_variants,
+    without_collapsed,
 )
 from hnclip.analysis.tables import DIRECTION_LABELS
 
@@ -50,10 +54,10 @@ def a1_columns(ctx: Context) -> dict:
         return ctx.no_data(criterion, f"the main table needs {hn_row!r} and a competitor")
     margins, evidence, gains, gain_intervals = [], {}, {}, {}
     best = tied = r1_led = r1_total = 0
-    # the paper's "gain over the strongest competitor": the baseline chosen on val (roles.competitor) where the
-    # config names one, else each column's best other row
+    # the paper's "gain over the strongest competitor": the baseline chosen on val (competitor_key: the config's
+    # competitor, else plain fine-tuning), never the column's best on test
     roles = roles_of({"main": ctx.specs.get("main")} if ctx.specs and ctx.specs.get("main") else {})
-    rival = label_of(row_methods({"main": main}, ctx.specs), roles["competitor"]) if roles.get("competitor") else None
+    rival = label_of(row_methods({"main": main}, ctx.specs), competitor_key(roles))
     rival = rival if rival in competitors else None
     deep = {}
     for col in [c[:-1] for c in main.columns if c[-1] == "mean"]:
@@ -115,7 +119,8 @@ def a1_first_epoch(ctx: Context) -> dict:
     if main is None or not _epoch_groups(epochs):
         return ctx.no_data(criterion, "needs the main table and per-epoch evaluations")
     baselines = competitors_of(rows_of(main), hn_row)
-    margins, evidence, first, counts, untested, first_ci = [], {}, {}, {}, [], {}
+    dropped = set(collapsed_baselines(ctx))
+    margins, evidence, first, counts, untested, first_ci, kept = [], {}, {}, {}, [], {}, []
     for group in table_groups(main):
         e1 = _epoch_avg_r1(epochs, hn_row, group, 1)
         finals = {b: avg_r1(main, b, group) for b in baselines}
@@ -126,6 +131,9 @@ def a1_first_epoch(ctx: Context) -> dict:
         diffs = sorted((e1 - v for v in finals.values()), reverse=True)
         need = len(diffs) // 2 + 1  # more than half
         margins.append((diffs[need - 1], True))
+        healthy = sorted((e1 - v for b, v in finals.items() if str(b) not in dropped), reverse=True)
+        if healthy:
+            kept.append((healthy[len(healthy) // 2], True))
         reached = sum(d >= 0 for d in diffs)
         first[group] = round_margin(e1)
         first_ci[str(group)] = interval_of(e1)
@@ -136,9 +144,10 @@ def a1_first_epoch(ctx: Context) -> dict:
     if not margins:
         return ctx.no_data(criterion, f"no epoch-1 evaluation of {hn_row} on any benchmark")
     coverage = f"not measured on {', '.join(untested)} (no per-epoch evaluation there)" if untested else None
-    return ctx.verdict(criterion, margins, evidence,
-                    {"first-epoch average R@1": first, "baselines matched by the first epoch": counts}, noise,
-                    coverage=coverage, measure_intervals={"first-epoch average R@1": first_ci})
+    verdict = ctx.verdict(criterion, margins, evidence,
+                          {"first-epoch average R@1": first, "baselines matched by the first epoch": counts}, noise,
+                          coverage=coverage, measure_intervals={"first-epoch average R@1": first_ci})
+    return without_collapsed(ctx, verdict, criterion, kept, [b for b in baselines if str(b) in dropped])
 
 @claim("a1_second_epoch", "§3.2 A1",
        "On DOCCI, its first epoch reaches 84.3 average R@1, exceeding FineLIP, GOAL, and StructXLIP's "
@@ -166,8 +175,9 @@ def a1_second_epoch(ctx: Context) -> dict:
                 f"{group}: baselines below the first epoch": ", ".join(b for b, v in finals.items() if e1 > v) or "none"}
     measures = {"first-epoch average R@1": {str(group): round_margin(e1)}, "second-epoch average R@1": {str(group): round_margin(e2)}}
     return ctx.verdict(criterion, [(e2 - finals[strongest], False)], evidence, measures, noise,
-                        measure_intervals={"first-epoch average R@1": {str(group): interval_of(e1)},
-                                           "second-epoch average R@1": {str(group): interval_of(e2)}})
+                       measure_intervals={"first-epoch average R@1": {str(group): interval_of(e1)},
+                                          "second-epoch average R@1": {str(group): interval_of(e2)}},
+                       collapsed=[strongest] if at_or_below_zeroshot(ctx, finals[strongest], group) else [])
 
 @claim("e3_directions", "E.3 per-direction convergence",
        "HN-CLIP leads in both retrieval directions on all four benchmarks from the first epoch.",
@@ -221,28 +231,21 @@ def power_notes(main: pd.DataFrame | None, spec: Mapping | None = None) -> tuple
     competitor in average R@1 (at the cells' seeds), its half-width and the difference detectable at 80 %
     power.
 
-    The strongest competitor is the spec's ``roles.competitor`` (chosen on val by the tuning protocol).
-    Without one (a config with no tuning record), the best other row by point, as the paper's own tables
-    read. Returns (notes, what was compared); empty without outcomes."""
+    The strongest competitor is :func:`competitor_key`: the spec's ``roles.competitor`` (chosen on val by the
+    tuning protocol), else plain fine-tuning; never a row chosen on test. Returns (notes, what was compared);
+    empty without outcomes."""
     specs = {"main": spec} if spec else {}
     roles, methods = roles_of(specs), row_methods({"main": main} if main is not None else {}, specs)
     hn_row = label_of(methods, roles["reference"])
     use_variants(label for label, m in methods.items() if m == roles["frozen"])
     if main is None or hn_row not in main.index:
         return [], ""
-    competitor = label_of(methods, roles["competitor"]) if roles.get("competitor") else None
-    if competitor in main.index:
-        notes = _power_rows(main, hn_row, lambda group: competitor)
-        return notes, f"{hn_row} minus the strongest competitor chosen on val ({competitor})"
-
-    def best_by_point(group):
-        rivals = {r: avg_r1(main, r, group) for r in competitors_of(rows_of(main), hn_row)}
-        rivals = {r: v for r, v in rivals.items() if not math.isnan(v)}
-        return max(rivals, key=lambda r: float(rivals[r])) if rivals else None
-
-    notes = _power_rows(main, hn_row, best_by_point)
-    compared = sorted({n["versus"] for n in notes})
-    return notes, f"{hn_row} minus the best other row of the main table ({', '.join(map(str, compared))})"
+    competitor = label_of(methods, competitor_key(roles))
+    if competitor not in main.index:
+        return [], ""
+    notes = _power_rows(main, hn_row, lambda group: competitor)
+    chosen = "the strongest competitor chosen on val" if roles.get("competitor") else "plain fine-tuning (no competitor chosen on val)"
+    return notes, f"{hn_row} minus {chosen} ({competitor})"
 
 
 def _power_rows(table: pd.DataFrame, hn_row: str, rival_of) -> list[dict]:

@@ -14,10 +14,12 @@ from hnclip.analysis.claims.base import (
     Context,
     cell_value,
     claim,
+    collapsed_baselines,
     direction_word,
     in_domain_groups,
     round_margin,
     rows_of,
+    without_collapsed,
 )
 from hnclip.analysis.tables import DELTA, DIRECTION_LABELS
 
@@ -59,7 +61,10 @@ def a2_frameworks(ctx: Context) -> dict:
     evidence["in-domain combinations improved"] = f"{improved} of {len(margins)}"
     measures = {"in-domain combinations improved": improved, "in-domain combinations": len(margins),
                 "frameworks improved on every in-domain benchmark": len(improving), "frameworks": len(frameworks)}
-    return ctx.verdict(criterion, margins, evidence, measures, noise)
+    dropped = set(collapsed_baselines(ctx))
+    kept = [m for m, (fw, _) in zip(margins, deltas, strict=True) if str(fw) not in dropped]
+    return without_collapsed(ctx, ctx.verdict(criterion, margins, evidence, measures, noise), criterion, kept,
+                             [fw for fw in frameworks if str(fw) in dropped])
 
 @claim("a2_directions", "E.1",
        "R@1 improves in 35 of 36 per-direction cases, reaching +23.87 for FineLIP on Long-DCI.",
@@ -83,7 +88,12 @@ def a2_directions(ctx: Context) -> dict:
                 "cases that do not improve": ", ".join(k for k, v in cases.items() if v <= 0) or "none"}
     measures = {"per-direction cases improved": improved, "per-direction cases": len(values),
                 "largest per-direction gain": {largest: round_margin(cases[largest])}}
-    return ctx.verdict(criterion, [(values[need - 1], False)], evidence, measures, noise)
+    verdict = ctx.verdict(criterion, [(values[need - 1], False)], evidence, measures, noise)
+    dropped = set(collapsed_baselines(ctx))
+    kept = sorted((v for (fw, _), per_dir in deltas.items() if str(fw) not in dropped for v in per_dir.values()),
+                  reverse=True)
+    margin = [(kept[math.ceil(len(kept) * 35 / 36) - 1], False)] if kept else []
+    return without_collapsed(ctx, verdict, criterion, margin, {str(fw) for fw, _ in deltas if str(fw) in dropped})
 
 @claim("a2_caption_length", "§3.3 A2; E.1",
        "Gains increase with caption length.",

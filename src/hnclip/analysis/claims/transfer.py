@@ -8,6 +8,8 @@ from hnclip.analysis.claims.base import (
     PAPER_NAME,
     PAPER_TRANSFER_PAIRS,
     Context,
+    at_or_below_zeroshot,
+    avg_r1,
     cell_value,
     claim,
     competitors_of,
@@ -31,13 +33,14 @@ def a3_transfer(ctx: Context) -> dict:
              else f"every configured transfer pair (standing in for DCI↔DOCCI and DOCCI→Long-DCI at {ctx.scale} scale)")
     criterion = (f"on {where}, {hn_row}'s R@1 > every other fine-tuned row's in both directions (its frozen-G "
                  "variant and the zero-shot backbone are not competitors); every baseline of the main table must "
-                 "have its transfer row (one without is a comparison not made: undecided)")
+                 "have its transfer row (one without is a comparison not made: undecided); a best other row at or "
+                 "below the zero-shot backbone on the pair is a collapsed row")
     if transfer is None or not pairs:
         return ctx.no_data(criterion, "no transfer table")
     rivals = competitors_of(rows_of(transfer), hn_row)
     if hn_row not in transfer.index or not rivals:
         return ctx.no_data(criterion, f"the transfer table needs {hn_row!r} and a competitor")
-    margins, evidence, scores, score_ci = [], {}, {}, {}
+    margins, evidence, scores, score_ci, collapsed = [], {}, {}, {}, set()
     for pair in pairs:
         for d in DIRECTION_LABELS:
             hn = cell_value(transfer, hn_row, (pair, d, "R@1"))
@@ -51,6 +54,8 @@ def a3_transfer(ctx: Context) -> dict:
             score_ci[label] = interval_of(hn)
             evidence[f"{label}: {hn_row} minus {best}"] = round_margin(hn - others[best])
             margins.append((hn - others[best], False))
+            if at_or_below_zeroshot(ctx, avg_r1(transfer, best, pair), pair):
+                collapsed.add(f"{best} on {pair}")
     if not margins:
         return ctx.no_data(criterion, "no transfer pair with two rows")
     missing = [p for p in PAPER_TRANSFER_PAIRS if present and p not in present]
@@ -58,7 +63,7 @@ def a3_transfer(ctx: Context) -> dict:
     untested = untransferred_baselines(ctx, rivals)
     return ctx.verdict(criterion, margins, evidence, {f"{PAPER_NAME} transfer R@1": scores}, noise,
                     coverage=coverage, unjudged=[f"{b}: no transfer evaluation" for b in untested],
-                    measure_intervals={f"{PAPER_NAME} transfer R@1": score_ci})
+                    measure_intervals={f"{PAPER_NAME} transfer R@1": score_ci}, collapsed=collapsed)
 
 
 def untransferred_baselines(ctx: Context, transfer_rows) -> list[str]:

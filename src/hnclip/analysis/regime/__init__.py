@@ -1,13 +1,15 @@
-"""Is a benchmark in the paper's regime? Nine conditions, each measured, set beside its target and decided by
+"""Is a benchmark in the paper's regime? Eight conditions, each measured, set beside its target and decided by
 its interval.
 
-The paper's mechanism needs a particular situation: the backbone is a strong initialisation (Long-CLIP-L
-retrieves most DOCCI captions zero-shot), fine-tuning still has room to improve on it, the errors it could
-fix are confusions with near-duplicates, the trainer's micro-batches put near-duplicates together, their
-captions look alike under the backbone's text tower as the paper's do (a band, not a floor), standard
-InfoNCE saturates on micro-batches that hold such pairs, the fine-tuned model could learn the details that
-tell twins apart, the test split resolves effects of the paper's size, and the transfer targets are
-benchmarks the backbone can read. :data:`CONDITION_KEYS` names the nine conditions; :func:`regime_report`
+The paper's mechanism needs a particular situation: the backbone is a strong but imperfect initialisation
+(Long-CLIP-L retrieves most DOCCI captions zero-shot, not all), fine-tuning still has room to improve on it,
+the errors it could fix are confusions with near-duplicates, the captions look alike under the backbone's
+text tower as the paper's do (a band, not a floor), standard InfoNCE saturates while near-duplicates stay
+unresolved (the saturated micro-batches are those with fewer of them), the fine-tuned model could learn the
+details that tell twins apart, the test split resolves effects of the paper's size, and the transfer targets
+are benchmarks the backbone can read. What the trainer's micro-batches hold is a descriptive figure, not a
+condition (arithmetic in the relation's base rate and the shuffling). :data:`CONDITION_KEYS` names the
+eight conditions; :func:`regime_report`
 measures them from arrays and records (no model: the features come from :mod:`hnclip.analysis.regime_job`),
 for any benchmark, real or synthetic.
 
@@ -15,9 +17,9 @@ Shared definitions:
 
 - caption cosine: the cosine of two captions' L2-normalised features under the *backbone's* text tower
   (the fine-tuning start), whatever model is being judged;
-- near-duplicate: a caption among another's :data:`NEAR_DUPLICATE_NEIGHBOURS` most similar captions of the
-  split, at caption cosine >= :data:`GEOMETRY_COSINE`, either way round (:class:`NearDuplicates`; relative
-  to the split, so its base rate is printed with every condition that uses it);
+- near-duplicate: two captions whose caption cosine is at least :data:`NEAR_DUPLICATE_Z` standard deviations
+  above either one's mean cosine to the split, and at least :data:`GEOMETRY_COSINE` (:class:`NearDuplicates`;
+  relative to each caption's own distribution, so its base rate is printed with every condition that uses it);
 - plain FT: the plain Long-CLIP fine-tuning runs on the benchmark (role ``plain`` of
   :func:`hnclip.analysis.premise.run_role`: gamma 0, no token term, full data), every seed there is;
 - the trainer's micro-batches: the slices of :func:`hnclip.training.batches.epoch_order` that
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 from hnclip.analysis.regime.conditions import (
     MET_MARKS,
-    batch_condition,
+    batch_figures,
     errors_condition,
     format_conditions,
     geometry_condition,
@@ -59,7 +61,6 @@ from hnclip.analysis.regime.conditions import (
 from hnclip.analysis.regime.definitions import (
     ARROWS,
     BASELINE_METHOD,
-    BATCH_NEAR_DUPLICATES_MIN,
     CONDITION_KEYS,
     DECISIONS,
     DEFINITIONS,
@@ -72,8 +73,8 @@ from hnclip.analysis.regime.definitions import (
     HN_METHOD,
     LABELS,
     LEARNABLE_FIXED_MIN,
-    NEAR_DUPLICATE_NEIGHBOURS,
     NEAR_DUPLICATE_TEXT,
+    NEAR_DUPLICATE_Z,
     PAPER_FIGURES,
     POWER_HALF_WIDTH_MAX,
     POWER_SEEDS_MIN,
@@ -81,6 +82,7 @@ from hnclip.analysis.regime.definitions import (
     SATURABLE_MICRO_BATCHES,
     SATURABLE_SCENES_MAX,
     SATURATED_MIN,
+    STRONG_INIT_MAX,
     STRONG_INIT_MIN,
     TARGETS,
     TRANSFER_ZEROSHOT_MIN,
@@ -114,7 +116,6 @@ from hnclip.dynamics_log import SATURATION_LOSS
 __all__ = [
     "ARROWS",
     "BASELINE_METHOD",
-    "BATCH_NEAR_DUPLICATES_MIN",
     "CONDITION_KEYS",
     "DECISIONS",
     "DEFINITIONS",
@@ -128,7 +129,7 @@ __all__ = [
     "LABELS",
     "LEARNABLE_FIXED_MIN",
     "MET_MARKS",
-    "NEAR_DUPLICATE_NEIGHBOURS",
+    "NEAR_DUPLICATE_Z",
     "NEAR_DUPLICATE_TEXT",
     "PAPER_FIGURES",
     "POWER_HALF_WIDTH_MAX",
@@ -138,6 +139,7 @@ __all__ = [
     "SATURABLE_SCENES_MAX",
     "SATURATED_MIN",
     "SATURATION_LOSS",
+    "STRONG_INIT_MAX",
     "STRONG_INIT_MIN",
     "TARGETS",
     "TRANSFER_ZEROSHOT_MIN",
@@ -145,7 +147,7 @@ __all__ = [
     "ModelFeatures",
     "NearDuplicates",
     "PlainRun",
-    "batch_condition",
+    "batch_figures",
     "batch_pair_counts",
     "combine",
     "condition",

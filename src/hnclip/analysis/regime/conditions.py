@@ -1,4 +1,4 @@
-"""The nine conditions, each measured, set beside its target and decided by its interval (met, not met,
+"""The eight conditions, each measured, set beside its target and decided by its interval (met, not met,
 undecided, not measured: :func:`hnclip.analysis.regime.definitions.decide`); the benchmark's report
 (:func:`regime_report`) and its text (:func:`format_conditions`)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from statistics import NormalDist
 
 import numpy as np
 
@@ -22,7 +23,6 @@ from hnclip.analysis.premise import saturated_share_epoch1
 from hnclip.analysis.regime.definitions import (
     ARROWS,
     BASELINE_METHOD,
-    BATCH_NEAR_DUPLICATES_MIN,
     DIRECTIONS,
     ERRORS_NEAR_DUPLICATE_MIN,
     GEOMETRY_BAND,
@@ -31,12 +31,14 @@ from hnclip.analysis.regime.definitions import (
     HN_METHOD,
     LEARNABLE_FIXED_MIN,
     NEAR_DUPLICATE_TEXT,
+    NEAR_DUPLICATE_Z,
     POWER_HALF_WIDTH_MAX,
     POWER_SEEDS_MIN,
     POWER_TEST_SCENES_MIN,
     SATURABLE_MICRO_BATCHES,
     SATURABLE_SCENES_MAX,
     SATURATED_MIN,
+    STRONG_INIT_MAX,
     STRONG_INIT_MIN,
     TRANSFER_ZEROSHOT_MIN,
     _all_met,
@@ -65,6 +67,7 @@ from hnclip.analysis.regime.measures import (
     saturated_micro_batches,
 )
 from hnclip.dynamics_log import SATURATION_LOSS
+from hnclip.plan import competitor_key
 
 
 # ----------------------------------------------------------------------------------- conditions
@@ -104,10 +107,17 @@ def _r1_bracket(bounds) -> str:
 
 
 def strong_init_condition(zeroshot: Mapping, settings: BootstrapSettings, zeroshot_path: str = "") -> dict:
-    """Condition "strong_init": the zero-shot backbone's test R@1, both directions, against :data:`STRONG_INIT_MIN`."""
+    """Condition "strong_init": the zero-shot backbone's test R@1, both directions, at least
+    :data:`STRONG_INIT_MIN` (strong) and at most :data:`STRONG_INIT_MAX` (imperfect), each by its interval."""
     values, intervals = _zeroshot_r1(zeroshot, settings)
     ours = " / ".join(f"{ARROWS[d]} {values[d]:.1f}{_r1_bracket(intervals.get(d))}" for d in DIRECTIONS)
-    met = combine(decide(values[d], intervals.get(d), STRONG_INIT_MIN) for d in DIRECTIONS)
+    parts = []
+    for d in DIRECTIONS:
+        bounds = intervals.get(d)
+        parts.append(decide(values[d], bounds, STRONG_INIT_MIN))
+        # at most the ceiling: -R@1 >= -max, the interval mirrored
+        parts.append(decide(-values[d], None if bounds is None else (-bounds[1], -bounds[0]), -STRONG_INIT_MAX))
+    met = combine(parts)
     return condition("strong_init", min(values.values()), values, met, ours, [zeroshot_path], intervals)
 
 
@@ -208,41 +218,32 @@ def errors_condition(plain: Sequence[PlainRun], text_image, near: NearDuplicates
                      chance={d: chance[d] for d in DIRECTIONS}, **extra)
 
 
-def batch_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]], near: NearDuplicates,
-                    train_manifest: str = "", confidence: float = 0.95) -> dict:
-    """Condition 3: per (plain run, epoch), the share of the trainer's micro-batches holding a near-duplicate
-    pair (``near``: the training captions' relation), each decided by its Wilson interval against the
-    target; beside it, what random micro-batches of that size hold.
-
-    The chance rate is shown, not required to be beaten: the trainer shuffles and HN-CLIP does not change
-    the batch (§2.2), so chance is exactly what the paper's trainer gives; what keeps this condition from
-    being met by construction is the relative definition (docs/toy-design.md, "Near-duplicates")."""
-    per_seed, shares, parts, lowest = {}, [], [], None
-    size = 0
+def batch_figures(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]], near: NearDuplicates,
+                  confidence: float = 0.95) -> dict:
+    """What the trainer's micro-batches hold, a descriptive figure and no condition: per (plain run, epoch)
+    the share holding a near-duplicate pair (``near``: the training captions' relation), the mean pairs per
+    micro-batch, and what uniformly random micro-batches of that size hold. The trainer shuffles and HN-CLIP
+    does not change the batch (§2.2), so these are arithmetic in the relation's base rate and the
+    micro-batch's size: a condition on them would restate the shuffling."""
+    shares, pairs, size, lowest = [], [], 0, None
     for run in plain:
-        by_epoch = batch_pair_counts(near, batches[run.run_dir])
-        size = max([size, *(len(b.rows) for b in batches[run.run_dir])])
-        per_seed[run.seed] = {str(e): k / n for e, (k, n) in by_epoch.items()}
-        for k, n in by_epoch.values():
-            bounds = _wilson(k, n, confidence)
+        for k, n in batch_pair_counts(near, batches[run.run_dir]).values():
             shares.append(k / n)
-            parts.append(decide(k / n, bounds, BATCH_NEAR_DUPLICATES_MIN))
             if lowest is None or k / n < lowest[0]:
-                lowest = (k / n, bounds)
-    rate = near.base_rate()
+                lowest = (k / n, _wilson(k, n, confidence))
+        pairs += [near.pair_count(b.rows) for b in batches[run.run_dir]]
+        size = max([size, *(len(b.rows) for b in batches[run.run_dir])])
     chance = near.chance_batch_share(size) if size else None
-    mean = float(np.mean(shares)) if shares else None
-    values = {"mean": mean, "min": lowest[0] if lowest else None, "chance": chance,
-              "split_share": rate["with_partner"], "pair_share": rate["pair_share"],
-              "partners_mean": rate["partners_mean"]}
-    ours = (f"mean {_pct(mean)}, min {_pct(values['min'])}{_pct_interval(lowest[1] if lowest else None)} over "
-            f"{len(shares)} (run, epoch); random micro-batches of {size}: {_pct(chance)}; training split: "
-            f"{_base_rate_text(rate)}")
-    return condition("batch_near_duplicates", values["min"], values, combine(parts) if parts else "not measured",
-                     ours, [train_manifest, *(r.run_dir for r in plain)],
-                     {"min": lowest[1]} if lowest and lowest[1] else None, per_seed=per_seed, chance=chance,
-                     note="chance: the share of uniformly random micro-batches of the trainer's size that hold a "
-                          "near-duplicate pair")
+    return {"mean_share": float(np.mean(shares)) if shares else None, "min_share": lowest[0] if lowest else None,
+            "min_share_interval": list(lowest[1]) if lowest and lowest[1] else None,
+            "mean_pairs": float(np.mean(pairs)) if pairs else None, "micro_batch": size,
+            "chance_share": None if chance is None or math.isnan(chance) else chance, "run_epochs": len(shares)}
+
+
+def _batch_figures_text(figures: Mapping) -> str:
+    return (f"micro-batches of {figures['micro_batch']} holding a pair: mean {_pct(figures['mean_share'])} over "
+            f"{figures['run_epochs']} (run, epoch), min {_pct(figures['min_share'])}; random micro-batches "
+            f"{_pct(figures['chance_share'])}; {figures['mean_pairs'] or 0:.1f} pairs per micro-batch")
 
 
 def geometry_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
@@ -292,46 +293,73 @@ def saturable_micro_batches(train_features: np.ndarray, batches: Sequence[MicroB
             "n_bound_micro_batches": len(rows)}
 
 
-def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
-                         train_features: np.ndarray, logit_scale: float | None = None,
-                         near: NearDuplicates | None = None, confidence: float = 0.95) -> dict:
-    """Condition 5: epoch-1 saturation of plain FT, and whether saturated micro-batches hold a near-duplicate
-    pair more often than the non-saturated ones (the chance rate of a pair, given the batching).
+def _mean_difference(first: Sequence[float], second: Sequence[float], confidence: float
+                     ) -> tuple[float | None, tuple[float, float] | None]:
+    """mean(first) - mean(second) with Welch's normal interval (micro-batches are many: hundreds per run)."""
+    if not first or not second:
+        return None, None
+    a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    difference = float(a.mean() - b.mean())
+    if len(a) < 2 or len(b) < 2:
+        return difference, None
+    half = NormalDist().inv_cdf(0.5 + confidence / 2) * math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    return difference, (difference - half, difference + half)
 
-    The saturated share is decided by its Wilson interval against :data:`SATURATED_MIN`; the pair sub-test
-    by Newcombe's interval of (saturated with a pair) - (non-saturated with a pair) against 0, strictly: the
-    abstract ties saturation "closely" to near-duplicates, which a pair share no higher than chance denies.
-    With the backbone's ``logit_scale``, also what the captions allow (:func:`saturable_micro_batches`), a
-    diagnostic beside the condition that never decides it."""
-    near = near if near is not None else NearDuplicates.of(train_features)
-    share = saturated_share_epoch1([{"run": r.run_dir, "dynamics": r.dynamics} for r in plain])
+
+def _saturation_split(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]]) -> tuple[list, list, int]:
     saturated, active, unmeasured = [], [], 0
     for run in plain:
         split = saturated_micro_batches(run.dynamics, batches[run.run_dir])
         saturated += split["saturated"]
         active += split["active"]
         unmeasured += split["unmeasured"]
+    return saturated, active, unmeasured
+
+
+def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[MicroBatch]],
+                         train_features: np.ndarray, logit_scale: float | None = None,
+                         near: NearDuplicates | None = None, confidence: float = 0.95) -> dict:
+    """Condition 5: epoch-1 saturation of plain FT, and whether the saturated micro-batches hold *fewer*
+    near-duplicate pairs than the non-saturated ones.
+
+    The paper's mechanism (abstract: "a few highly similar negatives remain unresolved after the easy
+    majority has already been separated"; §2: "this saturation leaves highly similar negatives unresolved
+    despite rapid separation of easier negatives"): an unresolved near-duplicate keeps its micro-batch's
+    InfoNCE above the threshold, so the saturated ones are those with fewer near-duplicate pairs. The
+    saturated share is decided by its Wilson interval against :data:`SATURATED_MIN`; the pair sub-test by
+    Welch's interval of (mean pairs per saturated micro-batch) - (per non-saturated one), met when it lies
+    below 0. Beside it, the shares holding any pair (Newcombe's interval). With the backbone's
+    ``logit_scale``, also what the captions allow (:func:`saturable_micro_batches`), a diagnostic beside the
+    condition that never decides it."""
+    near = near if near is not None else NearDuplicates.of(train_features)
+    share = saturated_share_epoch1([{"run": r.run_dir, "dynamics": r.dynamics} for r in plain])
+    saturated, active, unmeasured = _saturation_split(plain, batches)
     counted = not unmeasured and bool(saturated or active)
-    k_sat = sum(near.has_pair(rows) for rows in saturated) if counted else 0
-    k_act = sum(near.has_pair(rows) for rows in active) if counted else 0
+    sat_pairs = [near.pair_count(rows) for rows in saturated] if counted else []
+    act_pairs = [near.pair_count(rows) for rows in active] if counted else []
+    k_sat, k_act = sum(c > 0 for c in sat_pairs), sum(c > 0 for c in act_pairs)
     with_pair = k_sat / len(saturated) if counted and saturated else None
     active_with_pair = k_act / len(active) if counted and active else None
     share_bounds = _wilson(len(saturated), len(saturated) + len(active), confidence) if counted else None
-    difference = difference_bounds = None
+    share_difference = share_difference_bounds = None
     if with_pair is not None and active_with_pair is not None:
-        difference = with_pair - active_with_pair
-        difference_bounds = newcombe_interval(k_sat, len(saturated), k_act, len(active), confidence)
+        share_difference = with_pair - active_with_pair
+        share_difference_bounds = newcombe_interval(k_sat, len(saturated), k_act, len(active), confidence)
+    difference, difference_bounds = _mean_difference(sat_pairs, act_pairs, confidence)
     values = {"saturated_share_epoch1": share, "saturated_with_pair": with_pair,
-              "active_with_pair": active_with_pair, "pair_difference": difference,
+              "active_with_pair": active_with_pair, "share_difference": share_difference,
+              "saturated_pairs_mean": float(np.mean(sat_pairs)) if sat_pairs else None,
+              "active_pairs_mean": float(np.mean(act_pairs)) if act_pairs else None,
+              "pair_difference": difference,
               "n_saturated": len(saturated) if not unmeasured else None,
               "n_active": len(active) if not unmeasured else None}
     if unmeasured:
-        second = "pair share not measured (dynamics logs without per-micro-batch InfoNCE)"
+        second = "pair counts not measured (dynamics logs without per-micro-batch InfoNCE)"
     else:
-        second = (f"{_pct(with_pair)} of the {len(saturated)} saturated hold a near-duplicate pair, "
-                  f"{_pct(active_with_pair)} of the {len(active)} non-saturated (difference "
-                  + ("–" if difference is None else f"{100 * difference:+.1f}{_bracket([100 * b for b in difference_bounds])}")
-                  + " points)")
+        second = (f"{_count(values['saturated_pairs_mean'])} near-duplicate pairs per saturated micro-batch "
+                  f"({len(saturated)}), {_count(values['active_pairs_mean'])} per non-saturated one ({len(active)}) "
+                  f"(difference {_count(difference, '+')}{_bracket2(difference_bounds)}); holding any pair "
+                  f"{_pct(with_pair)} / {_pct(active_with_pair)}")
     ours = f"{_pct(share)}{_pct_interval(share_bounds)} saturated; {second}"
     if logit_scale is not None and plain:
         bound = saturable_micro_batches(train_features, batches[plain[0].run_dir], logit_scale)
@@ -341,15 +369,30 @@ def saturation_condition(plain: Sequence[PlainRun], batches: Mapping[str, list[M
                      f"features, median {bound['least_infonce_median']:.2g}, {bound['n_bound_micro_batches']} "
                      f"micro-batches), {_pct(bound['scene_saturable_share'])} with one feature per scene as a "
                      f"tower gives (median {bound['scene_infonce_median']:.2g})")
-    met = combine([decide(share, share_bounds, SATURATED_MIN),
-                   decide(difference, difference_bounds, 0.0, ties_pass=False)])
+    if difference is not None and difference_bounds is None:
+        fewer = "undecided"  # fewer than two micro-batches on a side: no interval, nothing resolved
+    else:
+        fewer = decide(None if difference is None else -difference,
+                       None if difference_bounds is None else (-difference_bounds[1], -difference_bounds[0]),
+                       0.0, ties_pass=False)
+    met = combine([decide(share, share_bounds, SATURATED_MIN), fewer])
     intervals = {}
     if share_bounds:
         intervals["saturated_share_epoch1"] = share_bounds
     if difference_bounds:
         intervals["pair_difference"] = difference_bounds
+    if share_difference_bounds:
+        intervals["share_difference"] = share_difference_bounds
     return condition("saturation", share, values, met, ours, [r.run_dir for r in plain], intervals,
                      unmeasured_steps=unmeasured, chance=active_with_pair)
+
+
+def _count(value, sign: str = "") -> str:
+    return "–" if value is None else f"{float(value):{sign}.2f}"
+
+
+def _bracket2(bounds) -> str:
+    return "" if bounds is None else f" [{bounds[0]:+.2f}, {bounds[1]:+.2f}]"
 
 
 def learnable_condition(plain: Sequence[PlainRun], zeroshot: ModelFeatures, scene_images: np.ndarray,
@@ -470,7 +513,8 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
                   train_features: np.ndarray, text_image, main_records=None,
                   settings: BootstrapSettings | None = None, sources: Mapping[str, str] | None = None,
                   agreement: Mapping[str, float] | None = None, logit_scale: float | None = None,
-                  transfer: Mapping[str, tuple[Mapping, str]] | None = None, competitor: str | None = None) -> dict:
+                  transfer: Mapping[str, tuple[Mapping, str]] | None = None, competitor: str | None = None,
+                  near_z: float = NEAR_DUPLICATE_Z) -> dict:
     """The conditions of one benchmark (``results/regime/<benchmark>.json``), in :data:`CONDITION_KEYS` order.
 
     ``plain``: the plain runs with their test ``features``; ``zeroshot``: the backbone's test features
@@ -481,7 +525,9 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
     ``logit_scale``: the backbone's, for condition 5's diagnostic (None: not computed); ``transfer``: see
     :func:`transfer_condition`; ``competitor``: the config's strongest competitor (the power condition's and
     the headline's pair with HN-CLIP; None: Long-CLIP FT). ``comparisons``: HN-CLIP minus the competitor and
-    minus Long-CLIP FT (:func:`seed_average_difference`), the summary's two rows."""
+    minus Long-CLIP FT (:func:`seed_average_difference`), the summary's two rows. ``near_z``: the
+    near-duplicate definition's parameter (:class:`NearDuplicates`; docs/toy-design.md shows how the verdicts
+    move with it)."""
     if not plain:
         raise ValueError(f"{benchmark}: the regime conditions need at least one plain fine-tuning run")
     settings = settings or BootstrapSettings()
@@ -493,28 +539,28 @@ def regime_report(benchmark: str, plain: Sequence[PlainRun], zeroshot_record: Ma
     # a scene: each image with its first caption
     scene_captions = np.array([int(np.flatnonzero(text_image == i)[0]) for i in range(zeroshot.images.shape[0])])
     split = f"{zeroshot_record.get('eval_benchmark', benchmark)}/{zeroshot_record.get('split', 'test')}"
-    near_test, near_train = NearDuplicates.of(caption_features), NearDuplicates.of(train_features)
+    near_test, near_train = NearDuplicates.of(caption_features, near_z), NearDuplicates.of(train_features, near_z)
     confidence = settings.confidence
     conditions = [
         strong_init_condition(zeroshot_record, settings, sources.get("zeroshot", "")),
         headroom_condition(plain, zeroshot_record, settings, sources.get("zeroshot", "")),
         errors_condition(plain, text_image, near_test, agreement, confidence),
-        batch_condition(plain, batches, near_train, sources.get("train_manifest", ""), confidence),
         geometry_condition(plain, batches, train_features, sources.get("train_manifest", "")),
         saturation_condition(plain, batches, train_features, logit_scale, near_train, confidence),
         learnable_condition(plain, zeroshot, np.arange(zeroshot.images.shape[0]), scene_captions, caption_features,
                             settings, split, sources.get("backbone", ""), near_test),
         power_condition(int(zeroshot.images.shape[0]), main_records, settings,
                         [sources.get("main_spec", ""), *(p for p in (sources.get("main_evals") or []))],
-                        against=competitor or BASELINE_METHOD),
+                        against=competitor_key({"competitor": competitor, "baseline": BASELINE_METHOD})),
         transfer_condition(transfer or {}, settings),
     ]
     for c in conditions:
         c["sources"] = [s for s in c["sources"] if s]
     return {"benchmark": benchmark,
-            "near_duplicates": {"definition": NEAR_DUPLICATE_TEXT, "neighbours": near_test.neighbours,
+            "near_duplicates": {"definition": NEAR_DUPLICATE_TEXT, "z": near_test.z,
                                 "floor": near_test.floor, "test": near_test.base_rate(),
-                                "train": near_train.base_rate()},
+                                "train": near_train.base_rate(),
+                                "micro_batches": batch_figures(plain, batches, near_train, confidence)},
             "n_train": int(train_features.shape[0]), "n_test_images": int(zeroshot.images.shape[0]),
             "n_test_captions": int(text_image.size), "plain_runs": [r.run_dir for r in plain],
             "statistics": {"confidence": settings.confidence, "resamples": settings.resamples, "seed": settings.seed},
@@ -534,6 +580,8 @@ def format_conditions(report: Mapping) -> str:
     lines = [f"== regime conditions, {report['benchmark']}: {report['n_test_images']} test scenes, "
              f"{len(report['plain_runs'])} plain runs; near-duplicate = {near['definition']} ==",
              f"   base rate: test {_base_rate_text(near['test'])}; train {_base_rate_text(near['train'])}"]
+    if near.get("micro_batches"):
+        lines.append(f"   descriptive (no condition): {_batch_figures_text(near['micro_batches'])}")
     for c in report["conditions"]:
         lines.append(f"{MET_MARKS[c['decision']]} {c['key']} ({c['label']}): {c['decision']}")
         lines.append(f"    ours:   {c['ours']}")

@@ -20,25 +20,35 @@ from hnclip.analysis.premise import PAPER, PAPER_GEOMETRY
 from hnclip.dynamics_log import SATURATION_LOSS
 
 # --------------------------------------------------------------------------------------- definitions
-# Near-duplicates, the one definition (docs/toy-design.md, "Near-duplicates"): caption j is a near-duplicate
-# of caption i when j is among i's NEAR_DUPLICATE_NEIGHBOURS most similar captions of the split (backbone
-# text tower) and their cosine is at least GEOMETRY_COSINE; the relation is symmetric (either way round).
-# Relative to the split, as the paper's "a few highly similar negatives" and its per-caption hardest
-# companion (A.2) are: under the released toy backbone a fixed cosine of 0.9 admits 31 % of all test pairs.
-NEAR_DUPLICATE_NEIGHBOURS = 3
+# Near-duplicates, the one definition (docs/toy-design.md, "Near-duplicates"): captions i and j are
+# near-duplicates when their cosine (backbone text tower) lies at least NEAR_DUPLICATE_Z standard deviations
+# above i's mean cosine to the other captions of the split, or above j's (either way round), and at least
+# GEOMETRY_COSINE. Relative to each caption's own distribution, so the threshold binds on a crowded split (the
+# toy's every caption has its 5th-nearest at cosine >= 0.949: a fixed floor at 0.8-0.96 never decides) and
+# its meaning does not change with the split's size (a caption's mean and spread are estimates; a count of
+# nearest neighbours would be a larger share of a smaller split). Why 1.5: A.2's "extreme negatives with
+# G >= 0.9" stand that far above the paper's mean in-batch cosine: mean 0.82-0.88 with 86-99 % of negatives
+# >= 0.8 give, at the ranges' middle (0.85, 93 %) and under a normal spread, a standard deviation of
+# (0.85 - 0.8) / 1.44 = 0.035 and G = 0.9 at +1.44 of them (the hardest in-batch companions at 0.92-0.94, the
+# largest of 15 negatives, about +1.7, put 0.9 at +1.1 to +1.5): 1.5 is the range's strict end
+NEAR_DUPLICATE_Z = 1.5
 GEOMETRY_COSINE = 0.8  # the paper's "negatives at cosine >= 0.8" (appendix A.2): below it, no near-duplicate
 # A.2's "extreme negatives with G >= 0.9": a geometry figure (the backbone's release figures), not the
 # near-duplicate definition
 EXTREME_COSINE = 0.9
 # how many random micro-batches of the trainer's size estimate the chance rate of condition 3 (seeded)
 CHANCE_MICRO_BATCHES = 4096
-NEAR_DUPLICATE_TEXT = (f"a caption among another's {NEAR_DUPLICATE_NEIGHBOURS} most similar captions of the split "
-                       f"(backbone text tower), at cosine ≥ {GEOMETRY_COSINE:g}, either way round")
+NEAR_DUPLICATE_TEXT = (f"two captions whose cosine (backbone text tower) is ≥ {NEAR_DUPLICATE_Z:g} standard deviations "
+                       f"above either one's mean cosine to the split's other captions, and ≥ {GEOMETRY_COSINE:g}")
 # the targets, each named once: R@1 points, shares in [0, 1], cosines, counts
 STRONG_INIT_MIN = 50.0  # zero-shot R@1: Long-CLIP-L starts strong on DOCCI (the paper's premise, abstract)
+# ... and imperfect: the paper's start leaves 33 / 21 % of DOCCI queries wrong (published Long-CLIP-L zero-shot
+# ~67 / ~79) and its fine-tuning removes about half of them (§2.4: 17.1 / 15.1 % left). A start that leaves
+# fewer than half the paper's smaller error share (21 / 2 = 10.5 %) wrong is a ceiling, not the paper's regime:
+# the paper's +2.4 to +4.3 point effects would be a quarter to a half of every error left
+STRONG_INIT_MAX = 100.0 - 21.0 / 2
 HEADROOM_MIN = 5.0
 ERRORS_NEAR_DUPLICATE_MIN = 0.8
-BATCH_NEAR_DUPLICATES_MIN = 0.5
 # the paper's in-batch caption geometry (appendix A.2) as a band: crowded as the paper's captions are, and
 # no more (a toy crowded past the hardest 0.95 leaves no logit gap InfoNCE could saturate on at s = 100)
 GEOMETRY_BAND = {"mean_offdiag": (0.80, 0.90), "mean_hardest": (0.90, 0.95), f"frac_ge_{GEOMETRY_COSINE:g}": (0.86, 0.99)}
@@ -70,15 +80,17 @@ def _share(value) -> str:
     return f"{100 * value:.0f} %"
 
 
-CONDITION_KEYS = ("strong_init", "headroom", "errors_near_duplicate", "batch_near_duplicates", "geometry",
+# "micro-batches hold near-duplicates" is no condition: the trainer shuffles and HN-CLIP does not change the
+# batch (§2.2), so its share is arithmetic in the relation's base rate and the micro-batch's size; it is a
+# descriptive figure of the report's near-duplicate block (conditions.batch_figures)
+CONDITION_KEYS = ("strong_init", "headroom", "errors_near_duplicate", "geometry",
                   "saturation", "learnable_details", "power", "transfer_readable")
 LABELS = {
     "strong_init": "a strong initialisation",
     "headroom": "headroom over the backbone",
     "errors_near_duplicate": "errors are near-duplicate confusions",
-    "batch_near_duplicates": "micro-batches hold near-duplicates",
     "geometry": "in-batch caption geometry",
-    "saturation": "InfoNCE saturates on near-duplicate batches",
+    "saturation": "InfoNCE saturates, leaving near-duplicates unresolved",
     "learnable_details": "the details are learnable",
     "power": "the test split resolves the paper's effects",
     "transfer_readable": "the transfer targets are readable",
@@ -91,47 +103,44 @@ def _band(key: str, percent: bool = False) -> str:
 
 
 TARGETS = {
-    "strong_init": f"zero-shot R@1 ≥ {STRONG_INIT_MIN:g} in both directions",
+    "strong_init": f"zero-shot R@1 in [{STRONG_INIT_MIN:g}, {STRONG_INIT_MAX:g}] in both directions",
     "headroom": f"≥ {HEADROOM_MIN:g} R@1 points in both directions",
     "errors_near_duplicate": f"≥ {_share(ERRORS_NEAR_DUPLICATE_MIN)} in both directions, and above a random wrong answer's rate",
-    "batch_near_duplicates": f"≥ {_share(BATCH_NEAR_DUPLICATES_MIN)} of micro-batches in every (run, epoch)",
     "geometry": (f"mean {_band('mean_offdiag')}; hardest {_band('mean_hardest')}; "
                  f"{_band(f'frac_ge_{GEOMETRY_COSINE:g}', percent=True)} of negatives ≥ {GEOMETRY_COSINE:g}"),
-    "saturation": (f"≥ {_share(SATURATED_MIN)} saturated; saturated micro-batches hold a near-duplicate pair "
-                   f"more often than non-saturated ones"),
+    "saturation": (f"≥ {_share(SATURATED_MIN)} saturated; saturated micro-batches hold fewer near-duplicate pairs "
+                   f"than non-saturated ones"),
     "learnable_details": f"plain FT fixes ≥ {_share(LEARNABLE_FIXED_MIN)} of the backbone's pairwise errors in both directions",
     "power": (f"≥ {POWER_TEST_SCENES_MIN:,} test scenes; ≥ {POWER_SEEDS_MIN} seeds; "
               f"interval half-width ≤ {POWER_HALF_WIDTH_MAX:g} R@1"),
     "transfer_readable": f"zero-shot R@1 ≥ {TRANSFER_ZEROSHOT_MIN:g} in both directions on every transfer target",
 }
 PAPER_FIGURES = {
-    "strong_init": "Long-CLIP-L on DOCCI: roughly 67 / 79 zero-shot (published Long-CLIP-L figures); InfoNCE "
-                   "saturates under it (abstract)",
+    "strong_init": "Long-CLIP-L on DOCCI: roughly 67 / 79 zero-shot (published Long-CLIP-L figures), 33 / 21 % "
+                   "of queries wrong; InfoNCE \"saturates under a strong pre-trained initialization\" (abstract)",
     "headroom": None,
     "errors_near_duplicate": None,
-    "batch_near_duplicates": None,
     "geometry": (f"mean {PAPER_GEOMETRY['mean_offdiag'][0]:.2f}–{PAPER_GEOMETRY['mean_offdiag'][1]:.2f}; "
                  f"hardest {PAPER_GEOMETRY['mean_hardest'][0]:.2f}–{PAPER_GEOMETRY['mean_hardest'][1]:.2f}; "
                  f"{100 * PAPER_GEOMETRY['frac_ge_0.8'][0]:.0f}–{_share(PAPER_GEOMETRY['frac_ge_0.8'][1])} of "
                  f"negatives ≥ 0.8 (A.2)"),
-    "saturation": f"{_share(PAPER['saturated_share_epoch1'])} of epoch-1 batches < 1e-3 (abstract)",
+    "saturation": (f"{_share(PAPER['saturated_share_epoch1'])} of epoch-1 batches < 1e-3; \"a few highly similar "
+                   f"negatives remain unresolved after the easy majority has already been separated\" (abstract)"),
     "learnable_details": "DOCCI: R@1 error from roughly 33 / 21 % zero-shot to 17.1 / 15.1 % after fine-tuning "
                          "(§2.4): 48 / 28 % of the errors fixed",
     "power": "DOCCI 5,000 test images, Urban-1K 1,000; effects +2.4 to +4.3 R@1 (§3.2)",
     "transfer_readable": "Urban-1K, DCI, DOCCI, Long-DCI: benchmarks Long-CLIP-L retrieves zero-shot",
 }
 DEFINITIONS = {
-    "strong_init": "the zero-shot backbone's test R@1 per direction, with its bootstrap interval over test images",
+    "strong_init": ("the zero-shot backbone's test R@1 per direction, with its bootstrap interval over test images, "
+                    f"at least {STRONG_INIT_MIN:g} (strong) and at most {STRONG_INIT_MAX:g} (imperfect: at least half "
+                    "the paper's smaller zero-shot error share, 21 % T→I on DOCCI, left to fix)"),
     "headroom": "plain FT test R@1 (mean over seeds) minus the zero-shot backbone's, per direction; paired "
                 "bootstrap interval over test images (and seeds)",
     "errors_near_duplicate": "share of plain FT's R@1 errors whose top-1 retrieved item is a near-duplicate of the "
                              "query's own (for T→I: an image whose caption is one), pooled over seeds, with its "
                              "Wilson interval; chance: the share a uniformly random wrong answer to the same "
                              "queries would give",
-    "batch_near_duplicates": "share of the trainer's micro-batches (epoch_order with the run's seed) that hold a "
-                             "near-duplicate pair, per (plain run, epoch), each with its Wilson interval; beside "
-                             "it, the share random micro-batches of that size hold (the trainer shuffles, and "
-                             "HN-CLIP does not change the batch: the trainer's share should match it)",
     "geometry": f"over every micro-batch the plain runs trained: the mean off-diagonal caption cosine, the mean "
                 f"hardest in-batch cosine per caption and the share of off-diagonal cosines ≥ {GEOMETRY_COSINE:g}, "
                 f"each within its band (decided on its value: every trained pair is counted); beside them, the "

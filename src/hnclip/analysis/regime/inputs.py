@@ -76,7 +76,7 @@ def load_plain_runs(run_dirs: Iterable, eval_paths: Iterable, benchmark: str) ->
 
 
 def load_regime(path) -> dict:
-    """A ``results/regime/<benchmark>.json``, checked for the nine conditions in order."""
+    """A ``results/regime/<benchmark>.json``, checked for the eight conditions in order."""
     data = json.loads(Path(path).read_text())
     keys = tuple(c.get("key") for c in data.get("conditions", []))
     if keys != CONDITION_KEYS:

@@ -16,7 +16,7 @@ from hnclip.analysis.regime.definitions import (
     DIRECTIONS,
     EXTREME_COSINE,
     GEOMETRY_COSINE,
-    NEAR_DUPLICATE_NEIGHBOURS,
+    NEAR_DUPLICATE_Z,
 )
 from hnclip.dynamics_log import MICRO_BATCH_INFONCE, SATURATION_LOSS, parse_micro_batch_losses
 
@@ -84,36 +84,47 @@ def run_micro_batches(summary: Mapping, n_train: int | None = None) -> list[Micr
 class NearDuplicates:
     """The near-duplicate relation of one split (:data:`NEAR_DUPLICATE_TEXT`), built once by :meth:`of`.
 
-    Why relative: a fixed cosine admits whatever share of pairs the backbone's crowding gives (31 % of all
-    test pairs under the released toy backbone at 0.9), so every condition built on it is met by
-    construction; "a few highly similar negatives" (abstract) per caption is a count, whatever the split's
-    crowding. Why a floor: a split whose captions are all far apart has no near-duplicates at all, and the
-    conditions must be able to say so. ``partners[i]``: the captions near-duplicate to caption ``i``."""
+    Why relative to each caption's own distribution: a fixed cosine admits whatever share of pairs the
+    backbone's crowding gives (31 % of all test pairs under the released toy backbone at 0.9, and every
+    caption's 5th-nearest above 0.949, so a floor anywhere in 0.8-0.96 never binds), and a count of nearest
+    neighbours means a larger share of a smaller split. A threshold in standard deviations above a caption's
+    mean cosine binds on any geometry with a spread and reads the same at any split size. Why a floor: a
+    split whose captions are all far apart has no near-duplicates at all, and the conditions must be able to
+    say so. ``partners[i]``: the captions near-duplicate to caption ``i``; ``z`` and ``floor``: the definition's
+    parameters."""
 
     partners: list[frozenset]
-    neighbours: int
+    z: float
     floor: float
 
     @classmethod
-    def of(cls, features: np.ndarray, neighbours: int = NEAR_DUPLICATE_NEIGHBOURS, floor: float = GEOMETRY_COSINE,
+    def of(cls, features: np.ndarray, z: float = NEAR_DUPLICATE_Z, floor: float = GEOMETRY_COSINE,
            chunk: int = 2048) -> NearDuplicates:
-        """From L2-normalised caption features (one row per caption): each row's ``neighbours`` most similar
-        other rows (ties: the lower index) at cosine >= ``floor``, made symmetric."""
+        """From L2-normalised caption features (one row per caption): i and j are near-duplicates when their
+        cosine is >= max(mean_i + z sd_i, floor) or >= max(mean_j + z sd_j, floor), mean_i and sd_i over
+        caption i's cosines to every other caption of the split (population spread)."""
         features = np.asarray(features, dtype=np.float64)
         n = features.shape[0]
-        k = min(int(neighbours), max(n - 1, 0))
+        threshold = np.full(n, np.inf)
+        if n >= 3:  # a spread needs two other captions
+            total, squares = np.zeros(n), np.zeros(n)
+            for start in range(0, n, chunk):
+                block = features[start:start + chunk] @ features.T
+                block[np.arange(block.shape[0]), np.arange(start, start + block.shape[0])] = 0.0
+                total[start:start + chunk], squares[start:start + chunk] = block.sum(axis=1), (block ** 2).sum(axis=1)
+            mean = total / (n - 1)
+            spread = np.sqrt(np.maximum(squares / (n - 1) - mean ** 2, 0.0))
+            threshold = np.maximum(mean + float(z) * spread, float(floor))
         partners: list[set] = [set() for _ in range(n)]
         for start in range(0, n, chunk):
             block = features[start:start + chunk] @ features.T
-            block[np.arange(block.shape[0]), np.arange(start, start + block.shape[0])] = -np.inf
-            nearest = np.argsort(-block, axis=1, kind="stable")[:, :k]
-            for offset, row in enumerate(nearest):
-                i = start + offset
-                for j in row.tolist():
-                    if block[offset, j] >= floor:
-                        partners[i].add(j)
-                        partners[j].add(i)
-        return cls([frozenset(p) for p in partners], int(neighbours), float(floor))
+            rows = np.arange(start, start + block.shape[0])
+            near = (block >= threshold[rows, None]) | (block >= threshold[None, :])
+            near[np.arange(block.shape[0]), rows] = False
+            for i, j in zip(*np.nonzero(near), strict=True):
+                partners[start + int(i)].add(int(j))
+                partners[int(j)].add(start + int(i))
+        return cls([frozenset(p) for p in partners], float(z), float(floor))
 
     def __len__(self) -> int:
         return len(self.partners)
@@ -127,6 +138,12 @@ class NearDuplicates:
     def has_pair(self, rows) -> bool:
         """Whether a batch holds at least one near-duplicate pair."""
         return bool(self.companions(rows).any())
+
+    def pair_count(self, rows) -> int:
+        """How many near-duplicate pairs a batch holds (each unordered pair once)."""
+        rows = [int(r) for r in np.asarray(rows).tolist()]
+        inside = set(rows)
+        return sum(len(self.partners[i] & inside) for i in rows) // 2
 
     def base_rate(self) -> dict:
         """How common the relation is in this split: ``pair_share`` (near-duplicate pairs among all pairs),
