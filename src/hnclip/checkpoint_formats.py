@@ -185,9 +185,9 @@ class BackboneOrigin:
 _ORIGINS = {"released": BackboneOrigin("released", needs=("checkpoint",), ships_its_spec=True,
                                        described="released backbone{named}",
                                        description="a model folder released with hnclip (`checkpoint`: "
-                                                   "model.safetensors + model.json, e.g. the toy backbone in "
-                                                   "resources/backbones/), checked against `sha256` and installed "
-                                                   "as it is"),
+                                                   "model.safetensors + model.json, e.g. the toy backbone shipped "
+                                                   "in the repository), checked against `sha256` and installed as "
+                                                   "it is"),
             "pretrain": BackboneOrigin("pretrain", trained_in_dag=True,
                                        described="backbone{named} pretrained in the DAG",
                                        description="random-init `name` pretrained in the DAG by the `pretrain` "

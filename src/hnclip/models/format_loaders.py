@@ -28,6 +28,7 @@ def fetch_transformers_model(source: str, download_dir, revision: str | None = N
                              sha256: str | None = None, key: str = "checkpoint") -> Path:
     """A CLIPModel folder: ``source`` itself when it is one, else the Hub repository ``OWNER/NAME`` fetched
     (:data:`TRANSFORMERS_FILES`) into ``download_dir`` and locked; ``sha256`` pins its weights file."""
+    from hnclip.data.checksum_lock import ChecksumMismatchError
     from hnclip.data.transport import DownloadError
     from hnclip.data.weights import fetch_weights
     from hnclip.model_files import missing_local_source
@@ -46,6 +47,8 @@ def fetch_transformers_model(source: str, download_dir, revision: str | None = N
     try:
         return fetch_weights(f"hf://{repo}", download_dir, revision=revision, sha256=pins,
                              allow_patterns=TRANSFORMERS_FILES)
+    except ChecksumMismatchError:  # fetched, but not the pinned file: its own message names both hashes
+        raise
     except DownloadError as error:  # Hugging Face's message names neither the key nor the path, over many lines
         first = (str(error).strip().splitlines() or [""])[0][:300]
         raise FileNotFoundError(f"{key} {text!r}: neither a folder here (relative paths are read from {Path.cwd()}) "
