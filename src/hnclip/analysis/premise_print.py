@@ -11,7 +11,7 @@ the paper's, with its definition, from any of three sources:
   and feature gradient; the parameter gradient needs a training step, so the probe leaves it out), plus the
   caption geometry;
 - regime files (``results/regime/<benchmark>.json``, written by ``hnclip regime``, :func:`print_regime`): the
-  nine conditions of the paper's regime (:mod:`hnclip.analysis.regime`), each beside its target.
+  eight conditions of the paper's regime (:mod:`hnclip.analysis.regime`), each beside its target.
 
 Toy-scale numbers on the synthetic benchmark; the paper's are Long-CLIP-L on DOCCI/DCI.
 """
