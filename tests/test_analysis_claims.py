@@ -946,7 +946,7 @@ def test_a_verdict_does_not_depend_on_the_resampling_seed():
     main = _near_edge_main()
     settings = main.attrs["statistics"]
     verdicts = []
-    for seed in range(20):
+    for seed in range(10):
         verdicts.append(_verdicts({"main": main}, settings=replace(settings, seed=seed))["a1_columns"])
     # the criterion's truth at infinite resamples: "holds" (the reference lower bound is above 0). Every
     # seed either says so or reports the condition on the edge; none says "inconclusive" without saying why

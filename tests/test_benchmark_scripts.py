@@ -14,23 +14,31 @@ REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "benchmarks"
 # --quick still runs a whole Snakemake DAG (config/finetune.yaml) beside open_clip_train: minutes, not seconds
 SLOW = {"finetune_vs_open_clip.py"}
-# read the embedded default (config/config.yaml), which validates once its released backbone's sha256 is pinned
-SCRIPTS = [pytest.param(p, id=p.name, marks=[pytest.mark.slow, pytest.mark.e2e] if p.name in SLOW else [])
-           for p in sorted(BENCHMARKS.glob("*.py"))]
+ALL = sorted(BENCHMARKS.glob("*.py"))
+# each script's whole --quick run is a subprocess of 5-40 s: marker slow (.ci/run), the DAG one e2e too; its
+# shape (a --quick mode, or a helper a script imports) is checked in the default suite
 
 
 def _is_script(path: Path) -> bool:
     return re.search(r'^if __name__ == "__main__":', path.read_text(), re.M) is not None
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_benchmark_script_runs_quick(script, tmp_path):
+SCRIPTS = [pytest.param(p, id=p.name, marks=[pytest.mark.slow, pytest.mark.e2e] if p.name in SLOW else [pytest.mark.slow])
+           for p in ALL if _is_script(p)]
+
+
+@pytest.mark.parametrize("script", ALL, ids=[p.name for p in ALL])
+def test_every_script_has_a_quick_mode_and_every_helper_a_script_that_imports_it(script):
     if not _is_script(script):
         users = [p.name for p in BENCHMARKS.glob("*.py")
                  if p != script and re.search(rf"\b{script.stem}\b", p.read_text())]
         assert users, f"{script.name} has no __main__ block and no script in benchmarks/ imports it"
-        return
-    assert "--quick" in script.read_text(), f"{script.name} has no --quick mode"
+    else:
+        assert "--quick" in script.read_text(), f"{script.name} has no --quick mode"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_script_runs_quick(script, tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}  # the CPU, one thread: a smoke run anywhere
     proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=tmp_path, env=env, capture_output=True,

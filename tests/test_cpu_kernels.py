@@ -136,6 +136,7 @@ def test_apply_reads_the_workflow_variable_and_keeps_what_a_user_set(monkeypatch
     assert cpu_kernels.apply("native", environ={}) == {}
 
 
+@pytest.mark.slow  # trains in three shells, one per kernel setting (~25 s)
 @pytest.mark.skipif(not cpu_kernels.cpu_has_avx2(), reason="the pin applies only on an x86-64 CPU with AVX2")
 def test_the_pin_applied_in_process_equals_the_shells_and_moves_the_numbers(tmp_path):
     native_capability, native = _train(tmp_path, "-")

@@ -7,11 +7,13 @@ scores with FineLIP's blend (so epochs.csv also depends on the modules).
 
 from __future__ import annotations
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from test_train_support import assert_same_run, interrupted_run, make_dataset, run_training, small_config
 
 
+@pytest.mark.slow  # a trainer subprocess killed mid-step, then resumed (~15 s)
 def test_finelip_killed_mid_step_matches_uninterrupted_modules_included(tmp_path):
     paths = make_dataset(tmp_path / "data", n=16)
     cfg = small_config(framework="finelip", gamma=0.5, token_weight=0.5, epochs=2, checkpoint_every=2,

@@ -104,6 +104,7 @@ def ranks(tmp_path_factory):
     return inputs, state, results
 
 
+@pytest.mark.slow  # two gloo processes (a module fixture, ~15 s)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_mean_of_rank_losses_equals_single_process_loss(ranks, scenario):
     inputs, _, results = ranks
@@ -119,6 +120,7 @@ def test_mean_of_rank_losses_equals_single_process_loss(ranks, scenario):
     torch.testing.assert_close(mean_of_ranks, expected, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow  # two gloo processes (a module fixture, ~15 s)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_ddp_gradients_equal_single_process_gradients(ranks, scenario):
     inputs, state, results = ranks

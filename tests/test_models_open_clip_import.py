@@ -24,6 +24,7 @@ def _run(code: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and open_clip (~10-25 s)
 def test_hnclip_models_imports_open_clip_without_timm_or_transformers_and_leaves_them_importable():
     seen = _run("""
         import json, sys
@@ -40,6 +41,7 @@ def test_hnclip_models_imports_open_clip_without_timm_or_transformers_and_leaves
     assert seen["importable"] == ["timm", "transformers"]
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and open_clip (~10-25 s)
 def test_open_clip_with_integrations_binds_the_libraries_for_classes_open_clip_already_holds():
     seen = _run("""
         import json
@@ -64,6 +66,7 @@ def test_open_clip_with_integrations_binds_the_libraries_for_classes_open_clip_a
     assert seen == {"timm": True, "transformers": True, "coca": normal, "timm_tower": "TimmModel"}
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch and open_clip (~10-25 s)
 def test_a_normally_imported_open_clip_is_left_as_it_is():
     seen = _run("""
         import json

@@ -8,6 +8,7 @@ in place instead (a manual restart).
 
 from __future__ import annotations
 
+import pytest
 from test_train_support import (
     assert_same_run,
     interrupted_run,
@@ -18,6 +19,7 @@ from test_train_support import (
 )
 
 
+@pytest.mark.slow  # a trainer subprocess killed mid-step, then resumed (~15 s)
 def test_full_finetuning_killed_mid_step_matches_uninterrupted(tmp_path):
     paths = make_dataset(tmp_path / "data", n=24)
     # 3 steps per epoch, 2 epochs; checkpoints at steps 2, 3 (epoch end), 4, 6 (epoch end)

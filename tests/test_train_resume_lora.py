@@ -5,9 +5,11 @@ Same protocol as test_train_resume.py: SIGKILL inside a step, restart, compare w
 
 from __future__ import annotations
 
+import pytest
 from test_train_support import assert_same_run, interrupted_run, make_dataset, run_training, small_config
 
 
+@pytest.mark.slow  # a trainer subprocess killed mid-step, then resumed (~15 s)
 def test_lora_with_dropout_killed_mid_step_matches_uninterrupted(tmp_path):
     # adapter dropout draws from the global RNG: without the saved RNG state the masks after resume differ
     paths = make_dataset(tmp_path / "data", n=16)
