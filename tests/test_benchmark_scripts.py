@@ -47,6 +47,7 @@ def test_benchmark_script_runs_quick(script, tmp_path):
     assert proc.stdout.strip(), f"{script.name} --quick printed nothing"
 
 
+@pytest.mark.slow  # a fresh interpreter importing open_clip_train
 def test_the_dev_install_can_run_open_clip_train():
     """finetune_vs_open_clip.py runs ``python -m open_clip_train.main``, whose data module imports braceexpand
     and webdataset at the top: the --dev install must carry them (pyproject's bench extra), or CI's slow run

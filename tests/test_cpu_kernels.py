@@ -59,6 +59,7 @@ def test_settings_export_the_three_variables_or_nothing():
         cpu_kernels.kernel_environment("avx512")
 
 
+@pytest.mark.slow  # a fresh interpreter per kernel setting
 def test_only_portable_switches_onednn_off_and_only_then_imports_torch():
     script = textwrap.dedent("""
         import sys

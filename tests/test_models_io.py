@@ -112,6 +112,7 @@ for copy in ("a", "b"):
 """
 
 
+@pytest.mark.slow  # two processes
 def test_the_same_model_saved_in_two_processes_has_the_same_bytes(tmp_path):
     """Every file of a saved model (weights, framework modules, open_clip export, a JSON record) has one
     sha256, written twice in each of two processes: safetensors' metadata order, which Rust seeds per map

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from hnclip.models import load_model
@@ -15,6 +16,7 @@ from hnclip.rehearsal.released import write_released_stand_ins
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # every released format written and converted (~15 s)
 def test_the_stand_ins_of_rehearsal_released_yaml_are_written_and_convert(tmp_path):
     models = yaml.safe_load((REPO / "config/rehearsal-released.yaml").read_text())["models"]
     released = yaml.safe_load((REPO / "config/released.yaml").read_text())["models"]

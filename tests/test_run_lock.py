@@ -145,6 +145,7 @@ def test_a_stale_lock_of_another_host_is_taken_over_naming_that_host(tmp_path, c
     assert "node-elsewhere" in caplog.text and "another host" in caplog.text
 
 
+@pytest.mark.slow  # two trainer processes
 def test_a_second_trainer_sharing_either_folder_of_a_running_run_stops_before_touching_its_logs(tmp_path):
     """A real trainer paused inside its first step holds the run; a second one that shares its output folder,
     its checkpoint folder or both fails naming it, and the first one's CSV logs are untouched. (Before the

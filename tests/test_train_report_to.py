@@ -87,6 +87,7 @@ def test_tensorboard_event_files_hold_the_runs_csv_logs(tmp_path):
     assert {"probe/grad_norm_standard", "probe/grad_ratio"} <= set(_event_scalars(out / "tensorboard"))
 
 
+@pytest.mark.slow  # a trainer subprocess killed, then resumed
 def test_tensorboard_after_a_kill_and_resume_holds_each_row_once(tmp_path):
     paths = make_dataset(tmp_path / "data", n=24)
     cfg = small_config(epochs=2, checkpoint_every=2, report_to="tensorboard")
@@ -220,6 +221,7 @@ def test_a_training_job_prints_progress_lines_to_stdout_and_its_log_to_stderr(tm
     assert all(re.match(rf"^hnclip train {re.escape(str(out))}: [a-z]", line) for line in others), others
 
 
+@pytest.mark.slow  # a Snakemake run of one training job
 def test_snakemake_shows_a_training_jobs_progress_lines_as_it_runs_and_logs_its_stderr(tmp_path):
     """A rule as workflow/rules/train.smk writes it (stderr to the job's log, stdout left alone): the
     progress lines reach Snakemake's own output while the job runs, before Snakemake reports it finished."""
@@ -287,6 +289,7 @@ def test_every_other_verb_prints_a_heartbeat_and_plan_prints_none(monkeypatch, c
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.slow  # a trainer subprocess sent SIGTERM
 @pytest.mark.parametrize("progress_every", [0.2, 600])
 def test_a_trainer_sent_sigterm_stops_saying_so_and_leaves_its_run_free(tmp_path, progress_every):
     """``kill`` (SIGTERM, also a scheduler's time limit): the job unwinds instead of dying mid-line; its

@@ -84,6 +84,7 @@ class _RunsCode:
         return (os.system, ("echo pwned > pwned.txt",))
 
 
+@pytest.mark.slow  # a trainer subprocess
 def test_a_last_checkpoint_that_needs_code_is_refused_in_one_line_and_its_advice_never_reaches_the_log(tmp_path):
     """torch refuses the pickle (weights_only=True) in a message of many lines that advises weights_only=False;
     the job's log (whose last line the console shows) says in one line that the file is refused because loading it

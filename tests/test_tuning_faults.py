@@ -111,6 +111,7 @@ def test_snakemake_tune_on_an_own_data_config_without_a_tuning_section_names_the
     assert "KeyError" not in said
 
 
+@pytest.mark.slow  # real training of several points (~15 s)
 def test_a_changed_split_or_budget_never_reuses_another_settings_points(prepared, tmp_path):
     """val at 2 epochs, the same again (read from disk), 3 epochs, then split dev: each setting trains its own
     points in its own folders; every score and the zero-shot line name the split they were computed on."""

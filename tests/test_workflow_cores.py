@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from checkout import copy_checkout, user_env
 
 TARGET = "results/pretrain/long/summary.json"
@@ -23,6 +24,7 @@ def snakemake(root, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=1200)
 
 
+@pytest.mark.slow  # a checkout copy and three dry runs
 def test_the_process_count_comes_from_the_config_whatever_the_cores(tmp_path):
     root = copy_checkout(tmp_path / "checkout")
     commands = {}

@@ -270,6 +270,7 @@ def test_several_configfiles_layer_in_order(tmp_path):
     assert any("/hnclip/g0.25/" in c for c in train)
 
 
+@pytest.mark.slow  # three Snakemake runs of the spec job
 def test_spec_files_follow_the_effective_config_and_are_rewritten_when_it_changes(tmp_path):
     spec = tmp_path / "results/specs/main.json"
     relabel = "methods={hnclip: {label: HN-CLIP (ours)}}"
