@@ -99,6 +99,7 @@ def a3_fraction_20_goal(ctx: Context) -> dict:
     measures = {"benchmarks where the 20 % row exceeds GOAL at 100 %": exceeded}
     return ctx.verdict(criterion, margins, evidence, measures, noise, collapsed=collapsed)
 
+
 @claim("a3_every_fraction", "§3.4 A3",
        "It leads at every tested data fraction.",
        "HN-CLIP leads at every data fraction")
@@ -128,6 +129,7 @@ def a3_every_fraction(ctx: Context) -> dict:
     if not margins:
         return ctx.no_data(criterion, "no fraction with two rows")
     return ctx.verdict(criterion, margins, evidence, {"lead per fraction": leads}, noise)
+
 
 @claim("a3_margin_widens", "§3.4 A3; E.3",
        "The average-R@1 margin widening to +7.3 as data shrinks. (E.3: the average-R@1 margin over "
