@@ -241,7 +241,9 @@ def test_an_interrupted_search_resumes_each_point_and_scores_it_on_all_its_epoch
     from hnclip.run_lock import live_holder
 
     config = micro_config(epochs=4)
-    config["train"].update(micro_batch=2, accum_steps=1)  # 12 steps an epoch: time to stop it after the first
+    # 12 steps an epoch, each writing its checkpoint: seconds left after the first epoch to stop the point in,
+    # even on a quiet machine, where three epochs without them passed before the signal arrived
+    config["train"].update(micro_batch=2, accum_steps=1, checkpoint_every=1)
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(config))
     work, out = tmp_path / "work", tmp_path / "record.json"
