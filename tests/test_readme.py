@@ -55,6 +55,9 @@ def _fabricated(variant: int) -> dict:
                              "seeds": (3, 5)[variant], "half_width": (1.0, 1.5)[variant], "against": "longclip",
                              "against_label": ("Long-CLIP FT", "Plain")[variant]} for bench in _regime_benchmarks()},
         "claims": {"tally": {v: (1 + i, 20 + i)[variant] for i, v in enumerate(VERDICTS)}, "verdicts": {}},
+        # the default ships a tuning record: the summary's tuning line (hnclip.tuning.record.record_check)
+        "tuning": {"problems": [], "record": ("resources/tuning/record.json", "elsewhere/r.json")[variant],
+                   "split": ("val", "holdout")[variant]},
     }
 
 
