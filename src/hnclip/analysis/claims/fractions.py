@@ -26,11 +26,13 @@ def _fraction_rows(fractions: pd.DataFrame) -> tuple[list, list[float]]:
     values = sorted({float(f) for f in fractions.index.get_level_values("fraction")})
     return methods, values
 
+
 def _frac(fractions, method, f, group) -> float:
     for key in fractions.index:
         if key[0] == method and math.isclose(float(key[1]), f):
             return avg_r1(fractions, key, group)
     return math.nan
+
 
 def _full_data(ctx: Context, fractions: pd.DataFrame, row: str, group):
     """``row``'s average R@1 with 100 % of the data on ``group``: the main table's cell (the full-data
@@ -38,6 +40,28 @@ def _full_data(ctx: Context, fractions: pd.DataFrame, row: str, group):
     main = ctx.tables.get("main")
     value = avg_r1(main, row, group) if main is not None and group in table_groups(main) else math.nan
     return value if not (isinstance(value, float) and math.isnan(value)) else _frac(fractions, row, 1.0, group)
+
+
+def _twenty_against_full(ctx: Context, fractions: pd.DataFrame | None, rival: str):
+    """Per benchmark of the fractions table, HN-CLIP's average R@1 at 20 % of the data and ``rival``'s with all
+    of it (:func:`_full_data`), and the benchmarks where that rival row is at or below the zero-shot backbone
+    (a collapsed row); or the reason there is nothing to compare (a string)."""
+    if fractions is None:
+        return "no fractions table"
+    methods, values = _fraction_rows(fractions)
+    if not any(math.isclose(f, 0.2) for f in values) or ctx.hn_row not in methods:
+        return f"no {ctx.hn_row} run at fraction 0.2"
+    rows, collapsed = {}, []
+    for g in table_groups(fractions):
+        hn, full = _frac(fractions, ctx.hn_row, 0.2, g), _full_data(ctx, fractions, rival, g)
+        if math.isnan(hn) or math.isnan(full):
+            continue
+        rows[g] = (hn, full)
+        if at_or_below_zeroshot(ctx, full, g):
+            collapsed.append(f"{rival} at 100 % on {g}")
+    if not rows:
+        return f"no full-data {rival} row on the fractions' benchmarks"
+    return rows, collapsed
 
 
 @claim("a3_fraction_20", "§3.4 A3; abstract",
@@ -48,24 +72,17 @@ def a3_fraction_20(ctx: Context) -> dict:
     rival = label_of(ctx.methods, competitor_key(ctx.roles))
     criterion = (f"on every benchmark of the fractions experiment, {hn_row}'s average R@1 at 20 % of the training "
                  f"data > the strongest competitor's at 100 % ({rival}: chosen on val, never on test; main table)")
-    if fractions is None:
-        return ctx.no_data(criterion, "no fractions table")
-    methods, values = _fraction_rows(fractions)
-    if not any(math.isclose(f, 0.2) for f in values) or hn_row not in methods:
-        return ctx.no_data(criterion, f"no {hn_row} run at fraction 0.2")
-    margins, evidence, at20, strongest_of, collapsed = [], {}, {}, {}, []
-    for g in table_groups(fractions):
-        hn, full = _frac(fractions, hn_row, 0.2, g), _full_data(ctx, fractions, rival, g)
-        if math.isnan(hn) or math.isnan(full):
-            continue
-        margins.append((hn - full, False))
-        at20[g], strongest_of[g] = round_margin(hn), round_margin(full)
+    pairs = _twenty_against_full(ctx, fractions, rival)
+    if isinstance(pairs, str):
+        return ctx.no_data(criterion, pairs)
+    rows, collapsed = pairs
+    margins = [(hn - full, False) for hn, full in rows.values()]
+    at20 = {g: round_margin(hn) for g, (hn, _) in rows.items()}
+    strongest_of = {g: round_margin(full) for g, (_, full) in rows.items()}
+    evidence = {}
+    for g, (hn, full) in rows.items():
         evidence[f"{g}: {hn_row} at 20 %"] = round_margin(hn)
         evidence[f"{g}: strongest competitor at 100 % ({rival})"] = round_margin(full)
-        if at_or_below_zeroshot(ctx, full, g):
-            collapsed.append(f"{rival} at 100 % on {g}")
-    if not margins:
-        return ctx.no_data(criterion, f"no full-data {rival} row on the fractions' benchmarks")
     measures = {f"{PAPER_NAME} average R@1 at 20 %": at20, "strongest full-data baseline": strongest_of}
     return ctx.verdict(criterion, margins, evidence, measures, noise, collapsed=collapsed)
 
@@ -79,22 +96,13 @@ def a3_fraction_20_goal(ctx: Context) -> dict:
     goal = label_of(ctx.methods, MARGIN_REFERENCE)
     criterion = (f"on every benchmark of the fractions experiment, {hn_row}'s average R@1 at 20 % of the training "
                  f"data > {goal}'s at 100 %; a {goal} row at or below the zero-shot backbone is a collapsed row")
-    if fractions is None:
-        return ctx.no_data(criterion, "no fractions table")
-    methods, values = _fraction_rows(fractions)
-    if not any(math.isclose(f, 0.2) for f in values) or hn_row not in methods:
-        return ctx.no_data(criterion, f"no {hn_row} run at fraction 0.2")
-    margins, evidence, collapsed = [], {}, []
-    for g in table_groups(fractions):
-        hn, full = _frac(fractions, hn_row, 0.2, g), _full_data(ctx, fractions, goal, g)
-        if math.isnan(hn) or math.isnan(full):
-            continue
-        margins.append((hn - full, False))
-        evidence[f"{g}: {hn_row} at 20 % minus {goal} at 100 %"] = round_margin(hn - full)
-        if at_or_below_zeroshot(ctx, full, g):
-            collapsed.append(f"{goal} at 100 % on {g}")
-    if not margins:
-        return ctx.no_data(criterion, f"no full-data {goal} row on the fractions' benchmarks")
+    pairs = _twenty_against_full(ctx, fractions, goal)
+    if isinstance(pairs, str):
+        return ctx.no_data(criterion, pairs)
+    rows, collapsed = pairs
+    margins = [(hn - full, False) for hn, full in rows.values()]
+    evidence = {f"{g}: {hn_row} at 20 % minus {goal} at 100 %": round_margin(hn - full)
+                for g, (hn, full) in rows.items()}
     exceeded = sum(float(m) > 0 for m, _ in margins)
     measures = {"benchmarks where the 20 % row exceeds GOAL at 100 %": exceeded}
     return ctx.verdict(criterion, margins, evidence, measures, noise, collapsed=collapsed)
