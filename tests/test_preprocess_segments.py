@@ -10,6 +10,7 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from PIL import Image
@@ -232,3 +233,74 @@ def test_synthetic_oracle_boxes_enclose_the_rendered_objects(tmp_path):
             assert (drawn & mask).any() and 0.01 <= mask.mean() <= 0.8
     with pytest.raises(KeyError, match="'nope'"):
         generate(image, "nope")
+
+
+def test_object_sentences_are_the_captions_object_sentences():
+    from hnclip.data.synthetic.captions import describe_scene, object_sentences
+    from hnclip.data.synthetic.scenes import Scene, SceneObject
+
+    hexagon = SceneObject(shape="hexagon", colour="blue", size="large", pattern="dotted", cell=4)
+    square = SceneObject(shape="square", colour="black", size="medium", pattern="striped", cell=5)
+    circle = SceneObject(shape="circle", colour="red", size="small", pattern="outlined", cell=0)
+    triangle = SceneObject(shape="triangle", colour="yellow", size="small", pattern="solid", cell=8)
+    scene = Scene("synthetic", "pale blue", (hexagon, square, circle, triangle), ((0, 1),), 0)
+    own = object_sentences(scene)
+    assert own[:2] == ["In the center there is a large dotted blue hexagon.",
+                       "In the middle right there is a medium striped black square."]
+    caption = describe_scene(scene)
+    assert caption.startswith(
+        "A synthetic scene on a pale blue background with four objects arranged on a three by three grid. "
+        "In the center there is a large dotted blue hexagon. In the middle right there is a medium striped "
+        "black square. In the top left corner there is a small ")
+    assert caption.endswith(" yellow triangle. The blue hexagon is to the left of the black square.")
+    assert [s.text for s in split_sentences(caption)][1:5] == own
+
+
+def test_oracle_matcher_pairs_each_object_crop_with_its_own_sentence(tmp_path):
+    """Every kept pair is an object's box with that object's own sentence, scored by the backbone's cosine of
+    that crop and sentence (recomputed here), best first; the relation and scene sentences get no pair."""
+    from test_preprocess_support import save_micro_model
+
+    from hnclip.data.synthetic import generate_synthetic
+    from hnclip.data.synthetic.captions import object_sentences
+    from hnclip.data.synthetic.scenes import scene_from_record
+    from hnclip.preprocess.oracle import object_boxes, synthetic_mask_generator, synthetic_sentence_matcher
+
+    generate_synthetic(tmp_path / "bench", "synthetic", n_train=4, n_test=1, image_size=64, seed=3)
+    records = [json.loads(line) for line in (tmp_path / "bench" / "captions.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    manifest = pd.DataFrame({"image_id": [r["image_id"] for r in train], "caption": [r["caption"] for r in train],
+                             "image_path": [str(tmp_path / "bench" / "images" / f"{r['image_id']}.png") for r in train]})
+    model_dir = tmp_path / "model"
+    save_micro_model(model_dir)
+    build_segments(manifest, model_dir, tmp_path / "seg", max_pairs=10, device="cpu",
+                   mask_generator=synthetic_mask_generator(tmp_path / "bench"),
+                   sentence_matcher=synthetic_sentence_matcher(tmp_path / "bench"))
+    index, model = SegmentIndex(tmp_path / "seg"), load_model(model_dir).eval()
+    assert json.loads((tmp_path / "seg" / "index.json").read_text())["settings"]["matcher"] == "named"
+    for record in train:
+        image = Image.open(tmp_path / "bench" / "images" / f"{record['image_id']}.png").convert("RGB")
+        boxes = object_boxes(record["objects"], image.width)
+        own = object_sentences(scene_from_record(record))
+        pairs = index.record(record["image_id"])["pairs"]
+        assert len(pairs) == len(record["objects"])  # one per object, nothing to the whole image
+        assert sorted(own.index(p["sentence"]) for p in pairs) == list(range(len(own)))
+        for pair in pairs:
+            box = boxes[own.index(pair["sentence"])]
+            assert tuple(index.record(record["image_id"])["segments"][pair["segment"]]["box"]) == box
+            crop = np.asarray(resize_center_crop(image.crop(box), index.image_size))[None]
+            with torch.no_grad():
+                a = model.encode_image(to_model_input(crop, model.image_mean, model.image_std)).double()
+                b = model.encode_text(tokenize([pair["sentence"]], 77)).double()
+            assert pair["score"] == pytest.approx(float(a[0] @ b[0]), abs=1e-5)
+        assert [p["score"] for p in pairs] == sorted((p["score"] for p in pairs), reverse=True)
+
+
+def test_oracle_matcher_refuses_a_box_it_names_no_sentence_for():
+    from hnclip.preprocess.segments import Segment, named_pairs
+
+    similarity = np.array([[0.1, 0.2], [0.3, 0.4]])
+    with pytest.raises(ValueError, match="'x'.*segment box \\(1, 1, 5, 5\\).*segmenter oracle"):
+        named_pairs("x", [Segment((1, 1, 5, 5), 0.1)], ["A.", "B."], similarity, {})
+    assert named_pairs("x", [Segment((1, 1, 5, 5), 0.1)], ["A.", "B."], similarity, {(1, 1, 5, 5): "B."}) == (
+        [(1, 1, 0.4)], "named")

@@ -143,6 +143,30 @@ def test_a_changed_split_or_budget_never_reuses_another_settings_points(prepared
         assert provenance["session_minutes"] < 4.5
 
 
+def test_a_rebuilt_framework_product_never_reuses_the_points_trained_on_the_old_one(prepared, tmp_path):
+    """GOAL trains on the segment product: the same product reads its points from disk, a rebuilt one (another
+    matcher's pairs) trains them again in another folder; a method without products keeps its folder."""
+    data = tmp_path / "data"
+    shutil.copytree(prepared["data"], data)
+    (data / "train_segments").mkdir()
+    (data / "train_segments" / "segments.jsonl").write_text('{"pairs": "relation sentences"}\n')
+    work, config = tmp_path / "work", micro_config()
+    first = []
+    run_search(config, prepared["backbone"], data, work, methods=["goal", "longclip"],
+               trainer=fake_trainer(first, 2), progress=lambda line: None)
+    run_search(config, prepared["backbone"], data, work, methods=["goal", "longclip"], trainer=_refuse,
+               progress=lambda line: None)
+    (data / "train_segments" / "segments.jsonl").write_text('{"pairs": "own sentences"}\n')
+    second = []
+    run_search(config, prepared["backbone"], data, work, methods=["goal", "longclip"],
+               trainer=fake_trainer(second, 2), progress=lambda line: None)
+    assert len(first) == 6 and len(second) == 3
+    assert {p.parent.name.split("-")[0] for p in second} == {"goal"}
+    assert not {p.parent for p in first} & {p.parent for p in second}
+    setting = json.loads((second[0].parent / "setting.json").read_text())
+    assert set(setting["products"]) == {"segments"}
+
+
 # ------------------------------------------------------------------------------------- the record
 def _record(path: Path, chosen: float) -> Path:
     def point(rate, step, score):

@@ -94,10 +94,12 @@ rule segments:
         min_area=lookup(dpath="preprocess/min_area_ratio", within=config),
         max_area=lookup(dpath="preprocess/max_area_ratio", within=config),
         max_pairs=lookup(dpath="preprocess/max_pairs", within=config),
+        matcher=lookup(dpath="preprocess/matcher", within=config),
     shell:
         "python -m hnclip segments --manifest {input.manifest} --source {input.source} --model {input.model} "
         "--segmenter {params.segmenter} {params.sam} --min-area-ratio {params.min_area} "
-        "--max-area-ratio {params.max_area} --max-pairs {params.max_pairs} --threads {threads} "
+        "--max-area-ratio {params.max_area} --max-pairs {params.max_pairs} --matcher {params.matcher} "
+        "--threads {threads} "
         "--out {output} 2> {log}"
 
 

@@ -132,6 +132,7 @@ def add_segments(sub) -> None:
     p.add_argument("--min-area-ratio", type=float, required=True, help="preprocess.min_area_ratio")
     p.add_argument("--max-area-ratio", type=float, required=True, help="preprocess.max_area_ratio")
     p.add_argument("--max-pairs", type=int, required=True, help="preprocess.max_pairs")
+    p.add_argument("--matcher", choices=["backbone", "oracle"], default="backbone", help="preprocess.matcher")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", required=True)
 
@@ -140,12 +141,17 @@ def cmd_segments(args) -> None:
     from hnclip.data.manifest import read_manifest
     from hnclip.preprocess.segments import build_segments
 
-    generator = None
+    generator = matcher = None
+    if args.matcher == "oracle" and args.segmenter != "oracle":
+        raise SystemExit("hnclip segments: preprocess.matcher oracle needs preprocess.segmenter oracle (the "
+                         "scenes' object boxes are what it names sentences for)")
     if args.segmenter == "oracle":
-        from hnclip.preprocess.oracle import synthetic_mask_generator
+        from hnclip.preprocess.oracle import synthetic_mask_generator, synthetic_sentence_matcher
 
         source = json.loads(Path(args.source).read_text())
         generator = synthetic_mask_generator(source["root"])
+        if args.matcher == "oracle":
+            matcher = synthetic_sentence_matcher(source["root"])
     elif not args.sam_model:
         raise SystemExit("hnclip segments: --segmenter sam needs --sam-model (config key preprocess.sam_model)")
     sam_dir = None
@@ -156,7 +162,7 @@ def cmd_segments(args) -> None:
     set_threads(args.threads)
     build_segments(read_manifest(args.manifest), Path(args.model), Path(args.out), sam_dir=sam_dir,
                    min_area_ratio=args.min_area_ratio, max_area_ratio=args.max_area_ratio,
-                   max_pairs=args.max_pairs, mask_generator=generator)
+                   max_pairs=args.max_pairs, mask_generator=generator, sentence_matcher=matcher)
 
 
 def add_edges(sub) -> None:

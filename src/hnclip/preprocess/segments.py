@@ -14,6 +14,10 @@ Per image (GOAL's ``LISM/make_pseudo_local_pair_for_trainset.py``, re-written):
    :func:`~hnclip.preprocess.sentences.split_sentences`. Crops and sentences are embedded with the
    backbone being fine-tuned (GOAL used a separate CLIP ViT-L/14-336; the brief and the paper's
    protocol use the backbone), and each sentence goes to its highest-cosine candidate.
+   With a ``sentence_matcher`` (:func:`hnclip.preprocess.oracle.synthetic_sentence_matcher`, config
+   ``preprocess.matcher: oracle``) each segment is paired with the sentence the matcher names for its box
+   instead (the toy's stand-in for GOAL's crop-reading CLIP), scored by the same cosine; a segment it names
+   no sentence for is an error (the oracle matcher needs the oracle segmenter's boxes).
 4. Sentences matched to the whole image are dropped (GOAL's released training lists are the
    ``*_del_org.json`` files). If that drops every sentence, each sentence is matched among the
    segments only; an image without any segment pairs every sentence with the whole image. Both cases
@@ -48,7 +52,7 @@ from tqdm import tqdm
 from .sentences import char_span_to_tokens, split_sentences, token_offsets
 
 __all__ = ["SegmentIndex", "Segment", "box_in_store", "build_segments", "crop_segment", "filter_segments",
-           "load_mask_generator", "mask_box", "match_sentences", "product_dir", "random_sam_config",
+           "load_mask_generator", "mask_box", "match_sentences", "named_pairs", "product_dir", "random_sam_config",
            "save_random_sam"]
 
 log = logging.getLogger(__name__)
@@ -153,6 +157,28 @@ def match_sentences(similarity: np.ndarray) -> tuple[list[tuple[int, int, float]
     return [(j, i, float(s)) for j, i, s in pairs], how
 
 
+def named_pairs(image_id: str, segments: Sequence[Segment], sentences: list[str], similarity: np.ndarray,
+                named: dict) -> tuple[list[tuple[int, int, float]], str]:
+    """Pairs ``(sentence, candidate, cosine)``, best first: each segment with the sentence a sentence matcher
+    names for its box (``named``: box -> sentence text, one of the caption's ``sentences``); the second value
+    is ``"named"``, or ``"whole_image"`` for an image without segments (every sentence then goes with the whole
+    image, as :func:`match_sentences` does)."""
+    pairs = []
+    for k, segment in enumerate(segments):
+        text = named.get(tuple(segment.box))
+        if text is None:
+            raise ValueError(f"image_id {image_id!r}: the sentence matcher names no sentence for segment box "
+                             f"{tuple(segment.box)} (preprocess.matcher oracle needs preprocess.segmenter oracle)")
+        if text not in sentences:
+            raise ValueError(f"image_id {image_id!r}: the matcher's sentence {text!r} is not a sentence of its caption")
+        j = sentences.index(text)
+        pairs.append((j, k + 1, float(similarity[k + 1, j])))
+    if not pairs:
+        return [(j, 0, float(similarity[0, j])) for j in range(len(sentences))], "whole_image"
+    pairs.sort(key=lambda p: (-p[2], p[0]))
+    return pairs, "named"
+
+
 # ----------------------------------------------------------------------------------------------- SAM
 def load_mask_generator(sam_dir, device: str = "cpu", points_per_batch: int = 128, **sam_kwargs):
     """A callable ``(PIL image, image_id) -> list of bool [H, W] masks`` running SAM from a local folder.
@@ -232,7 +258,7 @@ def _embed(model, crops: np.ndarray, sentences: list[str], device):
 
 
 def _image_record(image_id, image, caption, masks, model, device, image_size, min_area_ratio, max_area_ratio,
-                  max_pairs, sam_size):
+                  max_pairs, sam_size, sentence_of=None):
     """(record, crops of its pairs, how the sentences were matched, sentences lost to the whole image)."""
     segments = [Segment(_scale_box(s.box, sam_size, image.size), s.area_ratio)
                 for s in filter_segments(masks, min_area_ratio, max_area_ratio)]
@@ -242,7 +268,11 @@ def _image_record(image_id, image, caption, masks, model, device, image_size, mi
     candidates = np.stack([crop_segment(image, (0, 0, image.width, image.height), image_size)]
                           + [crop_segment(image, s.box, image_size) for s in segments])
     similarity = _embed(model, candidates, [s.text for s in sentences], device)
-    pairs, how = match_sentences(similarity)
+    if sentence_of is None:
+        pairs, how = match_sentences(similarity)
+    else:
+        pairs, how = named_pairs(image_id, segments, [s.text for s in sentences], similarity,
+                                 sentence_of(image, image_id))
     to_whole = int((similarity.argmax(axis=0) == 0).sum()) if len(segments) else 0
     offsets = token_offsets(caption)
     crop_of: dict[int, int] = {}
@@ -267,7 +297,7 @@ def _image_record(image_id, image, caption, masks, model, device, image_size, mi
 def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: str = "caption",
                    min_area_ratio: float = 0.01, max_area_ratio: float = 0.8, max_pairs: int = 3,
                    max_side: int = 1024, device: str = "auto", mask_generator: Callable | None = None,
-                   sam_kwargs: dict | None = None) -> dict:
+                   sam_kwargs: dict | None = None, sentence_matcher: Callable | None = None) -> dict:
     """Write the segment product of ``manifest``'s images (see the module docstring); returns the index.
 
     Args:
@@ -279,6 +309,9 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
             :func:`hnclip.preprocess.oracle.synthetic_mask_generator`, or hand-made masks in tests).
         max_pairs: pairs kept per image, best first.
         max_side: longer side of the image given to SAM.
+        sentence_matcher: ``(PIL image, image_id) -> {box: sentence}`` pairing each segment with a sentence
+            (:func:`hnclip.preprocess.oracle.synthetic_sentence_matcher`); None: GOAL's rule, each sentence to
+            the backbone's most similar candidate (:func:`match_sentences`).
 
     Cost: one SAM pass per image (seconds for ViT-H on a GPU, the dominant cost) and one backbone pass
     over the image's kept segments.
@@ -316,7 +349,7 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
                 sam_image = _shrunk(image, max_side)
                 record, crops, how, to_whole = _image_record(
                     str(image_id), image, str(caption), mask_generator(sam_image, str(image_id)), model, device, image_size,
-                    min_area_ratio, max_area_ratio, max_pairs, sam_image.size)
+                    min_area_ratio, max_area_ratio, max_pairs, sam_image.size, sentence_matcher)
                 for pair in record["pairs"]:
                     pair["crop"] += n_crops
                 n_crops += len(crops)
@@ -334,6 +367,7 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
              "count": len(manifest), "crops": n_crops, "image_size": image_size,
              "settings": {"min_area_ratio": min_area_ratio, "max_area_ratio": max_area_ratio, "max_pairs": max_pairs,
                           "max_side": max_side, "caption_column": caption_column, "sam_dir": str(sam_dir),
+                          "matcher": "backbone" if sentence_matcher is None else "named",
                           "sam_kwargs": sam_kwargs or {}, "model_dir": str(model_dir)},
              "stats": stats, "manifest_sha256": manifest_digest(manifest), "content_sha256": digest.hexdigest()}
     log.info("segments of %d images: %s", len(manifest), stats)

@@ -191,8 +191,10 @@ class _Search:
         section, key = self.section, tuned_rate_key(self.config, method)
         ratio = grid.paper_ratio(paper, method, key)
         centre = float(section["base_lr"]) * ratio
+        products = framework_entry(self.config["methods"][method]["framework"]).products
         method_dir = folders.method_folder(self.work, section["benchmark"], self.identity, method,
-                                           point_items(self.config, method, key, centre), key)
+                                           point_items(self.config, method, key, centre), key,
+                                           folders.products_identity(self.split.data, products))
         points: dict[int, dict] = {}
         pending = grid.start_steps(section["steps"])
         while pending:

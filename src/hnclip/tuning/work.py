@@ -4,7 +4,8 @@ another setting never reads a point trained under this one.
 A point's folder is ``<work>/<benchmark>-<split>/<method>-<digest>/<key><rate>/``: the digest (12 hex
 digits) covers the point's training settings but its rate (the shared budget, the method's recipe, the
 seed: every weight-changing ``--set`` item of its ``hnclip train`` command, :data:`hnclip.config.train.
-NOT_HASHED` aside), the backbone's files, the train and scoring tables and the CPU kernel setting. Switching
+NOT_HASHED` aside), the backbone's files, the train and scoring tables, the framework products the method
+trains on (GOAL's segments, StructXLIP's edges) and the CPU kernel setting. Switching
 the split, the benchmark, the budget or a rate thus lands in another folder; ``setting.json`` beside the
 points says in words what the digest covers. The zero-shot score gets the same treatment
 (:func:`zeroshot_file`). A point is finished when its run finished: its ``summary.json``, which the trainer
@@ -21,7 +22,7 @@ from pathlib import Path
 from hnclip.config.train import NOT_HASHED
 from hnclip.hashing import fingerprint_files, sha256_file
 
-__all__ = ["finished", "inputs_identity", "method_folder", "point_folder", "zeroshot_file"]
+__all__ = ["finished", "inputs_identity", "method_folder", "point_folder", "products_identity", "zeroshot_file"]
 
 
 def _digest(key: Mapping) -> str:
@@ -36,15 +37,24 @@ def inputs_identity(backbone: Path, data: Path, split: str, cpu_kernels: str) ->
 
 
 def method_folder(work: Path, benchmark: str, identity: Mapping, method: str, items: Sequence[str],
-                  key: str) -> Path:
+                  key: str, products: Mapping[str, str] | None = None) -> Path:
     """The folder of ``method``'s points under ``items`` (its train command's ``--set`` items; the tuned
-    ``key``'s own item, the rate, is left out: it names each point's folder), with ``setting.json``."""
+    ``key``'s own item, the rate, is left out: it names each point's folder), with ``setting.json``.
+    ``products``: the framework products the method trains on (:func:`products_identity`), when it has any:
+    a rebuilt segment or edge product lands in another folder."""
     settings = sorted(i for i in items if i.split("=", 1)[0] not in (*NOT_HASHED, key))
     setting = {"benchmark": benchmark, "method": method, "tuned": key, "settings": settings, **identity}
+    if products:
+        setting["products"] = dict(products)
     folder = Path(work) / f"{benchmark}-{identity['split']}" / f"{method}-{_digest(setting)}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "setting.json").write_text(json.dumps(setting, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return folder
+
+
+def products_identity(data: Path, products: Sequence[str]) -> dict[str, str]:
+    """Each framework product's folder (``train_<product>`` beside the train table) by content."""
+    return {product: fingerprint_files(Path(data) / f"train_{product}") for product in products}
 
 
 def point_folder(method_dir: Path, key: str, rate: float) -> Path:

@@ -23,22 +23,30 @@ def _two_largest(scene: Scene) -> list[SceneObject]:
     return sorted(scene.objects, key=lambda o: -SIZES.index(o.size))[:2]  # stable: ties in reading order
 
 
+def object_sentences(scene: Scene) -> list[str]:
+    """Each object's own sentence of the long caption (its cell, size, fill, colour and shape), in the
+    objects' order: what describes that object alone (the oracle sentence matcher's pairs)."""
+    style = _style(scene.family)
+    if scene.family == "synthetic":
+        return [f"In the {style.cell_words[o.cell]} there is a {style.size_words[o.size]} "
+                f"{style.pattern_words[o.pattern]} {o.colour} {o.shape}." for o in scene.objects]
+    return [f"At the {style.cell_words[o.cell]} sits a {style.size_words[o.size]} {o.colour} {o.shape} "
+            f"{style.pattern_words[o.pattern]}." for o in scene.objects]
+
+
 def describe_scene(scene: Scene) -> str:
     """The long (dense) caption: every object with its attributes and cell, then the relation chain."""
-    style = _style(scene.family)
     n_words = NUMBER_WORDS[len(scene.objects)]
     if scene.family == "synthetic":
         parts = [f"A synthetic scene on a {scene.background} background with {n_words} objects arranged "
                  f"on a three by three grid."]
-        parts += [f"In the {style.cell_words[o.cell]} there is a {style.size_words[o.size]} "
-                  f"{style.pattern_words[o.pattern]} {o.colour} {o.shape}." for o in scene.objects]
+        parts += object_sentences(scene)
         for i, j in scene.relations:
             a, b = scene.objects[i], scene.objects[j]
             parts.append(f"The {a.colour} {a.shape} is {_relation(scene, i, j)} the {b.colour} {b.shape}.")
         return " ".join(parts)
     parts = [f"This image shows {n_words} shapes over {scene.background}."]
-    parts += [f"At the {style.cell_words[o.cell]} sits a {style.size_words[o.size]} {o.colour} {o.shape} "
-              f"{style.pattern_words[o.pattern]}." for o in scene.objects]
+    parts += object_sentences(scene)
     relations = [f"the {scene.objects[i].colour} {scene.objects[i].shape} lies {_relation(scene, i, j)} the "
                  f"{scene.objects[j].colour} {scene.objects[j].shape}" for i, j in scene.relations]
     parts.append("Relative placement: " + "; ".join(relations) + ".")
