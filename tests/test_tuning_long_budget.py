@@ -158,6 +158,13 @@ def test_a_config_without_the_long_budget_trains_no_long_run_and_writes_no_secti
     assert "long_budget_minutes" not in record["provenance"]
 
 
+def test_a_long_budget_method_the_search_does_not_tune_is_refused_before_any_training(search_setup):
+    with pytest.raises(ValueError, match=r"^config key tuning\.long_budget\.methods: hnclip not tuned by this "
+                                         r"search \(tuned: longclip, finelip\)"):
+        run_search(search_setup["config"], search_setup["backbone"], search_setup["data"], search_setup["work"],
+                   methods=["longclip", "finelip"], trainer=_refuse, progress=lambda line: None)
+
+
 def test_the_long_runs_command_is_the_grid_points_with_its_epochs_replaced(search_setup):
     setup = search_setup
     split = Split(setup["data"], "val")

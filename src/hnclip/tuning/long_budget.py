@@ -29,7 +29,7 @@ from hnclip.tuning import score
 from hnclip.tuning import work as folders
 from hnclip.tuning.record import chosen_point
 
-__all__ = ["FOLDER", "long_methods", "run", "sentence"]
+__all__ = ["FOLDER", "long_methods", "require_tuned", "run", "sentence"]
 
 FOLDER = "long_budget"  # under the search's work folder; no hyphen, unlike every grid's <benchmark>-<split>
 
@@ -39,6 +39,18 @@ def long_methods(section: Mapping, competitor: str | None) -> list[str]:
     each once, in that order."""
     named = [REFERENCE_METHOD, competitor, *section.get("methods", [])]
     return list(dict.fromkeys(m for m in named if m))
+
+
+def require_tuned(section: Mapping | None, tuned: list[str], competitor: str | None = None) -> None:
+    """Every long-budget method is among the search's ``tuned`` ones (it trains at its chosen rate): checked
+    before the grids train, so a search never ends in this error after hours; one line naming the key."""
+    if not section:
+        return
+    untuned = [m for m in long_methods(section, competitor) if m not in tuned]
+    if untuned:
+        raise ValueError(f"config key tuning.long_budget.methods: {', '.join(untuned)} not tuned by this search "
+                         f"(tuned: {', '.join(tuned)}); a long-budget run trains at its chosen rate (tuning.long_budget: null: "
+                         "no long-budget runs)")
 
 
 def _run_one(search, method: str, entry: Mapping, epochs: int) -> tuple[dict, Path]:
@@ -68,10 +80,7 @@ def run(search, record: Mapping, bootstrap) -> dict:
     section = search.section["long_budget"]
     epochs, split = int(section["epochs"]), search.split.split
     methods = long_methods(section, record.get("competitor"))
-    untuned = [m for m in methods if m not in record["methods"]]
-    if untuned:
-        raise ValueError(f"config key tuning.long_budget.methods: {', '.join(untuned)} not tuned by this search "
-                         f"(tuned: {', '.join(record['methods'])}); a long-budget run trains at its chosen rate")
+    require_tuned(section, list(record["methods"]), record.get("competitor"))
     runs, folders_of = {}, {}
     for method in methods:
         runs[method], folders_of[method] = _run_one(search, method, record["methods"][method], epochs)

@@ -225,6 +225,8 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
 
     search = _Search(config, backbone, data, work, threads, trainer, progress)
     section, split = search.section, search.split
+    methods = methods or tuned_methods(config)
+    long_budget.require_tuned(section.get("long_budget"), methods)
     paper = load_config([Path(__file__).resolve().parents[3] / RATE_SOURCE])
     bootstrap = settings_from_config(config)
     started, commit = time.monotonic(), git_commit()  # the code the points train with
@@ -234,7 +236,7 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
                                     folders.zeroshot_file(search.work, section["benchmark"], search.identity, batch)),
               "methods": {}}
     progress(f"zero-shot backbone: {split.split} R@1 {record['zeroshot']['mean']:.1f}")
-    for method in methods or tuned_methods(config):
+    for method in methods:
         record["methods"][method] = search.method(method, paper, bootstrap, record["zeroshot"]["mean"])
     record["competitor"] = strongest_competitor(record["methods"])
     if section.get("long_budget"):
