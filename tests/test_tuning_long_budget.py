@@ -218,3 +218,16 @@ def test_the_summarys_tuning_line_carries_the_long_budget_sentence(search_setup,
     path.write_text(json.dumps({k: v for k, v in record.items() if k != "long_budget"}))
     assert _tuning_line({**record_check(config, path), "problems": []}) == (
         f"| tuning record `{path}` | every rate and the competitor are its choices on val | |")
+
+
+def test_the_config_check_names_a_long_budget_method_that_is_not_tuned():
+    from hnclip.config.validation import ConfigError
+    from hnclip.config_checks import check_config
+
+    config = load_config([REPO / "config" / "config.yaml"])
+    assert config["tuning"]["long_budget"] == {"epochs": 10, "methods": ["longclip"]}
+    check_config(config)
+    config["tuning"]["long_budget"]["methods"] = ["longclip", "goal_hn"]
+    with pytest.raises(ConfigError, match=r"^config key tuning\.long_budget\.methods: goal_hn not tuned "
+                                          r"\(experiments\.main\.methods: longclip, finelip"):
+        check_config(config)
