@@ -516,6 +516,44 @@ def test_the_tuning_section_shows_each_methods_paper_ratio_and_tuned_rate_and_th
     assert "under-trained" not in rows["HN-CLIP"] and "lifts" not in rows["HN-CLIP"]
 
 
+def test_the_tuning_section_shows_the_long_budget_curves_and_both_differences_in_one_sentence(outputs):
+    path = _tuning_record(outputs["root"] / "record.json")
+    record = json.loads(path.read_text())
+
+    def curve(values):
+        return [{"epoch": i + 1, "i2t_r1": v, "t2i_r1": v, "mean": v} for i, v in enumerate(values)]
+
+    record["long_budget"] = {
+        "epochs": 3,
+        "methods": {"hnclip": {"key": "lr", "rate": 1e-4, "curve": curve([95.0, 97.0, 98.3]), "minutes": 1.5},
+                    "longclip": {"key": "lr", "rate": 3e-5, "curve": curve([93.0, 96.0, 96.5]), "minutes": 1.25}},
+        "differences": [
+            {"method": "hnclip", "against": "longclip", "budget_epochs": 2, "value": 1.0, "interval": [-0.5, 2.5]},
+            {"method": "hnclip", "against": "longclip", "budget_epochs": 3, "value": 1.7, "interval": [0.3, 3.3]}]}
+    record["provenance"]["long_budget_minutes"] = 2.8
+    path.write_text(json.dumps(record))
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], tuning=path)
+    html = unescape(out.read_text(encoding="utf-8"))
+    section = html[html.index('<h3 id="tuning-long-budget">'):html.index('<h2 id="tables">')]
+    assert "The paper's budget: 3 epochs at the chosen rates" in section and "(2.8 minutes of training" in section
+    assert ("<strong>HN-CLIP minus Long-CLIP FT on val: +1.0 [-0.5, +2.5] at 2 epochs, "
+            "+1.7 [+0.3, +3.3] at 3 epochs</strong>") in section
+    assert "<td>HN-CLIP</td><td>lr</td><td>0.0001</td>\n<td>95.0 → 97.0 → 98.3</td>" in section
+    assert "<td>Long-CLIP FT</td><td>lr</td><td>3e-05</td>\n<td>93.0 → 96.0 → 96.5</td>" in section
+    assert "<td>HN-CLIP − Long-CLIP FT</td><td>3</td>\n<td>+1.7 [+0.3, +3.3]</td>" in section
+    # a record without the section: no long-budget part
+    del record["long_budget"]
+    path.write_text(json.dumps(record))
+    out = render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], tuning=path)
+    assert "tuning-long-budget" not in out.read_text(encoding="utf-8")
+
+
 def test_a_tuning_record_whose_choice_is_none_of_its_points_is_a_visible_flag_not_a_crash(outputs, capsys):
     path = _tuning_record(outputs["root"] / "record.json")
     record = json.loads(path.read_text())

@@ -191,6 +191,20 @@ def test_the_shipped_record_follows_the_protocol(default_config):
     points = [p for entry in record["methods"].values() for p in entry["points"]]
     assert record["provenance"]["points"] == len(points)
     assert record["provenance"]["minutes"] == pytest.approx(sum(p["minutes"] for p in points), abs=0.05)
+    # the long budget (hnclip.tuning.long_budget), once the shipped record has it: HN-CLIP, the competitor and
+    # the config's methods, each at its chosen rate for the configured epochs, HN-CLIP minus the competitor at both
+    long_budget = default_config["tuning"].get("long_budget")
+    if "long_budget" in record:
+        section = record["long_budget"]
+        assert section["epochs"] == long_budget["epochs"]
+        assert set(section["methods"]) == {"hnclip", record["competitor"], *long_budget["methods"]}
+        for method, run in section["methods"].items():
+            assert run["rate"] == record["methods"][method]["chosen"], method
+            assert [e["epoch"] for e in run["curve"]] == list(range(1, section["epochs"] + 1)), method
+        budgets = {d["budget_epochs"] for d in section["differences"] if d["against"] == record["competitor"]}
+        assert budgets == {protocol["budget"]["epochs"], section["epochs"]}
+        assert record["provenance"]["long_budget_minutes"] == pytest.approx(
+            sum(r["minutes"] for r in section["methods"].values()), abs=0.05)
 
 
 # --------------------------------------------------------------------------------- a micro search

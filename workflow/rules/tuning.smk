@@ -3,7 +3,9 @@
 # results/tuning/record.json; shipping it means copying it over the config's tuning.record, whose choices the
 # config's rates must then be (tests/test_tuning.py). Its grid points' runs stay in results/tuning/work/ (not
 # declared outputs, so an interrupted search resumes: finished points are read, a half-trained one continues
-# from its checkpoint; hnclip.tuning.work keys them on everything that changes a point).
+# from its checkpoint; hnclip.tuning.work keys them on everything that changes a point). With
+# tuning.long_budget, HN-CLIP, the competitor and its methods then train 10 epochs at their chosen rates
+# (results/tuning/work/long_budget/, resumed alike; hnclip.tuning.long_budget), in the same job.
 
 
 rule tune:

@@ -116,13 +116,17 @@ def render_summary_markdown(summary: Mapping) -> str:
 
 def _tuning_line(tuning: Mapping) -> str:
     """The rates against the tuning record (:func:`hnclip.tuning.record.record_check`): its choices, or what
-    differs, or why the record could not be read."""
+    differs, or why the record could not be read; and HN-CLIP minus the competitor at both budgets when the
+    record trained the long budget."""
     if tuning.get("error"):
         return f"| tuning record | not read: {tuning['error']} | |"
+    # the record's long-budget comparison, when it has one (hnclip.tuning.long_budget.sentence)
+    budget = f"; {tuning['long_budget']}" if tuning.get("long_budget") else ""
     if tuning["problems"]:
         return (f"| tuning record `{tuning['record']}` | **this run's rates are not the record's**: "
-                f"{'; '.join(tuning['problems'])} | its choices on {tuning['split']} |")
-    return f"| tuning record `{tuning['record']}` | every rate and the competitor are its choices on {tuning['split']} | |"
+                f"{'; '.join(tuning['problems'])}{budget} | its choices on {tuning['split']} |")
+    return (f"| tuning record `{tuning['record']}` | every rate and the competitor are its choices on "
+            f"{tuning['split']}{budget} | |")
 
 
 def machine_record(git_commit: str | None) -> dict:

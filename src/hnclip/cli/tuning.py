@@ -35,6 +35,7 @@ def cmd_tune(args) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     cost = record["provenance"]
-    print(f"tuning record: {args.out}: {cost['points']} points, {cost['minutes']} min of training over all "
+    long = f" + {cost['long_budget_minutes']} min at the long budget" if "long_budget_minutes" in cost else ""
+    print(f"tuning record: {args.out}: {cost['points']} points, {cost['minutes']} min of training{long} over all "
           f"sessions ({cost['session_minutes']} min this session); strongest competitor on "
           f"{record['protocol']['split']}: {record['competitor']}", flush=True)

@@ -15,6 +15,8 @@ gets the same protocol, on the **val** split only:
   strongest competitor, commit, CPU, minutes) and what the config must agree with;
 - :mod:`.search`: the search itself, training each point as the workflow trains a run (``hnclip tune``,
   ``snakemake tune``).
+- :mod:`.long_budget`: after every grid, HN-CLIP, the competitor and ``tuning.long_budget.methods`` trained
+  again at their chosen rates for the paper's 10 epochs, and HN-CLIP minus each at both budgets.
 
 The plug-in "+HN" variants are not tuned: they train at their framework's tuned plain rate (HN added to a
 recipe), and HN-CLIP's variants (frozen G) at HN-CLIP's (:func:`.record.rate_source`).

@@ -31,6 +31,8 @@ __all__ = ["check_record", "chosen_point", "config_disagreements", "load_record"
 REPO = Path(__file__).resolve().parents[3]  # a relative tuning.record not in the working directory: the checkout's
 _ENTRY_KEYS = ("key", "chosen", "score", "paper_rate", "under_trained", "above_zeroshot", "points")
 _POINT_KEYS = ("rate", "step", "score", "epochs")
+_LONG_RUN_KEYS = ("key", "rate", "curve", "minutes")
+_DIFFERENCE_KEYS = ("method", "against", "budget_epochs", "value", "interval")
 
 
 def tuned_methods(config: Mapping) -> list[str]:
@@ -111,6 +113,34 @@ def check_record(record: Mapping, path) -> None:
             raise ValueError(f"tuning record {path}: methods.{method} chose {entry['key']} "
                              f"{float(entry['chosen']):g}, which is none of its grid's points ({rates}); "
                              "rerun `snakemake tune` or restore the record")
+    if "long_budget" in record:
+        _check_long_budget(record["long_budget"], path)
+
+
+def _check_long_budget(section, path) -> None:
+    """The optional ``long_budget`` section (:mod:`hnclip.tuning.long_budget`): its epochs, each run's keys
+    and a curve of that many epochs, each difference's keys and a two-number interval."""
+    def bad(key: str, what: str):
+        raise ValueError(f"tuning record {path}: long_budget{key} {what}: not a section `hnclip tune` wrote")
+
+    if not isinstance(section, dict):
+        bad("", "is not a table")
+    for name, kind in (("epochs", int), ("methods", dict), ("differences", list)):
+        if not isinstance(section.get(name), kind) or isinstance(section.get(name), bool):
+            bad(f".{name}", "is missing or not " + {int: "an integer", dict: "a table", list: "a list"}[kind])
+    for method, entry in section["methods"].items():
+        missing = [k for k in _LONG_RUN_KEYS if k not in (entry if isinstance(entry, dict) else {})]
+        if missing:
+            bad(f".methods.{method}", f"has no {', '.join(missing)}")
+        if not isinstance(entry["curve"], list) or len(entry["curve"]) != section["epochs"] or not all(
+                isinstance(e, dict) and "mean" in e for e in entry["curve"]):
+            bad(f".methods.{method}.curve", f"is not {section['epochs']} epochs with a mean each")
+    for i, difference in enumerate(section["differences"]):
+        missing = [k for k in _DIFFERENCE_KEYS if k not in (difference if isinstance(difference, dict) else {})]
+        if missing:
+            bad(f".differences[{i}]", f"has no {', '.join(missing)}")
+        if not isinstance(difference["interval"], list) or len(difference["interval"]) != 2:
+            bad(f".differences[{i}].interval", "is not [low, high]")
 
 
 def _configured_rate(config: Mapping, method: str, key: str) -> float:
@@ -176,5 +206,8 @@ def record_check(config: Mapping, path) -> dict:
         record = load_record(path)
     except (FileNotFoundError, ValueError) as error:
         return {"record": str(path), "error": str(error)}
+    from hnclip.tuning.long_budget import sentence
+
+    labels = {m: e.get("label") or m for m, e in (config.get("methods") or {}).items()}
     return {"record": str(path), "split": record["protocol"].get("split"),
-            "problems": config_disagreements(config, record)}
+            "problems": config_disagreements(config, record), "long_budget": sentence(record, labels)}

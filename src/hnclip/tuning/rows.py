@@ -1,11 +1,13 @@
 """The report's tuning section, from a tuning record: per method, val R@1 at the paper-ratio rate and at the
 tuned rate, the tuned rate's curve per epoch, and what the protocol flags (under-trained at the shared
-budget; no rate of the grid above the zero-shot backbone)."""
+budget; no rate of the grid above the zero-shot backbone), and the long budget's runs and differences when
+the record has them (:mod:`hnclip.tuning.long_budget`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hnclip.tuning.long_budget import sentence
 from hnclip.tuning.record import chosen_point
 
 __all__ = ["tuning_section"]
@@ -32,4 +34,18 @@ def tuning_section(record: Mapping, labels: Mapping[str, str], config_problems: 
             "competitor": labels.get(competitor, competitor) if competitor else None,
             "not_lifted": [r["label"] for r in rows if not r["above_zeroshot"]],
             "under_trained": [r["label"] for r in rows if r["under_trained"]],
-            "provenance": provenance, "config_problems": list(config_problems)}
+            "provenance": provenance, "config_problems": list(config_problems),
+            "long_budget": _long_budget(record, labels)}
+
+
+def _long_budget(record: Mapping, labels: Mapping[str, str]) -> dict | None:
+    """The long budget's table (method, rate, R@1 per epoch) and differences, labelled; None without it."""
+    section = record.get("long_budget")
+    if not section:
+        return None
+    runs = [{"label": labels.get(m, m), "key": run["key"], "rate": run["rate"], "minutes": run["minutes"],
+             "curve": [e["mean"] for e in run["curve"]]} for m, run in section["methods"].items()]
+    differences = [{**d, "label": labels.get(d["method"], d["method"]), "against_label": labels.get(d["against"], d["against"])}
+                   for d in section["differences"]]
+    return {"epochs": section["epochs"], "runs": runs, "differences": differences,
+            "sentence": sentence(record, labels)}

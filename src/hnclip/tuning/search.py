@@ -26,7 +26,7 @@ from hnclip import cpu_kernels
 from hnclip.analysis.bootstrap import settings_from_config
 from hnclip.frameworks.registry import framework_entry
 from hnclip.paths import format_number
-from hnclip.tuning import grid, score
+from hnclip.tuning import grid, long_budget, score
 from hnclip.tuning import work as folders
 from hnclip.tuning.record import strongest_competitor, tuned_methods, tuned_rate_key
 from hnclip.tuning.section import refuse_test_split, require_tuning
@@ -64,10 +64,11 @@ def protocol_of(config: Mapping) -> dict:
                                                  "weight_decay", "grad_clip", "schedule")}}
 
 
-def point_items(config: Mapping, method: str, key: str, rate: float) -> list[str]:
+def point_items(config: Mapping, method: str, key: str, rate: float, epochs: int | None = None) -> list[str]:
     """The ``--set`` items of one grid point: the workflow's settings for ``method``'s first-seed run
     (:func:`hnclip.plan.train_overrides`), its ``key`` set to ``rate``, evaluated after every epoch, no
-    gradient probe (it never changes the weights)."""
+    gradient probe (it never changes the weights). ``epochs``: another budget than the shared one (a
+    long-budget run, :mod:`hnclip.tuning.long_budget`)."""
     from hnclip import plan
 
     benchmark = config["tuning"]["benchmark"]
@@ -75,15 +76,15 @@ def point_items(config: Mapping, method: str, key: str, rate: float) -> list[str
     run = plan.Run(config["benchmarks"][benchmark]["train_set"], method, format_number(gamma),
                    format_number(1.0), config["seeds"][0])
     items = [i for i in plan.train_overrides(config, run, probed=set(), epoch_evaluated={run})
-             if not i.startswith((f"{key}=", "eval_every_epoch="))]
-    return items + [f"{key}={rate!r}", "eval_every_epoch=true"]
+             if not i.startswith((f"{key}=", "eval_every_epoch=")) and not (epochs and i.startswith("epochs="))]
+    return items + [f"{key}={rate!r}", "eval_every_epoch=true"] + ([f"epochs={int(epochs)}"] if epochs else [])
 
 
 def train_command(config: Mapping, method: str, key: str, rate: float, backbone: Path, split: Split,
-                  out: Path, threads: int) -> list[str]:
+                  out: Path, threads: int, epochs: int | None = None) -> list[str]:
     """The ``hnclip train`` command of one grid point (:func:`point_items`), scored on the split."""
     benchmark = config["tuning"]["benchmark"]
-    items = point_items(config, method, key, rate)
+    items = point_items(config, method, key, rate, epochs)
     data = split.data
     command = [sys.executable, "-m", "hnclip", "train", "--init", str(backbone),
                "--manifest", str(data / "train.csv"), "--images", str(data / "train_images"),
@@ -100,14 +101,15 @@ def train_command(config: Mapping, method: str, key: str, rate: float, backbone:
 def _subprocess_trainer(config: Mapping, backbone: Path, split: Split, threads: int, log: Path):
     env = {**os.environ, cpu_kernels.ENV_SETTING: str(config.get("cpu_kernels", "native"))}
 
-    def train(method: str, key: str, rate: float, out: Path) -> None:
-        command = train_command(config, method, key, rate, backbone, split, out, threads)
+    def train(method: str, key: str, rate: float, out: Path, epochs: int | None = None) -> None:
+        command = train_command(config, method, key, rate, backbone, split, out, threads, epochs)
         with open(log, "a", encoding="utf-8") as stream:
             stream.write(f"\n$ {' '.join(command)}\n")
             stream.flush()
             returncode = run_child(command, stream, env)
         if returncode:
-            raise RuntimeError(f"hnclip tune: training {method} at {key} {rate:g} failed (exit "
+            budget = f" for {epochs} epochs" if epochs else ""
+            raise RuntimeError(f"hnclip tune: training {method} at {key} {rate:g}{budget} failed (exit "
                                f"{returncode}); its log is {log}")
 
     return train
@@ -172,6 +174,7 @@ class _Search:
         self.trainer = trainer or _subprocess_trainer(config, backbone, self.split, threads, self.work / "search.log")
         self.identity = folders.inputs_identity(backbone, data, self.split.split,
                                                 str(config.get("cpu_kernels", "native")))
+        self.method_dirs: dict[str, Path] = {}  # each tuned method's points' folder (the long budget reads them)
 
     def point(self, method: str, key: str, rate: float, step: int, method_dir: Path, bootstrap) -> dict:
         """One grid point scored on all its epochs, trained (or resumed) first unless its run finished."""
@@ -195,6 +198,7 @@ class _Search:
         method_dir = folders.method_folder(self.work, section["benchmark"], self.identity, method,
                                            point_items(self.config, method, key, centre), key,
                                            folders.products_identity(self.split.data, products))
+        self.method_dirs[method] = method_dir
         points: dict[int, dict] = {}
         pending = grid.start_steps(section["steps"])
         while pending:
@@ -223,6 +227,8 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
 
     search = _Search(config, backbone, data, work, threads, trainer, progress)
     section, split = search.section, search.split
+    methods = methods or tuned_methods(config)
+    long_budget.require_tuned(section.get("long_budget"), methods)
     paper = load_config([Path(__file__).resolve().parents[3] / RATE_SOURCE])
     bootstrap = settings_from_config(config)
     started, commit = time.monotonic(), git_commit()  # the code the points train with
@@ -232,19 +238,25 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
                                     folders.zeroshot_file(search.work, section["benchmark"], search.identity, batch)),
               "methods": {}}
     progress(f"zero-shot backbone: {split.split} R@1 {record['zeroshot']['mean']:.1f}")
-    for method in methods or tuned_methods(config):
+    for method in methods:
         record["methods"][method] = search.method(method, paper, bootstrap, record["zeroshot"]["mean"])
     record["competitor"] = strongest_competitor(record["methods"])
+    if section.get("long_budget"):
+        record["long_budget"] = long_budget.run(search, record, bootstrap)
     record["provenance"] = {**machine_record(commit), "cpu_kernels": str(config.get("cpu_kernels", "native")),
                             **search_minutes(record, time.monotonic() - started), "threads": threads}
     return record
 
 
 def search_minutes(record: Mapping, session_s: float) -> dict:
-    """The search's cost: ``minutes``, the sum of every point's own training minutes (each run's
-    ``summary.json``, over all its sessions, so a search resumed over several sessions counts them all), and
-    ``session_minutes``, the wall time of the invocation that wrote the record (reading finished points
-    costs next to nothing)."""
+    """The search's cost: ``minutes``, the sum of every grid point's own training minutes (each run's
+    ``summary.json``, over all its sessions, so a search resumed over several sessions counts them all);
+    ``long_budget_minutes``, the long-budget runs' own, counted apart (with a ``long_budget`` section); and
+    ``session_minutes``, the wall time of the invocation that wrote the record, all of it (reading finished
+    runs costs next to nothing)."""
     points = [p for entry in record["methods"].values() for p in entry["points"]]
-    return {"minutes": round(sum(p["minutes"] for p in points), 1), "points": len(points),
-            "session_minutes": round(session_s / 60, 1)}
+    minutes = {"minutes": round(sum(p["minutes"] for p in points), 1), "points": len(points)}
+    if record.get("long_budget"):
+        runs = record["long_budget"]["methods"].values()
+        minutes["long_budget_minutes"] = round(sum(r["minutes"] for r in runs), 1)
+    return {**minutes, "session_minutes": round(session_s / 60, 1)}

@@ -49,3 +49,19 @@ def check_tuning(config: Mapping) -> None:
     for needed, key in (("train", "tuning.benchmark"), (split, "tuning.split")):
         if needed not in splits:
             fail(key, f"benchmark {bench!r} has no {needed!r} split (its splits: {splits}; {DOCS})")
+    _check_long_budget(config, section.get("long_budget"))
+
+
+def _check_long_budget(config: Mapping, long_budget: Mapping | None) -> None:
+    """``tuning.long_budget`` trains tuned methods at their chosen rates: HN-CLIP among them, and every method it
+    names one of ``experiments.main``'s."""
+    if not long_budget:
+        return
+    from hnclip.plan.roles import REFERENCE_METHOD
+    from hnclip.tuning.record import tuned_methods
+
+    tuned = tuned_methods(config)
+    untuned = [m for m in [REFERENCE_METHOD, *long_budget.get("methods", [])] if m not in tuned]
+    if untuned:
+        fail("tuning.long_budget.methods", f"{', '.join(untuned)} not tuned (experiments.main.methods: "
+                                           f"{', '.join(tuned) or 'none'}); a long-budget run trains at its chosen rate")
