@@ -309,9 +309,8 @@ def build_segments(manifest, model_dir, out_dir, sam_dir=None, caption_column: s
             :func:`hnclip.preprocess.oracle.synthetic_mask_generator`, or hand-made masks in tests).
         max_pairs: pairs kept per image, best first.
         max_side: longer side of the image given to SAM.
-        sentence_matcher: ``(PIL image, image_id) -> {box: sentence}`` pairing each segment with a sentence
-            (:func:`hnclip.preprocess.oracle.synthetic_sentence_matcher`); None: GOAL's rule, each sentence to
-            the backbone's most similar candidate (:func:`match_sentences`).
+        sentence_matcher: ``(PIL image, image_id) -> {box: sentence}`` (:func:`named_pairs`); None: GOAL's
+            rule, each sentence to the backbone's most similar candidate (:func:`match_sentences`).
 
     Cost: one SAM pass per image (seconds for ViT-H on a GPU, the dominant cost) and one backbone pass
     over the image's kept segments.
