@@ -19,6 +19,7 @@ from hnclip.tuning import grid
 from hnclip.tuning import work as folders
 from hnclip.tuning.long_budget import sentence
 from hnclip.tuning.record import load_record, record_check
+from hnclip.tuning.resolution import resolution_sentence, runner_up
 from hnclip.tuning.search import Split, run_search, train_command
 from hnclip.workflow_config import load_config
 
@@ -205,6 +206,7 @@ def test_a_record_loads_with_and_without_the_section_and_a_malformed_one_is_name
 
 def test_the_summarys_tuning_line_carries_the_long_budget_sentence(search_setup, tmp_path):
     record = _search(search_setup, fake_trainer([], budget=2))
+    del record["resolution"]  # its sentence precedes the long budget's (the resolution test below)
     path = tmp_path / "record.json"
     path.write_text(json.dumps(record))
     config = copy.deepcopy(search_setup["config"])
@@ -231,3 +233,45 @@ def test_the_config_check_names_a_long_budget_method_that_is_not_tuned():
     with pytest.raises(ConfigError, match=r"^config key tuning\.long_budget\.methods: goal_hn not tuned "
                                           r"\(experiments\.main\.methods: longclip, finelip"):
         check_config(config)
+
+
+# ------------------------------------------------------------------------- the val split's resolution
+def test_the_record_says_whether_val_resolves_the_competitor_from_the_runner_up(search_setup, tmp_path):
+    """FineLIP (the competitor) minus Long-CLIP FT (the runner-up baseline), both at their chosen points after
+    the shared budget: the hand-computed paired difference, an interval that contains it, resolved when the
+    interval lies above 0; the sentence the report and the summary's tuning line show; a malformed section
+    named in one line."""
+    record = _search(search_setup, fake_trainer([], budget=2))
+    chosen = {m: grid.rate_at(CENTRES[m], BEST_STEP[m]) for m in CENTRES}
+    found = record["resolution"]
+    assert (found["competitor"], found["runner_up"]) == ("finelip", "longclip")
+    per_image = _mean_hits("finelip", chosen["finelip"], 2) - _mean_hits("longclip", chosen["longclip"], 2)
+    assert found["value"] == pytest.approx(per_image.mean(), abs=1e-3)
+    assert found["value"] == pytest.approx(record["methods"]["finelip"]["score"] - record["methods"]["longclip"]["score"],
+                                           abs=1e-3)
+    low, high = found["interval"]
+    assert low <= found["value"] <= high and found["resolved"] == (low > 0)
+    labels = {"finelip": "FineLIP", "longclip": "Long-CLIP FT"}
+    text = resolution_sentence(record, labels)
+    verdict = "resolves" if found["resolved"] else "does not resolve"
+    assert text == (f"val {verdict} the competitor's choice: FineLIP minus Long-CLIP FT {found['value']:+.2f} "
+                    f"[{low:+.2f}, {high:+.2f}]")
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(record))
+    config = copy.deepcopy(search_setup["config"])
+    config["methods"]["finelip"]["label"], config["methods"]["longclip"]["label"] = "FineLIP", "Long-CLIP FT"
+    assert text in _tuning_line(record_check(config, path))
+    broken = copy.deepcopy(record)
+    broken["resolution"].pop("resolved")
+    path.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"resolution has no resolved: not a section") as caught:
+        load_record(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_the_runner_up_is_the_best_baseline_after_the_competitor():
+    methods = {"longclip": {"score": 80.0}, "finelip": {"score": 84.0}, "goal": {"score": 82.0},
+               "hnclip": {"score": 90.0}}
+    assert runner_up(methods, "finelip") == "goal"
+    assert runner_up({"finelip": {"score": 1.0}, "hnclip": {"score": 2.0}}, "finelip") is None
+    assert runner_up(methods, None) is None

@@ -121,7 +121,7 @@ def _tuning_line(tuning: Mapping) -> str:
     if tuning.get("error"):
         return f"| tuning record | not read: {tuning['error']} | |"
     # the record's long-budget comparison, when it has one (hnclip.tuning.long_budget.sentence)
-    budget = f"; {tuning['long_budget']}" if tuning.get("long_budget") else ""
+    budget = "".join(f"; {tuning[k]}" for k in ("resolution", "long_budget") if tuning.get(k))
     if tuning["problems"]:
         return (f"| tuning record `{tuning['record']}` | **this run's rates are not the record's**: "
                 f"{'; '.join(tuning['problems'])}{budget} | its choices on {tuning['split']} |")

@@ -115,6 +115,9 @@ def check_record(record: Mapping, path) -> None:
                              "rerun `snakemake tune` or restore the record")
     if "long_budget" in record:
         _check_long_budget(record["long_budget"], path)
+    from hnclip.tuning.resolution import check_resolution
+
+    check_resolution(record.get("resolution"), path)
 
 
 def _check_long_budget(section, path) -> None:
@@ -207,7 +210,9 @@ def record_check(config: Mapping, path) -> dict:
     except (FileNotFoundError, ValueError) as error:
         return {"record": str(path), "error": str(error)}
     from hnclip.tuning.long_budget import sentence
+    from hnclip.tuning.resolution import resolution_sentence
 
     labels = {m: e.get("label") or m for m, e in (config.get("methods") or {}).items()}
     return {"record": str(path), "split": record["protocol"].get("split"),
-            "problems": config_disagreements(config, record), "long_budget": sentence(record, labels)}
+            "problems": config_disagreements(config, record), "long_budget": sentence(record, labels),
+            "resolution": resolution_sentence(record, labels)}

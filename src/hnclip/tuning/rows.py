@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from hnclip.tuning.long_budget import sentence
 from hnclip.tuning.record import chosen_point
+from hnclip.tuning.resolution import resolution_sentence
 
 __all__ = ["tuning_section"]
 
@@ -35,7 +36,7 @@ def tuning_section(record: Mapping, labels: Mapping[str, str], config_problems: 
             "not_lifted": [r["label"] for r in rows if not r["above_zeroshot"]],
             "under_trained": [r["label"] for r in rows if r["under_trained"]],
             "provenance": provenance, "config_problems": list(config_problems),
-            "long_budget": _long_budget(record, labels)}
+            "long_budget": _long_budget(record, labels), "resolution": resolution_sentence(record, labels)}
 
 
 def _long_budget(record: Mapping, labels: Mapping[str, str]) -> dict | None:

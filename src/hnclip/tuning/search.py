@@ -26,7 +26,7 @@ from hnclip import cpu_kernels
 from hnclip.analysis.bootstrap import settings_from_config
 from hnclip.frameworks.registry import framework_entry
 from hnclip.paths import format_number
-from hnclip.tuning import grid, long_budget, score
+from hnclip.tuning import grid, long_budget, resolution, score
 from hnclip.tuning import work as folders
 from hnclip.tuning.record import strongest_competitor, tuned_methods, tuned_rate_key
 from hnclip.tuning.section import refuse_test_split, require_tuning
@@ -241,6 +241,7 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
     for method in methods:
         record["methods"][method] = search.method(method, paper, bootstrap, record["zeroshot"]["mean"])
     record["competitor"] = strongest_competitor(record["methods"])
+    record["resolution"] = resolution.competitor_resolution(search.method_dirs, record, split.split, bootstrap)
     if section.get("long_budget"):
         record["long_budget"] = long_budget.run(search, record, bootstrap)
     record["provenance"] = {**machine_record(commit), "cpu_kernels": str(config.get("cpu_kernels", "native")),
