@@ -54,8 +54,9 @@ def check_tuning(config: Mapping) -> None:
 
 def _check_long_budget(config: Mapping, long_budget: Mapping | None) -> None:
     """``tuning.long_budget`` trains tuned methods at their chosen rates: HN-CLIP among them, and every method it
-    names one of ``experiments.main``'s."""
-    if not long_budget:
+    names one of ``experiments.main``'s. A config without a main table tunes nothing (its rates are unchecked,
+    :func:`hnclip.tuning.record.rate_source`), so it has no long budget to check either."""
+    if not long_budget or not (config.get("experiments") or {}).get("main"):
         return
     from hnclip.plan.roles import REFERENCE_METHOD
     from hnclip.tuning.record import tuned_methods
