@@ -191,9 +191,10 @@ def test_the_shipped_record_follows_the_protocol(default_config):
     points = [p for entry in record["methods"].values() for p in entry["points"]]
     assert record["provenance"]["points"] == len(points)
     assert record["provenance"]["minutes"] == pytest.approx(sum(p["minutes"] for p in points), abs=0.05)
-    # the long budget (hnclip.tuning.long_budget), once the shipped record has it: HN-CLIP, the competitor and
-    # the config's methods, each at its chosen rate for the configured epochs, HN-CLIP minus the competitor at both
+    # the long budget (hnclip.tuning.long_budget): HN-CLIP, the competitor and the config's methods, each at its
+    # chosen rate for the configured epochs, HN-CLIP minus the competitor at both budgets
     long_budget = default_config["tuning"].get("long_budget")
+    assert long_budget and "long_budget" in record
     if "long_budget" in record:
         section = record["long_budget"]
         assert section["epochs"] == long_budget["epochs"]
@@ -205,6 +206,13 @@ def test_the_shipped_record_follows_the_protocol(default_config):
         assert budgets == {protocol["budget"]["epochs"], section["epochs"]}
         assert record["provenance"]["long_budget_minutes"] == pytest.approx(
             sum(r["minutes"] for r in section["methods"].values()), abs=0.05)
+    # the split's resolution of the competitor's choice: the competitor against the best other baseline
+    resolution = record["resolution"]
+    baselines = {m: e["score"] for m, e in record["methods"].items() if m != "hnclip"}
+    assert resolution["competitor"] == record["competitor"] == max(baselines, key=baselines.get)
+    del baselines[record["competitor"]]
+    assert resolution["runner_up"] == max(baselines, key=baselines.get)
+    assert resolution["resolved"] == (resolution["interval"][0] > 0)
 
 
 # --------------------------------------------------------------------------------- a micro search

@@ -1,5 +1,5 @@
 # The tuning protocol (hnclip.tuning): every main-table method's rate chosen on the val split by one rule.
-# Not part of `all`: `snakemake tune` (about 25 minutes on 2 cores for the embedded default) writes
+# Not part of `all`: `snakemake tune` (under an hour on 2 cores for the embedded default: its record's provenance) writes
 # results/tuning/record.json; shipping it means copying it over the config's tuning.record, whose choices the
 # config's rates must then be (tests/test_tuning.py). Its grid points' runs stay in results/tuning/work/ (not
 # declared outputs, so an interrupted search resumes: finished points are read, a half-trained one continues
