@@ -459,6 +459,13 @@ def test_the_first_screen_says_the_result_before_any_claim_card(outputs, tmp_pat
     assert result_top < 900 and table_top < 900 and result_top < table_top < claim_top
 
 
+def _render_with_record(outputs, path: Path) -> Path:
+    return render_report_from_files(
+        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
+        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
+        summaries=outputs["summaries"], tuning=path)
+
+
 def _tuning_record(path: Path) -> Path:
     """A hand-made record: HN-CLIP tuned at its centre; Long-CLIP FT's best one step below its centre and still
     rising; StructXLIP's every rate below the zero-shot backbone (92.0)."""
@@ -531,11 +538,10 @@ def test_the_tuning_section_shows_the_long_budget_curves_and_both_differences_in
             {"method": "hnclip", "against": "longclip", "budget_epochs": 2, "value": 1.0, "interval": [-0.5, 2.5]},
             {"method": "hnclip", "against": "longclip", "budget_epochs": 3, "value": 1.7, "interval": [0.3, 3.3]}]}
     record["provenance"]["long_budget_minutes"] = 2.8
+    record["resolution"] = {"competitor": "longclip", "runner_up": "structxlip", "value": 4.35,
+                            "interval": [3.6, 5.13], "resolved": True}
     path.write_text(json.dumps(record))
-    out = render_report_from_files(
-        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
-        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
-        summaries=outputs["summaries"], tuning=path)
+    out = _render_with_record(outputs, path)
     html = unescape(out.read_text(encoding="utf-8"))
     section = html[html.index('<h3 id="tuning-long-budget">'):html.index('<h2 id="tables">')]
     assert "The paper's budget: 3 epochs at the chosen rates" in section and "(2.8 minutes of training" in section
@@ -544,13 +550,13 @@ def test_the_tuning_section_shows_the_long_budget_curves_and_both_differences_in
     assert "<td>HN-CLIP</td><td>lr</td><td>0.0001</td>\n<td>95.0 → 97.0 → 98.3</td>" in section
     assert "<td>Long-CLIP FT</td><td>lr</td><td>3e-05</td>\n<td>93.0 → 96.0 → 96.5</td>" in section
     assert "<td>HN-CLIP − Long-CLIP FT</td><td>3</td>\n<td>+1.7 [+0.3, +3.3]</td>" in section
+    # (this run's specs label no StructXLIP row: the method's key stands in)
+    assert ("The split's resolution: val resolves the competitor's choice: Long-CLIP FT minus structxlip +4.35 "
+            "[+3.60, +5.13]") in html
     # a record without the section: no long-budget part
     del record["long_budget"]
     path.write_text(json.dumps(record))
-    out = render_report_from_files(
-        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
-        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
-        summaries=outputs["summaries"], tuning=path)
+    out = _render_with_record(outputs, path)
     assert "tuning-long-budget" not in out.read_text(encoding="utf-8")
 
 
@@ -559,10 +565,7 @@ def test_a_tuning_record_whose_choice_is_none_of_its_points_is_a_visible_flag_no
     record = json.loads(path.read_text())
     record["methods"]["longclip"]["chosen"] = 5e-3  # none of its grid's points
     path.write_text(json.dumps(record))
-    out = render_report_from_files(
-        out_html=outputs["root"] / "report.html", title="t", scale="toy", specs=outputs["specs"],
-        tables=outputs["tables"], figures=outputs["figures"], geometry=outputs["geometry"],
-        summaries=outputs["summaries"], tuning=path)
+    out = _render_with_record(outputs, path)
     html = unescape(out.read_text(encoding="utf-8"))
     section = html[html.index('<h2 id="tuning">'):html.index('<h2 id="tables">')]
     assert "tuning section left out, its record is not valid:" in section
