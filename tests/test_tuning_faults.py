@@ -198,10 +198,11 @@ def test_a_rate_that_is_not_the_records_choice_is_a_warning_naming_key_and_recor
     override.write_text("methods:\n  goal: {train: {lr: 1.0e-3}}\n")
     config = load_config([REPO / "config" / "config.yaml", override])
     record = REPO / "resources" / "tuning" / "record.json"
+    chose = f"{json.loads(record.read_text())['methods']['goal']['chosen']:g}"  # the shipped record's choice
     warnings = config_warnings(config)
-    assert warnings == [f"config key methods.goal: lr 0.001 in the config, the tuning record chose 0.0005 for "
+    assert warnings == [f"config key methods.goal: lr 0.001 in the config, the tuning record chose {chose} for "
                         f"goal (tuning.record {record})"] or warnings == [
-        "config key methods.goal: lr 0.001 in the config, the tuning record chose 0.0005 for goal "
+        f"config key methods.goal: lr 0.001 in the config, the tuning record chose {chose} for goal "
         "(tuning.record resources/tuning/record.json)"]
     assert config_warnings(load_config([REPO / "config" / "config.yaml"])) == []
     # `hnclip plan` prints it (snakemake -n logs the same lines: workflow/rules/common.smk)
@@ -210,7 +211,7 @@ def test_a_rate_that_is_not_the_records_choice_is_a_warning_naming_key_and_recor
     out = io.StringIO()
     print_plan([REPO / "config" / "config.yaml", override], results_dir=tmp_path / "results", file=out,
                job_cost=False)
-    assert "warning: config key methods.goal: lr 0.001 in the config, the tuning record chose 0.0005" in out.getvalue()
+    assert f"warning: config key methods.goal: lr 0.001 in the config, the tuning record chose {chose}" in out.getvalue()
 
 
 def test_summary_md_has_a_tuning_line_naming_the_record_and_what_is_not_its_choice(tmp_path):
@@ -221,13 +222,21 @@ def test_summary_md_has_a_tuning_line_naming_the_record_and_what_is_not_its_choi
     record = REPO / "resources" / "tuning" / "record.json"
     summary = {"scale": "toy", "machine": {}, "backbone": {}, "regime": {}, "main": {},
                "claims": {"tally": {"holds": 1}}}
-    agreeing = render_summary_markdown({**summary, "tuning": record_check(config, record)})
-    assert f"| tuning record `{record}` | every rate and the competitor are its choices on val | |" in agreeing
+    chose = f"{json.loads(record.read_text())['methods']['goal']['chosen']:g}"  # the shipped record's choice
+
+    def tuning_line(config):
+        markdown = render_summary_markdown({**summary, "tuning": record_check(config, record)})
+        return [r for r in markdown.splitlines() if r.startswith("| tuning record")]
+
+    # the shipped record's resolution and long-budget sentences follow (test_tuning_long_budget checks them)
+    [agreeing] = tuning_line(config)
+    assert agreeing.startswith(f"| tuning record `{record}` | every rate and the competitor are its choices on "
+                               "val; val resolves the competitor's choice: ") and agreeing.endswith(" epochs | |")
     config["methods"]["goal"]["train"] = {"lr": 1e-3}
-    line = [r for r in render_summary_markdown({**summary, "tuning": record_check(config, record)}).splitlines()
-            if r.startswith("| tuning record")]
-    assert line == [f"| tuning record `{record}` | **this run's rates are not the record's**: methods.goal: lr "
-                    "0.001 in the config, the tuning record chose 0.0005 for goal | its choices on val |"]
+    [line] = tuning_line(config)
+    assert line.startswith(f"| tuning record `{record}` | **this run's rates are not the record's**: methods.goal: "
+                           f"lr 0.001 in the config, the tuning record chose {chose} for goal; val resolves ")
+    assert line.endswith(" epochs | its choices on val |")
     bad = _record(tmp_path / "bad.json", 5e-4)
     broken = render_summary_markdown({**summary, "tuning": record_check(config, bad)})
     assert f"| tuning record | not read: tuning record {bad}: methods.longclip chose lr 0.0005" in broken
