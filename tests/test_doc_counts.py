@@ -53,7 +53,7 @@ class Claim:
 
 
 CLAIMS = [
-    Claim("README.md", "default", r"three quarters of it the (?P<runs>\d+) fine-tuning runs"),
+    Claim("README.md", "default", r"most of it the (?P<runs>\d+) fine-tuning runs"),
     Claim("docs/paper-scale.md", "paper", r"Long-DCI and Urban-1K: (?P<runs>\d+) training runs and "
           r"(?P<evaluations>\d+) evaluations of them, (?P<zeroshot>\d+) of the zero-shot backbone"),
     Claim("docs/paper-scale.md", "paper", r"the paper grid: (?P<probed>\d+) of its (?P<runs>\d+) runs probe"),
