@@ -120,7 +120,8 @@ def _tuning_line(tuning: Mapping) -> str:
     record trained the long budget."""
     if tuning.get("error"):
         return f"| tuning record | not read: {tuning['error']} | |"
-    # the record's long-budget comparison, when it has one (hnclip.tuning.long_budget.sentence)
+    # what the record says of its split's resolution and of the long budget, when it has them
+    # (hnclip.tuning.resolution.resolution_sentence, hnclip.tuning.long_budget.sentence)
     budget = "".join(f"; {tuning[k]}" for k in ("resolution", "long_budget") if tuning.get(k))
     if tuning["problems"]:
         return (f"| tuning record `{tuning['record']}` | **this run's rates are not the record's**: "

@@ -24,11 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hnclip.analysis.epoch_rise import last_difference
-from hnclip.frameworks.registry import framework_entry
 from hnclip.plan.roles import REFERENCE_METHOD
 from hnclip.tuning import score
 from hnclip.tuning import work as folders
-from hnclip.tuning.record import chosen_point
 
 __all__ = ["FOLDER", "long_methods", "require_tuned", "run", "sentence"]
 
@@ -59,10 +57,9 @@ def _run_one(search, method: str, entry: Mapping, epochs: int) -> tuple[dict, Pa
     from hnclip.tuning.search import _training_minutes, point_items
 
     section, key, rate = search.section, entry["key"], float(entry["chosen"])
-    products = framework_entry(search.config["methods"][method]["framework"]).products
     method_dir = folders.method_folder(search.work / FOLDER, section["benchmark"], search.identity, method,
                                        point_items(search.config, method, key, rate, epochs), key,
-                                       folders.products_identity(search.split.data, products))
+                                       search.products(method))
     out = folders.point_folder(method_dir, key, rate)
     if not folders.finished(out):
         resumed = " (resuming an interrupted run)" if (out / "epochs.csv").exists() else ""
@@ -82,17 +79,14 @@ def run(search, record: Mapping, bootstrap) -> dict:
     method's run, and HN-CLIP minus each other one at the shared budget and at the long budget."""
     section = search.section["long_budget"]
     epochs, split = int(section["epochs"]), search.split.split
-    methods = long_methods(section, record.get("competitor"))
-    require_tuned(section, list(record["methods"]), record.get("competitor"))
+    methods = long_methods(section, record.get("competitor"))  # all tuned: run_search checked before its grids
     runs, folders_of = {}, {}
     for method in methods:
         runs[method], folders_of[method] = _run_one(search, method, record["methods"][method], epochs)
     budget = int(record["protocol"]["budget"]["epochs"])
     differences = []
-    for against in methods[1:]:  # methods[0] is HN-CLIP (long_methods), tuned (checked above)
-        shared = [folders.point_folder(search.method_dirs[m], record["methods"][m]["key"],
-                                       float(chosen_point(record["methods"][m])["rate"]))
-                  for m in (REFERENCE_METHOD, against)]
+    for against in methods[1:]:  # methods[0] is HN-CLIP (long_methods)
+        shared = [search.chosen_folder(record, m) for m in (REFERENCE_METHOD, against)]
         for budget_epochs, (ours, theirs) in ((budget, shared), (epochs, (folders_of[REFERENCE_METHOD],
                                                                           folders_of[against]))):
             found = last_difference(ours / "epoch_ranks.csv", theirs / "epoch_ranks.csv", split, bootstrap)

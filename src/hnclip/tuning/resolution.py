@@ -8,12 +8,9 @@ and the record says so."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from hnclip.analysis.epoch_rise import last_difference
 from hnclip.plan.roles import REFERENCE_METHOD
-from hnclip.tuning import work as folders
-from hnclip.tuning.record import chosen_point
 
 __all__ = ["check_resolution", "competitor_resolution", "resolution_sentence", "runner_up"]
 
@@ -26,17 +23,16 @@ def runner_up(methods: Mapping[str, Mapping], competitor: str | None) -> str | N
     return max(rest, key=lambda item: item[1])[0] if competitor and rest else None
 
 
-def competitor_resolution(method_dirs: Mapping[str, Path], record: Mapping, split: str, bootstrap) -> dict | None:
-    """The competitor minus the runner-up on ``split`` (their chosen points' runs under ``method_dirs``), its
-    interval, and ``resolved`` (the interval lies above 0); None with fewer than two baselines."""
+def competitor_resolution(search, record: Mapping, bootstrap) -> dict | None:
+    """The competitor minus the runner-up on the search's split (their chosen points' runs,
+    :meth:`hnclip.tuning.search._Search.chosen_folder`), its interval, and ``resolved`` (the interval lies
+    above 0); None with fewer than two baselines."""
     competitor = record.get("competitor")
     second = runner_up(record["methods"], competitor)
     if second is None:
         return None
-    ranks = [folders.point_folder(method_dirs[m], record["methods"][m]["key"],
-                                  float(chosen_point(record["methods"][m])["rate"])) / "epoch_ranks.csv"
-             for m in (competitor, second)]
-    found = last_difference(*ranks, split, bootstrap)
+    ranks = [search.chosen_folder(record, m) / "epoch_ranks.csv" for m in (competitor, second)]
+    found = last_difference(*ranks, search.split.split, bootstrap)
     return {"competitor": competitor, "runner_up": second, **found, "resolved": found["interval"][0] > 0}
 
 

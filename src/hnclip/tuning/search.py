@@ -28,7 +28,7 @@ from hnclip.frameworks.registry import framework_entry
 from hnclip.paths import format_number
 from hnclip.tuning import grid, long_budget, resolution, score
 from hnclip.tuning import work as folders
-from hnclip.tuning.record import strongest_competitor, tuned_methods, tuned_rate_key
+from hnclip.tuning.record import chosen_point, strongest_competitor, tuned_methods, tuned_rate_key
 from hnclip.tuning.section import refuse_test_split, require_tuning
 
 __all__ = ["Split", "point_items", "protocol_of", "run_child", "run_search", "search_minutes", "train_command"]
@@ -174,7 +174,17 @@ class _Search:
         self.trainer = trainer or _subprocess_trainer(config, backbone, self.split, threads, self.work / "search.log")
         self.identity = folders.inputs_identity(backbone, data, self.split.split,
                                                 str(config.get("cpu_kernels", "native")))
-        self.method_dirs: dict[str, Path] = {}  # each tuned method's points' folder (the long budget reads them)
+        self.method_dirs: dict[str, Path] = {}  # each tuned method's points' folder (:meth:`chosen_folder`)
+
+    def products(self, method: str) -> dict[str, str]:
+        """The framework products ``method`` trains on, by content: its runs' folders are keyed on them."""
+        names = framework_entry(self.config["methods"][method]["framework"]).products
+        return folders.products_identity(self.split.data, names)
+
+    def chosen_folder(self, record: Mapping, method: str) -> Path:
+        """The run folder of ``method``'s chosen grid point (after its grid was searched)."""
+        entry = record["methods"][method]
+        return folders.point_folder(self.method_dirs[method], entry["key"], float(chosen_point(entry)["rate"]))
 
     def point(self, method: str, key: str, rate: float, step: int, method_dir: Path, bootstrap) -> dict:
         """One grid point scored on all its epochs, trained (or resumed) first unless its run finished."""
@@ -194,10 +204,9 @@ class _Search:
         section, key = self.section, tuned_rate_key(self.config, method)
         ratio = grid.paper_ratio(paper, method, key)
         centre = float(section["base_lr"]) * ratio
-        products = framework_entry(self.config["methods"][method]["framework"]).products
         method_dir = folders.method_folder(self.work, section["benchmark"], self.identity, method,
                                            point_items(self.config, method, key, centre), key,
-                                           folders.products_identity(self.split.data, products))
+                                           self.products(method))
         self.method_dirs[method] = method_dir
         points: dict[int, dict] = {}
         pending = grid.start_steps(section["steps"])
@@ -241,7 +250,7 @@ def run_search(config: Mapping, backbone: Path, data: Path, work: Path, threads:
     for method in methods:
         record["methods"][method] = search.method(method, paper, bootstrap, record["zeroshot"]["mean"])
     record["competitor"] = strongest_competitor(record["methods"])
-    record["resolution"] = resolution.competitor_resolution(search.method_dirs, record, split.split, bootstrap)
+    record["resolution"] = resolution.competitor_resolution(search, record, bootstrap)
     if section.get("long_budget"):
         record["long_budget"] = long_budget.run(search, record, bootstrap)
     record["provenance"] = {**machine_record(commit), "cpu_kernels": str(config.get("cpu_kernels", "native")),

@@ -58,11 +58,11 @@ def _check_long_budget(config: Mapping, long_budget: Mapping | None) -> None:
     :func:`hnclip.tuning.record.rate_source`), so it has no long budget to check either."""
     if not long_budget or not (config.get("experiments") or {}).get("main"):
         return
-    from hnclip.plan.roles import REFERENCE_METHOD
+    from hnclip.tuning.long_budget import long_methods
     from hnclip.tuning.record import tuned_methods
 
     tuned = tuned_methods(config)
-    untuned = [m for m in [REFERENCE_METHOD, *long_budget.get("methods", [])] if m not in tuned]
+    untuned = [m for m in long_methods(long_budget, None) if m not in tuned]
     if untuned:
         fail("tuning.long_budget.methods", f"{', '.join(untuned)} not tuned (experiments.main.methods: "
                                            f"{', '.join(tuned) or 'none'}); a long-budget run trains at its chosen rate")
