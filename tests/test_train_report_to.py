@@ -194,28 +194,29 @@ LINE = re.compile(r"^hnclip train (?P<out>\S+): step (?P<step>\d+)/(?P<total>\d+
 def test_a_training_job_prints_progress_lines_to_stdout_and_its_log_to_stderr(tmp_path):
     import hnclip
 
-    paths = make_dataset(tmp_path / "data", n=24)
+    paths = make_dataset(tmp_path / "data", n=96)
     out = tmp_path / "run" / "out"
     env = dict(os.environ, PYTHONPATH=str(Path(hnclip.__file__).resolve().parents[1]))
     command = [sys.executable, "-m", "hnclip", "train", "--init", str(paths["init_model_dir"]),
                "--manifest", str(paths["train_manifest"]), "--images", str(paths["store_dir"]), "--out", str(out),
                "--checkpoint-dir", str(tmp_path / "ckpt"), "--threads", "1"]
-    # 3 steps per epoch, 3 epochs, the probe on every step (slow enough for several lines at 0.2 s)
+    # 12 steps per epoch, 3 epochs, the probe on every step: 36 steps take well over a second even on a fast
+    # CPU (9 steps at 0.2 s once gave no training line on one), so lines 0.05 s apart fall inside the loop
     for item in ("micro_batch=4", "accum_steps=2", "epochs=3", "device=cpu", "dynamics_every=1", "gamma=0.5",
-                 "token_weight=0.5", "progress_every=0.2"):
+                 "token_weight=0.5", "progress_every=0.05"):
         command += ["--set", item]
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines and not [line for line in proc.stderr.splitlines() if line.startswith("hnclip train")]
-    assert lines[-1].startswith(f"hnclip train {out}: finished, step 9/9, in ")
+    assert lines[-1].startswith(f"hnclip train {out}: finished, step 36/36, in ")
     losses = {int(r["step"]): float(r["loss"]) for r in read_csv_rows(out / "dynamics.csv")}
     epochs = {int(r["step"]): int(r["epoch"]) for r in read_csv_rows(out / "dynamics.csv")}
     training = [m for line in lines if (m := LINE.match(line))]
     assert training, lines
     for match in training:  # the numbers of the step the line names, as dynamics.csv has them
         step = int(match["step"])
-        assert match["out"] == str(out) and match["total"] == "9"
+        assert match["out"] == str(out) and match["total"] == "36"
         assert match["loss"] == f"{losses[step]:.4f}" and int(match["epoch"]) == epochs[step]
     others = [line for line in lines[:-1] if not LINE.match(line)]
     assert all(re.match(rf"^hnclip train {re.escape(str(out))}: [a-z]", line) for line in others), others
@@ -227,9 +228,9 @@ def test_snakemake_shows_a_training_jobs_progress_lines_as_it_runs_and_logs_its_
     progress lines reach Snakemake's own output while the job runs, before Snakemake reports it finished."""
     import hnclip
 
-    paths = make_dataset(tmp_path / "data", n=24)
+    paths = make_dataset(tmp_path / "data", n=96)
     sets = " ".join(f"--set {item}" for item in ("micro_batch=4", "accum_steps=2", "epochs=3", "device=cpu",
-                                                 "dynamics_every=1", "gamma=0.5", "progress_every=0.2"))
+                                                 "dynamics_every=1", "gamma=0.5", "progress_every=0.05"))
     (tmp_path / "Snakefile").write_text(
         "rule train:\n"
         "    output: 'out/summary.json'\n"
