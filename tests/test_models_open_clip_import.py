@@ -78,3 +78,25 @@ def test_a_normally_imported_open_clip_is_left_as_it_is():
                           "had_transformers": before is not None}))
     """)
     assert seen == {"same": True, "hf_kept": True, "had_transformers": True}
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch and open_clip (~10-25 s)
+def test_hnclip_models_leaves_torchs_compiler_unimported_and_importable():
+    seen = _run("""
+        import json, sys
+        import hnclip.models
+        import open_clip
+        loaded = "torch._dynamo" in sys.modules
+        roi_align = sys.modules["torchvision.ops.roi_align"]
+        import torch, torch._dynamo.utils
+        print(json.dumps({
+            "loaded": loaded,
+            "stand_in_answers": [roi_align.is_compile_supported(d) for d in ("cpu", "meta")],
+            "real_answers": [torch._dynamo.utils.is_compile_supported(d) for d in ("cpu", "meta")],
+            "real_module": hasattr(torch._dynamo, "optimize") and torch._dynamo is sys.modules["torch._dynamo"],
+            "open_clip_builds": type(open_clip.create_model("RN50", pretrained=None)).__name__,
+        }))
+    """)
+    assert seen["loaded"] is False  # nothing in the import needed the compiler
+    assert seen["stand_in_answers"] == seen["real_answers"]  # roi_align's helper is the real one when called
+    assert seen["real_module"] is True and seen["open_clip_builds"] == "CLIP"

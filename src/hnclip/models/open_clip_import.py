@@ -14,6 +14,13 @@ optional to it), then removes the marks, so ``import transformers`` elsewhere in
 usual. :func:`open_clip_with_integrations` is what code handing a user's model to open_clip itself
 (``hnclip.models.from_open_clip``) calls first: it re-runs open_clip's modules that import them in place so
 that they, and the classes open_clip already bound from them, see the installed libraries.
+
+It also keeps torch's compiler out of the import. open_clip imports torchvision, whose package imports
+every model and op, and ``torchvision.ops.roi_align`` imports ``torch._dynamo`` (with sympy and triton) for
+one helper it calls only inside ``roi_align``: 1.5-3 s of every job's start (``benchmarks/startup_cost.py``),
+for a compiler the toy never runs. While open_clip imports, ``torch._dynamo.utils`` is a stand-in whose
+``is_compile_supported`` imports the real one when first called; the stand-ins leave ``sys.modules``
+afterwards, so ``torch._dynamo`` imports as usual wherever it is used (tests/test_open_clip_import.py).
 """
 
 from __future__ import annotations
@@ -33,6 +40,22 @@ OPTIONAL = {"open_clip.timm_model": "timm", "open_clip.hf_model": "transformers"
 _IMPORTED_WITHOUT: set[str] = set()
 
 
+def _is_compile_supported(device_type):
+    """torch._dynamo.utils.is_compile_supported, imported when first called (module docstring)."""
+    from torch._dynamo.utils import is_compile_supported
+
+    return is_compile_supported(device_type)
+
+
+def _dynamo_stand_ins() -> dict[str, ModuleType]:
+    """Stand-ins for ``torch._dynamo`` and its ``utils`` while torchvision imports, if neither is imported."""
+    if "torch._dynamo" in sys.modules or "torchvision" in sys.modules:
+        return {}
+    utils = ModuleType("torch._dynamo.utils")
+    utils.is_compile_supported = _is_compile_supported
+    return {"torch._dynamo": ModuleType("torch._dynamo"), "torch._dynamo.utils": utils}
+
+
 def import_open_clip() -> ModuleType:
     """``open_clip``, imported without timm and transformers if it is not imported yet (module docstring)."""
     if "open_clip" in sys.modules:
@@ -40,11 +63,16 @@ def import_open_clip() -> ModuleType:
     hidden = sorted(set(OPTIONAL.values()) - set(sys.modules))
     for name in hidden:
         sys.modules[name] = None  # type: ignore[assignment]  # `import name` raises ImportError
+    stand_ins = _dynamo_stand_ins()
+    sys.modules.update(stand_ins)
     try:
         module = importlib.import_module("open_clip")
     finally:
         for name in hidden:
             if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+        for name, stand_in in stand_ins.items():
+            if sys.modules.get(name) is stand_in:
                 del sys.modules[name]
     _IMPORTED_WITHOUT.update(m for m, library in OPTIONAL.items() if library in hidden and m in sys.modules)
     return module

@@ -57,7 +57,7 @@ SATURATED_MIN = 0.5
 # that free image features reach against the captions (geometry.least_infonce) is computed
 SATURABLE_MICRO_BATCHES = 32
 # ... and with one feature per scene (geometry.least_infonce_scenes) over at most this many training scenes:
-# those micro-batches' scenes and a seeded draw of the rest (the toy's 1,536 all; a paper-scale split of
+# those micro-batches' scenes and a seeded draw of the rest (the toy's 1,024 all; a paper-scale split of
 # ~20k x 768 would cost minutes and a gigabyte per step). Fewer scenes mean fewer captions to be set apart
 # from, so a cut split errs toward saturable, never away from it
 SATURABLE_SCENES_MAX = 4096
