@@ -17,8 +17,9 @@ that they, and the classes open_clip already bound from them, see the installed 
 
 It also keeps torch's compiler out of the import. open_clip imports torchvision, whose package imports
 every model and op, and ``torchvision.ops.roi_align`` imports ``torch._dynamo`` (with sympy and triton) for
-one helper it calls only inside ``roi_align``: 1.5-3 s of every job's start (``benchmarks/startup_cost.py``),
-for a compiler the toy never runs. While open_clip imports, ``torch._dynamo.utils`` is a stand-in whose
+one helper it calls only inside ``roi_align``: about 2 s of the start of every job that only evaluates
+(``benchmarks/startup_cost.py``; a training job imports it anyway when torch's optimizer first adds its
+parameters), for a compiler the toy never runs. While open_clip imports, ``torch._dynamo.utils`` is a stand-in whose
 ``is_compile_supported`` imports the real one when first called; the stand-ins leave ``sys.modules``
 afterwards, so ``torch._dynamo`` imports as usual wherever it is used (tests/test_open_clip_import.py).
 """
