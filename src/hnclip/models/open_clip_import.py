@@ -21,7 +21,7 @@ one helper it calls only inside ``roi_align``: about 2 s of the start of every j
 (``benchmarks/startup_cost.py``; a training job imports it anyway when torch's optimizer first adds its
 parameters), for a compiler the toy never runs. While open_clip imports, ``torch._dynamo.utils`` is a stand-in whose
 ``is_compile_supported`` imports the real one when first called; the stand-ins leave ``sys.modules``
-afterwards, so ``torch._dynamo`` imports as usual wherever it is used (tests/test_open_clip_import.py).
+afterwards, so ``torch._dynamo`` imports as usual wherever it is used (tests/test_models_open_clip_import.py).
 """
 
 from __future__ import annotations

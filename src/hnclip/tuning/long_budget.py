@@ -40,12 +40,13 @@ def long_methods(section: Mapping, competitor: str | None) -> list[str]:
     return list(dict.fromkeys(m for m in named if m))
 
 
-def require_tuned(section: Mapping | None, tuned: list[str], competitor: str | None = None) -> None:
+def require_tuned(section: Mapping | None, tuned: list[str]) -> None:
     """Every long-budget method is among the search's ``tuned`` ones (it trains at its chosen rate): checked
-    before the grids train, so a search never ends in this error after hours; one line naming the key."""
+    before the grids train, so a search never ends in this error after hours; one line naming the key. The
+    competitor, not known yet, is one of the tuned methods by construction."""
     if not section:
         return
-    untuned = [m for m in long_methods(section, competitor) if m not in tuned]
+    untuned = [m for m in long_methods(section, None) if m not in tuned]
     if untuned:
         raise ValueError(f"config key tuning.long_budget.methods: {', '.join(untuned)} not tuned by this search "
                          f"(tuned: {', '.join(tuned)}); a long-budget run trains at its chosen rate (tuning.long_budget: null: "
