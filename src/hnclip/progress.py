@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-__all__ = ["Progress", "Terminated", "close_progress_bars", "format_duration", "stop_on_sigterm"]
+__all__ = ["Progress", "Terminated", "close_progress_bars", "format_duration", "sigterm_deferred", "stop_on_sigterm"]
 
 
 class Terminated(SystemExit):
@@ -48,8 +48,37 @@ class Terminated(SystemExit):
         self.where = ""
 
 
+# SIGTERMs that arrived inside sigterm_deferred blocks of the main thread, raised when the outermost one ends
+_deferral = {"depth": 0, "pending": False}
+
+
 def _raise_terminated(signum, frame) -> None:
+    if _deferral["depth"]:
+        _deferral["pending"] = True
+        return
     raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_deferred():
+    """Inside: a SIGTERM waits until the block ends, then raises :class:`Terminated` as usual.
+
+    For writes that must not be cut in two: torch's zip writer interrupted mid-record raises its own
+    ``RuntimeError`` from its ``__exit__``, which would replace the ``Terminated`` (exit status 1, not 143,
+    and a "failed" job instead of a terminated one). A checkpoint takes well under a second to write, far
+    inside a scheduler's grace period between SIGTERM and SIGKILL.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferral["depth"] += 1
+    try:
+        yield
+    finally:
+        _deferral["depth"] -= 1
+        if not _deferral["depth"] and _deferral["pending"]:
+            _deferral["pending"] = False
+            raise Terminated()
 
 
 @contextlib.contextmanager

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from hnclip.fileio import link_or_copy_atomic
+from hnclip.progress import sigterm_deferred
 
 from .distributed import check_world_size
 
@@ -132,20 +133,22 @@ def save_checkpoint(path, payload: dict) -> None:
     """Write ``payload`` to ``path`` via a temporary file in the same folder and ``os.replace``.
 
     A crash mid-write leaves the previous checkpoint intact (and at worst a stray ``.tmp`` file);
-    fsync before the rename so the new file is complete on disk when its name appears.
+    fsync before the rename so the new file is complete on disk when its name appears. A SIGTERM during
+    the write is raised after it (:func:`hnclip.progress.sigterm_deferred`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False)
-    try:
-        with handle:
-            torch.save(dict(payload, format_version=FORMAT_VERSION), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    with sigterm_deferred():  # a SIGTERM mid-write is raised once the file is whole and in place
+        handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False)
+        try:
+            with handle:
+                torch.save(dict(payload, format_version=FORMAT_VERSION), handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(handle.name, path)
+        except BaseException:
+            Path(handle.name).unlink(missing_ok=True)
+            raise
 
 
 class CheckpointRefusedError(RuntimeError):
